@@ -1,0 +1,159 @@
+/**
+ * The events of a goal's log: the only source of truth. Each carries `goalId`, `seq` (0, 1,
+ * 2, ... per goal, no gaps), `iteration` and `at` (epoch milliseconds, from Effect's Clock).
+ */
+import { Either, ParseResult, Schema } from "effect"
+import * as LanguageModel from "./LanguageModel.js"
+import { Options } from "./Options.js"
+import * as Tool from "./Tool.js"
+
+/** The version of the event encoding written by this rx; older versions are upcast on read. */
+export const version = 1
+
+const Base = {
+  goalId: Schema.String,
+  seq: Schema.NonNegativeInt,
+  iteration: Schema.NonNegativeInt,
+  at: Schema.Number
+}
+
+/** Why a run ended. */
+export const Reason = Schema.Literal(
+  "done",
+  "max_iterations",
+  "fatal_error",
+  "repeated_failure",
+  "malformed_output",
+  "no_progress",
+  "cancelled"
+)
+export type Reason = typeof Reason.Type
+
+/** Why an answer was not executed. */
+export const RejectionKind = Schema.Literal("cut_off", "no_action", "bad_json", "unknown_tool", "invalid_input")
+export type RejectionKind = typeof RejectionKind.Type
+
+/** The state after an iteration, as recorded for inspection. */
+export const Summary = Schema.Struct({
+  toolCalls: Schema.NonNegativeInt,
+  consecutiveFailures: Schema.NonNegativeInt,
+  consecutiveMalformed: Schema.NonNegativeInt,
+  idleIterations: Schema.NonNegativeInt,
+  repeats: Schema.NonNegativeInt,
+  last: Schema.Literal("none", "ok", "error", "rejected")
+})
+export type Summary = typeof Summary.Type
+
+export const GoalSubmitted = Schema.TaggedStruct("GoalSubmitted", {
+  ...Base,
+  goal: Schema.String,
+  options: Options,
+  tools: Schema.Array(Tool.Spec)
+})
+export const ModelResponded = Schema.TaggedStruct("ModelResponded", {
+  ...Base,
+  response: LanguageModel.Response
+})
+export const ActionRejected = Schema.TaggedStruct("ActionRejected", {
+  ...Base,
+  kind: RejectionKind,
+  reason: Schema.String,
+  /** The rejected text or arguments, capped. */
+  raw: Schema.String
+})
+export const ToolStarted = Schema.TaggedStruct("ToolStarted", {
+  ...Base,
+  callId: Schema.String,
+  tool: Schema.String,
+  input: Schema.Unknown
+})
+export const ToolSucceeded = Schema.TaggedStruct("ToolSucceeded", {
+  ...Base,
+  callId: Schema.String,
+  tool: Schema.String,
+  output: Schema.Unknown,
+  durationMs: Schema.Number
+})
+export const ToolFailed = Schema.TaggedStruct("ToolFailed", {
+  ...Base,
+  callId: Schema.String,
+  tool: Schema.String,
+  error: Tool.Failure,
+  durationMs: Schema.Number
+})
+export const IterationCompleted = Schema.TaggedStruct("IterationCompleted", {
+  ...Base,
+  summary: Summary
+})
+export const CancelRequested = Schema.TaggedStruct("CancelRequested", {
+  ...Base,
+  reason: Schema.String
+})
+export const Terminated = Schema.TaggedStruct("Terminated", {
+  ...Base,
+  reason: Reason,
+  detail: Schema.String
+})
+
+export const Event = Schema.Union(
+  GoalSubmitted,
+  ModelResponded,
+  ActionRejected,
+  ToolStarted,
+  ToolSucceeded,
+  ToolFailed,
+  IterationCompleted,
+  CancelRequested,
+  Terminated
+)
+export type Event = typeof Event.Type
+export type Encoded = typeof Event.Encoded
+
+/** An event of a given tag. */
+export type Of<Tag extends Event["_tag"]> = Extract<Event, { readonly _tag: Tag }>
+
+/** An event before the log assigns its `seq`. */
+export type Draft = Event extends infer E ? E extends Event ? Omit<E, "seq"> : never : never
+
+/** Events appended by someone other than the runner (a transport); the runner folds them in. */
+export const isExternal = (event: Event): boolean => event._tag === "CancelRequested"
+
+/** Upcasters from each older version to the next; index `v` upgrades version `v` to `v + 1`. */
+const upcasters: ReadonlyArray<(encoded: unknown) => unknown> = []
+
+/** Bring an encoded event of `fromVersion` to the current version. */
+export const upcast = (fromVersion: number, encoded: unknown): Either.Either<unknown, string> => {
+  if (!Number.isInteger(fromVersion) || fromVersion < 1 || fromVersion > version) {
+    return Either.left(`event version ${fromVersion} is not supported by this rx (it reads versions 1 to ${version})`)
+  }
+  let value = encoded
+  for (let v = fromVersion; v < version; v++) {
+    const step = upcasters[v - 1]
+    if (step === undefined) return Either.left(`no upcaster from event version ${v}`)
+    value = step(value)
+  }
+  return Either.right(value)
+}
+
+const decodeEvent = Schema.decodeUnknownEither(Event)
+const decodeJsonEvent = Schema.decodeUnknownEither(Schema.parseJson(Event))
+
+/** Decode an encoded event of `fromVersion`; `Left` says what is wrong. */
+export const decode = (encoded: unknown, fromVersion: number = version): Either.Either<Event, string> =>
+  Either.flatMap(upcast(fromVersion, encoded), (value) =>
+    Either.mapLeft(decodeEvent(value), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
+  )
+
+/** Decode an event from its JSON text. */
+export const decodeJson = (json: string, fromVersion: number = version): Either.Either<Event, string> =>
+  fromVersion === version
+    ? Either.mapLeft(decodeJsonEvent(json), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
+    : Either.flatMap(
+      Either.try({ try: (): unknown => JSON.parse(json), catch: (error) => `not JSON: ${String(error)}` }),
+      (value) => decode(value, fromVersion)
+    )
+
+const encodeEvent = Schema.encodeSync(Event)
+
+/** The JSON text of an event (the log's and `rx events`' encoding). */
+export const encodeJson = (event: Event): string => JSON.stringify(encodeEvent(event))

@@ -1,0 +1,56 @@
+/**
+ * One line per goal, kept by stores beside the log for listing: maintained by folding each
+ * appended event, so it is never a second source of truth.
+ */
+import { Schema } from "effect"
+import * as Event from "./Event.js"
+
+export const GoalSummary = Schema.Struct({
+  goalId: Schema.String,
+  goal: Schema.String,
+  status: Schema.Literal("open", "terminated"),
+  /** Iterations completed. */
+  iterations: Schema.NonNegativeInt,
+  /** The seq the next event will take. */
+  nextSeq: Schema.NonNegativeInt,
+  /** The iteration of the last event. */
+  lastIteration: Schema.NonNegativeInt,
+  reason: Schema.NullOr(Event.Reason),
+  submittedAt: Schema.Number,
+  updatedAt: Schema.Number
+})
+export type GoalSummary = typeof GoalSummary.Type
+
+/** The summary after `event`; `undefined` before `GoalSubmitted`. */
+export const update = (summary: GoalSummary | undefined, event: Event.Event): GoalSummary | undefined => {
+  if (event._tag === "GoalSubmitted") {
+    return {
+      goalId: event.goalId,
+      goal: event.goal,
+      status: "open",
+      iterations: 0,
+      nextSeq: event.seq + 1,
+      lastIteration: event.iteration,
+      reason: null,
+      submittedAt: event.at,
+      updatedAt: event.at
+    }
+  }
+  if (summary === undefined) return undefined
+  return {
+    ...summary,
+    nextSeq: event.seq + 1,
+    lastIteration: event.iteration,
+    updatedAt: event.at,
+    iterations: event._tag === "IterationCompleted" ? summary.iterations + 1 : summary.iterations,
+    status: event._tag === "Terminated" ? "terminated" : summary.status,
+    reason: event._tag === "Terminated" ? event.reason : summary.reason
+  }
+}
+
+/** Which goals `StateStore.goals` returns, newest first. */
+export const Query = Schema.Struct({
+  status: Schema.optional(Schema.Literal("open", "terminated")),
+  limit: Schema.optional(Schema.Int.pipe(Schema.positive()))
+})
+export type Query = typeof Query.Type

@@ -1,0 +1,46 @@
+/**
+ * The limits and thresholds of a run. Every field has a default; the decoded options are
+ * recorded in `GoalSubmitted`, so a resumed or replayed run uses exactly the same ones.
+ */
+import { Effect, ParseResult, Schema } from "effect"
+
+const count = (fallback: number) =>
+  Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => fallback })
+
+export const Options = Schema.Struct({
+  /** Iterations a run may take; enforced before the model is asked. */
+  maxIterations: count(50),
+  /** Consecutive failed tool calls that end a run as `repeated_failure`. */
+  maxConsecutiveFailures: count(3),
+  /** Consecutive rejected model answers that end a run as `malformed_output`. */
+  maxMalformed: count(3),
+  /** The same call with the same result this many times in a row ends a run as `no_progress`. */
+  maxRepeats: count(3),
+  /** Iterations in a row with no successful tool call that end a run as `no_progress`. */
+  noProgressWindow: count(8),
+  /** Characters of conversation text a prompt may hold; older tool output is compacted to fit. */
+  promptBudget: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(2_000)), { default: () => 32_000 }),
+  /** Free-form settings of the transport (workspace, sandbox, model), recorded for audit. */
+  metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), { default: () => ({}) })
+})
+export type Options = typeof Options.Type
+/** What a caller may pass: any subset, the rest defaulted. */
+export type Input = typeof Options.Encoded
+
+/** Options that do not decode: the message names each offending field. */
+export class InvalidOptions extends Schema.TaggedError<InvalidOptions>()("InvalidOptions", {
+  message: Schema.String
+}) {}
+
+const decodeOptions = Schema.decodeUnknown(Options, { errors: "all", onExcessProperty: "error" })
+
+/** Decode caller input into complete options. */
+export const decode = (input: unknown): Effect.Effect<Options, InvalidOptions> =>
+  decodeOptions(input).pipe(
+    Effect.mapError((error) =>
+      new InvalidOptions({ message: `invalid run options: ${ParseResult.TreeFormatter.formatErrorSync(error)}` })
+    )
+  )
+
+/** The defaults. */
+export const defaults: Options = Schema.decodeSync(Options)({})

@@ -1,0 +1,207 @@
+/**
+ * What deciding the next step needs, and nothing more: a pure, total fold over the events.
+ * Memory stays flat: only the last `maxTurns` turns are kept, their text already capped.
+ */
+import { Schema } from "effect"
+import * as Event from "./Event.js"
+import { canonical, fingerprint, truncate } from "./internal/json.js"
+import * as Options from "./Options.js"
+import * as Tool from "./Tool.js"
+
+/** Turns kept for the prompt; older ones are only counted. */
+export const maxTurns = 32
+/** Characters of one tool output, assistant text or rejection kept in State. */
+export const maxTurnText = 8_000
+
+/** One model answer and what came of it, as the prompt shows it. */
+export const Turn = Schema.Struct({
+  iteration: Schema.NonNegativeInt,
+  text: Schema.String,
+  /** The call that was started, if the answer held a valid one. */
+  call: Schema.NullOr(Schema.Struct({ tool: Schema.String, input: Schema.Unknown })),
+  result: Schema.NullOr(Schema.Struct({ status: Schema.Literal("ok", "error", "rejected"), content: Schema.String }))
+})
+export type Turn = typeof Turn.Type
+
+/** A started call with no recorded outcome yet. */
+export const Pending = Schema.Struct({
+  callId: Schema.String,
+  tool: Schema.String,
+  input: Schema.Unknown,
+  startedAt: Schema.Number
+})
+export type Pending = typeof Pending.Type
+
+export const State = Schema.Struct({
+  goalId: Schema.String,
+  goal: Schema.String,
+  options: Options.Options,
+  tools: Schema.Array(Tool.Spec),
+  /** The seq the next event takes: the number of events folded. */
+  seq: Schema.NonNegativeInt,
+  /** The iteration of the last event. */
+  iteration: Schema.NonNegativeInt,
+  /** Iterations completed. */
+  completed: Schema.NonNegativeInt,
+  pending: Schema.NullOr(Pending),
+  turns: Schema.Array(Turn),
+  /** Turns dropped from `turns`. */
+  omitted: Schema.NonNegativeInt,
+  toolCalls: Schema.NonNegativeInt,
+  consecutiveFailures: Schema.NonNegativeInt,
+  consecutiveMalformed: Schema.NonNegativeInt,
+  /** Completed iterations since the last successful tool call. */
+  idleIterations: Schema.NonNegativeInt,
+  /** Whether the current iteration had a successful tool call. */
+  progressed: Schema.Boolean,
+  /** Fingerprint of the last call and its result, and how many times in a row it was seen. */
+  repeat: Schema.Struct({ signature: Schema.String, count: Schema.NonNegativeInt }),
+  last: Event.Summary.fields.last,
+  fatal: Schema.NullOr(Tool.Failure),
+  usage: Schema.Struct({ inputTokens: Schema.Number, outputTokens: Schema.Number }),
+  cancelRequested: Schema.NullOr(Schema.String),
+  terminated: Schema.NullOr(Schema.Struct({ reason: Event.Reason, detail: Schema.String }))
+})
+export type State = typeof State.Type
+
+/** The version of the State encoding; a snapshot of another version is ignored and rebuilt. */
+export const version = 1
+
+/** The State before any event. */
+export const empty = (goalId: string): State => ({
+  goalId,
+  goal: "",
+  options: Options.defaults,
+  tools: [],
+  seq: 0,
+  iteration: 0,
+  completed: 0,
+  pending: null,
+  turns: [],
+  omitted: 0,
+  toolCalls: 0,
+  consecutiveFailures: 0,
+  consecutiveMalformed: 0,
+  idleIterations: 0,
+  progressed: false,
+  repeat: { signature: "", count: 0 },
+  last: "none",
+  fatal: null,
+  usage: { inputTokens: 0, outputTokens: 0 },
+  cancelRequested: null,
+  terminated: null
+})
+
+/** Apply one event. Pure and total: any event in any state gives a State. */
+export const reduce = (state: State, event: Event.Event): State => {
+  const next: State = { ...state, seq: event.seq + 1, iteration: event.iteration }
+  switch (event._tag) {
+    case "GoalSubmitted":
+      return { ...next, goalId: event.goalId, goal: event.goal, options: event.options, tools: event.tools }
+    case "ModelResponded": {
+      const { response } = event
+      const turn: Turn = { iteration: event.iteration, text: truncate(response.text, maxTurnText), call: null, result: null }
+      return {
+        ...pushTurn(next, turn),
+        progressed: false,
+        usage: {
+          inputTokens: state.usage.inputTokens + response.usage.inputTokens,
+          outputTokens: state.usage.outputTokens + response.usage.outputTokens
+        }
+      }
+    }
+    case "ActionRejected":
+      return {
+        ...setResult(next, event.iteration, { status: "rejected", content: truncate(event.reason, maxTurnText) }),
+        consecutiveMalformed: state.consecutiveMalformed + 1,
+        last: "rejected"
+      }
+    case "ToolStarted":
+      return {
+        ...setCall(next, event.iteration, { tool: event.tool, input: event.input }),
+        pending: { callId: event.callId, tool: event.tool, input: event.input, startedAt: event.at },
+        consecutiveMalformed: 0,
+        toolCalls: state.toolCalls + 1
+      }
+    case "ToolSucceeded": {
+      const content = truncate(canonical(event.output), maxTurnText)
+      return {
+        ...setResult(next, event.iteration, { status: "ok", content }),
+        pending: null,
+        consecutiveFailures: 0,
+        progressed: true,
+        repeat: repeatOf(state, event.tool, "ok", content),
+        last: "ok"
+      }
+    }
+    case "ToolFailed": {
+      const content = truncate(`${event.error.kind} error: ${event.error.message}`, maxTurnText)
+      return {
+        ...setResult(next, event.iteration, { status: "error", content }),
+        pending: null,
+        consecutiveFailures: state.consecutiveFailures + 1,
+        fatal: event.error.kind === "fatal" ? event.error : state.fatal,
+        repeat: repeatOf(state, event.tool, "error", content),
+        last: "error"
+      }
+    }
+    case "IterationCompleted":
+      return {
+        ...next,
+        completed: state.completed + 1,
+        idleIterations: state.progressed ? 0 : state.idleIterations + 1,
+        progressed: false
+      }
+    case "CancelRequested":
+      return { ...next, cancelRequested: state.cancelRequested ?? event.reason }
+    case "Terminated":
+      return { ...next, pending: null, terminated: { reason: event.reason, detail: event.detail } }
+  }
+}
+
+/** Fold events over a State. */
+export const fold = (state: State, events: Iterable<Event.Event>): State => {
+  let current = state
+  for (const event of events) current = reduce(current, event)
+  return current
+}
+
+/** The State of a goal from its whole log. */
+export const fromEvents = (goalId: string, events: Iterable<Event.Event>): State => fold(empty(goalId), events)
+
+/** The summary recorded in `IterationCompleted`. */
+export const summary = (state: State): Event.Summary => ({
+  toolCalls: state.toolCalls,
+  consecutiveFailures: state.consecutiveFailures,
+  consecutiveMalformed: state.consecutiveMalformed,
+  idleIterations: state.idleIterations,
+  repeats: state.repeat.count,
+  last: state.last
+})
+
+const pushTurn = (state: State, turn: Turn): State =>
+  state.turns.length < maxTurns
+    ? { ...state, turns: [...state.turns, turn] }
+    : { ...state, turns: [...state.turns.slice(1), turn], omitted: state.omitted + 1 }
+
+/** Update the newest turn if it belongs to `iteration`; a turn from another iteration is left alone. */
+const updateTurn = (state: State, iteration: number, f: (turn: Turn) => Turn): State => {
+  const index = state.turns.length - 1
+  const turn = state.turns[index]
+  if (turn === undefined || turn.iteration !== iteration) return state
+  const turns = state.turns.slice()
+  turns[index] = f(turn)
+  return { ...state, turns }
+}
+
+const setCall = (state: State, iteration: number, call: NonNullable<Turn["call"]>) =>
+  updateTurn(state, iteration, (turn) => ({ ...turn, call }))
+
+const setResult = (state: State, iteration: number, result: NonNullable<Turn["result"]>) =>
+  updateTurn(state, iteration, (turn) => ({ ...turn, result }))
+
+const repeatOf = (state: State, tool: string, status: string, content: string): State["repeat"] => {
+  const input = state.pending?.tool === tool ? canonical(state.pending.input) : ""
+  const signature = fingerprint(`${tool}\u0000${input}\u0000${status}\u0000${content}`)
+  return { signature, count: signature === state.repeat.signature ? state.repeat.count + 1 : 1 }
+}

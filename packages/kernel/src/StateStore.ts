@@ -1,0 +1,129 @@
+/**
+ * The append-only log of every goal. Appends are optimistic: the caller says which seq it
+ * expects next, and a stale expectation is an `AppendConflict`, never a silent overwrite.
+ */
+import { Context, Effect, Layer, Option, PubSub, Schema, Stream } from "effect"
+import * as Event from "./Event.js"
+import * as GoalSummary from "./GoalSummary.js"
+import type * as State from "./State.js"
+
+/** Someone appended first: the log already has `actualSeq` events, not `expectedSeq`. */
+export class AppendConflict extends Schema.TaggedError<AppendConflict>()("AppendConflict", {
+  goalId: Schema.String,
+  expectedSeq: Schema.Number,
+  actualSeq: Schema.Number
+}) {
+  override get message() {
+    return `goal ${this.goalId}: expected to append at seq ${this.expectedSeq}, but the log is at ${this.actualSeq}`
+  }
+}
+
+/** The store failed or holds something it cannot read; `seq` names the event when known. */
+export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
+  message: Schema.String,
+  goalId: Schema.optional(Schema.String),
+  seq: Schema.optional(Schema.Number)
+}) {}
+
+/** A folded State saved at `seq` events, to shorten the fold on resume. */
+export interface Snapshot {
+  readonly seq: number
+  readonly state: State.State
+}
+
+export class StateStore extends Context.Tag("@rx/kernel/StateStore")<StateStore, {
+  /** Append `events` (seq `expectedSeq`, `expectedSeq + 1`, ...) atomically. */
+  readonly append: (
+    goalId: string,
+    expectedSeq: number,
+    events: ReadonlyArray<Event.Event>
+  ) => Effect.Effect<void, AppendConflict | StoreError>
+  /** The goal's events from `fromSeq` (default 0), in order; none for an unknown goal. */
+  readonly load: (goalId: string, fromSeq?: number) => Effect.Effect<ReadonlyArray<Event.Event>, StoreError>
+  /** One goal's summary. */
+  readonly goal: (goalId: string) => Effect.Effect<Option.Option<GoalSummary.GoalSummary>, StoreError>
+  /** Goals, newest first. */
+  readonly goals: (query?: GoalSummary.Query) => Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary>, StoreError>
+  /** The goal's events from `fromSeq`: those already stored, then each one as it is appended. */
+  readonly changes: (goalId: string, fromSeq: number) => Stream.Stream<Event.Event, StoreError>
+  /** The latest snapshot of the goal's State, if the store keeps them. */
+  readonly snapshot: (goalId: string) => Effect.Effect<Option.Option<Snapshot>, StoreError>
+}>() {}
+
+/** Check that a batch continues the log at `expectedSeq` for `goalId`. */
+export const validateBatch = (
+  goalId: string,
+  expectedSeq: number,
+  events: ReadonlyArray<Event.Event>
+): Option.Option<StoreError> => {
+  for (let i = 0; i < events.length; i++) {
+    const event = events[i] as Event.Event
+    if (event.goalId !== goalId || event.seq !== expectedSeq + i) {
+      return Option.some(
+        new StoreError({
+          message: `batch for goal ${goalId} at seq ${expectedSeq} holds ${event._tag} of goal ${event.goalId} with seq ${event.seq}; seq must be ${expectedSeq + i}`,
+          goalId,
+          seq: expectedSeq + i
+        })
+      )
+    }
+  }
+  if (expectedSeq === 0 && events[0]?._tag !== "GoalSubmitted") {
+    return Option.some(new StoreError({ message: `goal ${goalId}: the first event must be GoalSubmitted`, goalId, seq: 0 }))
+  }
+  return Option.none()
+}
+
+/** A store in memory: for tests, replay and embedding; nothing survives the process. */
+export const makeMemory = Effect.gen(function*() {
+  const logs = new Map<string, Array<Event.Event>>()
+  const summaries = new Map<string, GoalSummary.GoalSummary>()
+  const appended = yield* PubSub.unbounded<Event.Event>()
+
+  return StateStore.of({
+    append: (goalId, expectedSeq, events) =>
+      Effect.suspend((): Effect.Effect<void, AppendConflict | StoreError> => {
+        const log = logs.get(goalId) ?? []
+        if (log.length !== expectedSeq) {
+          return Effect.fail(new AppendConflict({ goalId, expectedSeq, actualSeq: log.length }))
+        }
+        const invalid = validateBatch(goalId, expectedSeq, events)
+        if (Option.isSome(invalid)) return Effect.fail(invalid.value)
+        if (events.length === 0) return Effect.void
+        let summary = summaries.get(goalId)
+        for (const event of events) {
+          log.push(event)
+          summary = GoalSummary.update(summary, event)
+        }
+        logs.set(goalId, log)
+        if (summary !== undefined) summaries.set(goalId, summary)
+        return PubSub.publishAll(appended, events)
+      }),
+    load: (goalId, fromSeq = 0) => Effect.sync(() => (logs.get(goalId) ?? []).slice(fromSeq)),
+    goal: (goalId) => Effect.sync(() => Option.fromNullable(summaries.get(goalId))),
+    goals: (query = {}) =>
+      Effect.sync(() => {
+        const all = [...summaries.values()]
+          .filter((s) => query.status === undefined || s.status === query.status)
+          .sort((a, b) => b.submittedAt - a.submittedAt || (a.goalId < b.goalId ? 1 : -1))
+        return query.limit === undefined ? all : all.slice(0, query.limit)
+      }),
+    changes: (goalId, fromSeq) =>
+      Stream.unwrapScoped(
+        Effect.gen(function*() {
+          // Subscribe before reading what is stored, so no append falls between the two.
+          const live = yield* PubSub.subscribe(appended)
+          const stored = (logs.get(goalId) ?? []).slice(fromSeq)
+          const after = fromSeq + stored.length
+          return Stream.concat(
+            Stream.fromIterable(stored),
+            Stream.fromQueue(live).pipe(Stream.filter((e) => e.goalId === goalId && e.seq >= after))
+          )
+        })
+      ),
+    snapshot: () => Effect.succeed(Option.none())
+  })
+})
+
+/** The memory store as a Layer; each build is a new, empty store. */
+export const layerMemory: Layer.Layer<StateStore> = Layer.effect(StateStore, makeMemory)

@@ -1,0 +1,130 @@
+/**
+ * A tool is a value: a name, a description, Schemas for its input and output, whether it is
+ * idempotent, and an `execute` Effect. The kernel never runs side effects itself; it asks the
+ * `ToolRegistry` to invoke tools by name.
+ */
+import { Effect, Either, JSONSchema, ParseResult, Schema } from "effect"
+
+/** How a tool failed. `unknown`: rx stopped while the call ran, so its effect is unknown. */
+export const FailureKind = Schema.Literal("recoverable", "fatal", "unknown")
+export type FailureKind = typeof FailureKind.Type
+
+/** A tool failure as recorded in the log and shown to the model. */
+export const Failure = Schema.Struct({
+  kind: FailureKind,
+  message: Schema.String,
+  details: Schema.optional(Schema.Unknown)
+})
+export type Failure = typeof Failure.Type
+
+/** What invoking a tool gave: its encoded output, or a failure. Never a thrown error. */
+export const Outcome = Schema.Union(
+  Schema.TaggedStruct("Success", { output: Schema.Unknown }),
+  Schema.TaggedStruct("Failure", { error: Failure })
+)
+export type Outcome = typeof Outcome.Type
+
+/** What a model is told about a tool; recorded in `GoalSubmitted`. */
+export const Spec = Schema.Struct({
+  name: Schema.String,
+  description: Schema.String,
+  /** JSON Schema of the input object. */
+  parameters: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  idempotent: Schema.Boolean
+})
+export type Spec = typeof Spec.Type
+
+/** One call of a tool. `callId` is derived (`goalId:iteration`), so a retried call keeps it. */
+export interface Call {
+  readonly callId: string
+  readonly tool: string
+  readonly input: unknown
+}
+
+/** The error a tool's `execute` fails with. Recoverable errors go back to the model. */
+export class ToolError extends Schema.TaggedError<ToolError>()("ToolError", {
+  message: Schema.String,
+  recoverable: Schema.Boolean,
+  details: Schema.optional(Schema.Unknown)
+}) {
+  /** An error the model can act on (a missing file, a failing command). */
+  static recoverable(message: string, details?: unknown): ToolError {
+    return new ToolError(details === undefined ? { message, recoverable: true } : { message, recoverable: true, details })
+  }
+  /** An error that must end the run (a broken environment, a violated invariant). */
+  static fatal(message: string, details?: unknown): ToolError {
+    return new ToolError(details === undefined ? { message, recoverable: false } : { message, recoverable: false, details })
+  }
+}
+
+/** Context a tool gets with each call. */
+export interface Context {
+  readonly callId: string
+}
+
+/**
+ * A tool with its types erased, ready for a registry. `R` is what its `execute` needs; the
+ * registry's Layer requires it.
+ */
+export interface Tool<R = never> {
+  readonly spec: Spec
+  /** Decode a raw input; `Left` is a message the model can act on. */
+  readonly decode: (input: unknown) => Either.Either<unknown, string>
+  /** Run with an input `decode` accepted; never fails, never dies on tool errors. */
+  readonly run: (input: unknown, context: Context) => Effect.Effect<Outcome, never, R>
+}
+
+/** Any tool, whatever it requires. */
+export type Any = Tool<unknown>
+
+/** The services a list of tools requires. */
+export type Requirements<T extends ReadonlyArray<Any>> = T[number] extends Tool<infer R> ? R : never
+
+/** Valid tool names: what OpenAI-compatible servers accept. */
+export const namePattern = /^[a-zA-Z0-9_-]{1,64}$/
+
+/** Define a tool. Input and output must encode to JSON: they are recorded in the log. */
+export const make = <I, IE, O, OE, R>(definition: {
+  readonly name: string
+  readonly description: string
+  readonly input: Schema.Schema<I, IE>
+  readonly output: Schema.Schema<O, OE>
+  /** True only if running the call twice has the effect of running it once. */
+  readonly idempotent: boolean
+  readonly execute: (input: I, context: Context) => Effect.Effect<O, ToolError, R>
+}): Tool<R> => {
+  const decodeInput = Schema.decodeUnknownEither(definition.input, { errors: "all", onExcessProperty: "error" })
+  const encodeOutput = Schema.encodeEither(definition.output)
+  // The JSON Schema of the input, without `$schema` (servers reject or ignore it).
+  const parameters: Record<string, unknown> = Object.fromEntries(
+    Object.entries(JSONSchema.make(definition.input)).filter(([key]) => key !== "$schema")
+  )
+  return {
+    spec: { name: definition.name, description: definition.description, parameters, idempotent: definition.idempotent },
+    decode: (input) =>
+      Either.mapLeft(decodeInput(input), (error) => ParseResult.TreeFormatter.formatErrorSync(error)),
+    run: (input, context) =>
+      definition.execute(input as I, context).pipe(
+        Effect.map((output): Outcome =>
+          Either.match(encodeOutput(output), {
+            onLeft: (error) => failure("fatal", `tool ${definition.name} returned an output its Schema rejects: ${error.message}`),
+            onRight: (encoded) => ({ _tag: "Success", output: encoded })
+          })
+        ),
+        Effect.catchAll((error) =>
+          Effect.succeed(failure(error.recoverable ? "recoverable" : "fatal", error.message, error.details))
+        ),
+        Effect.catchAllDefect((defect) =>
+          Effect.succeed(failure("fatal", `tool ${definition.name} crashed: ${describe(defect)}`))
+        )
+      )
+  }
+}
+
+/** A failure outcome. */
+export const failure = (kind: FailureKind, message: string, details?: unknown): Outcome => ({
+  _tag: "Failure",
+  error: details === undefined ? { kind, message } : { kind, message, details }
+})
+
+const describe = (defect: unknown): string => defect instanceof Error ? defect.message : String(defect)

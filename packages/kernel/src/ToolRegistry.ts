@@ -1,0 +1,85 @@
+/**
+ * The tools a run may call, by name. The kernel validates an action with `decode` before it
+ * records `ToolStarted`, then calls `invoke`, which never fails: errors become outcomes.
+ */
+import { Context, Effect, Either, Layer, Schema } from "effect"
+import * as Tool from "./Tool.js"
+
+/** The name of the kernel's own action that ends a run; no tool may take it. */
+export const doneName = "done"
+
+/** The `done` action as the model sees it. */
+export const doneSpec: Tool.Spec = {
+  name: doneName,
+  description: "Finish the goal. Call this once the goal is achieved, or when it cannot be achieved, with a short summary of the result.",
+  parameters: {
+    type: "object",
+    required: ["summary"],
+    properties: { summary: { type: "string", description: "What was done, or why it cannot be done." } },
+    additionalProperties: false
+  },
+  idempotent: true
+}
+
+/** The input of `done`. */
+export const DoneInput = Schema.Struct({ summary: Schema.String })
+
+/** A set of tools that cannot form a registry: a duplicate, reserved or invalid name. */
+export class InvalidToolset extends Schema.TaggedError<InvalidToolset>()("InvalidToolset", {
+  message: Schema.String
+}) {}
+
+export class ToolRegistry extends Context.Tag("@rx/kernel/ToolRegistry")<ToolRegistry, {
+  /** What the model is told, in a stable order. */
+  readonly specs: ReadonlyArray<Tool.Spec>
+  /** Check a call's input against its tool's Schema; `Left` is a reason the model can act on. */
+  readonly decode: (call: Tool.Call) => Either.Either<unknown, string>
+  /** Run a call whose input `decode` accepted. */
+  readonly invoke: (call: Tool.Call) => Effect.Effect<Tool.Outcome>
+}>() {}
+
+/** A registry over a list of tools; each call runs with the context the tools require. */
+export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
+  tools: Tools
+): Effect.Effect<ToolRegistry["Type"], InvalidToolset, Tool.Requirements<Tools>> =>
+  Effect.gen(function*() {
+    type R = Tool.Requirements<Tools>
+    const byName = new Map<string, Tool.Tool<R>>()
+    for (const tool of tools) {
+      const name = tool.spec.name
+      if (!Tool.namePattern.test(name)) {
+        return yield* new InvalidToolset({ message: `tool name "${name}" is invalid: use 1-64 letters, digits, "_" or "-"` })
+      }
+      if (name === doneName) {
+        return yield* new InvalidToolset({ message: `"${doneName}" is the kernel's own action; give the tool another name` })
+      }
+      if (byName.has(name)) {
+        return yield* new InvalidToolset({ message: `two tools are named "${name}"` })
+      }
+      // Each tool requires part of R, by the definition of Requirements.
+      byName.set(name, tool as Tool.Tool<R>)
+    }
+    const context = yield* Effect.context<R>()
+    const unknownTool = (name: string) =>
+      `there is no tool named "${name}"; available: ${[...byName.keys(), doneName].join(", ")}`
+    return ToolRegistry.of({
+      specs: tools.map((tool) => tool.spec),
+      decode: (call) => {
+        const tool = byName.get(call.tool)
+        return tool === undefined ? Either.left(unknownTool(call.tool)) : tool.decode(call.input)
+      },
+      invoke: (call) => {
+        const tool = byName.get(call.tool)
+        if (tool === undefined) return Effect.succeed(Tool.failure("recoverable", unknownTool(call.tool)))
+        return Either.match(tool.decode(call.input), {
+          onLeft: (reason) => Effect.succeed(Tool.failure("recoverable", `invalid input for ${call.tool}: ${reason}`)),
+          onRight: (input) => Effect.provide(tool.run(input, { callId: call.callId }), context)
+        })
+      }
+    })
+  })
+
+/** The registry as a Layer. */
+export const layer = <const Tools extends ReadonlyArray<Tool.Any>>(
+  tools: Tools
+): Layer.Layer<ToolRegistry, InvalidToolset, Tool.Requirements<Tools>> => Layer.effect(ToolRegistry, make(tools))

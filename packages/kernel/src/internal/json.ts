@@ -1,0 +1,39 @@
+/** JSON helpers shared by the kernel: canonical text, hashing and deterministic truncation. */
+
+/** JSON text with object keys sorted, so equal values give equal text whatever their key order. */
+export const canonical = (value: unknown): string => JSON.stringify(sortKeys(value)) ?? "null"
+
+const sortKeys = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(sortKeys)
+  if (value !== null && typeof value === "object") {
+    const out: Record<string, unknown> = {}
+    for (const key of Object.keys(value).sort()) {
+      out[key] = sortKeys((value as Record<string, unknown>)[key])
+    }
+    return out
+  }
+  return value
+}
+
+/** FNV-1a, 32 bits, as 8 hex digits: a short, stable fingerprint (not for security). */
+export const fingerprint = (text: string): string => {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i)
+    hash = Math.imul(hash, 0x01000193) >>> 0
+  }
+  return hash.toString(16).padStart(8, "0")
+}
+
+/**
+ * Cut `text` to at most `max` characters, keeping its head and tail and saying how much was
+ * dropped. The same input always gives the same output.
+ */
+export const truncate = (text: string, max: number): string => {
+  if (text.length <= max) return text
+  const marker = (dropped: number) => `\n[... ${dropped} characters omitted ...]\n`
+  const room = Math.max(0, max - marker(text.length).length)
+  const head = Math.ceil(room * 0.6)
+  const tail = room - head
+  return text.slice(0, head) + marker(text.length - room) + (tail > 0 ? text.slice(text.length - tail) : "")
+}
