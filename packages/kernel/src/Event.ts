@@ -40,7 +40,9 @@ export const Summary = Schema.Struct({
   consecutiveMalformed: Schema.NonNegativeInt,
   idleIterations: Schema.NonNegativeInt,
   repeats: Schema.NonNegativeInt,
-  last: Schema.Literal("none", "ok", "error", "rejected")
+  last: Schema.Literal("none", "ok", "error", "rejected"),
+  /** Fingerprint of the last call and its full result: replay notices any changed output here. */
+  fingerprint: Schema.String
 })
 export type Summary = typeof Summary.Type
 
@@ -53,6 +55,12 @@ export const GoalSubmitted = Schema.TaggedStruct("GoalSubmitted", {
 export const ModelResponded = Schema.TaggedStruct("ModelResponded", {
   ...Base,
   response: LanguageModel.Response
+})
+export const ModelFailed = Schema.TaggedStruct("ModelFailed", {
+  ...Base,
+  message: Schema.String,
+  server: Schema.optional(Schema.String),
+  status: Schema.optional(Schema.Number)
 })
 export const ActionRejected = Schema.TaggedStruct("ActionRejected", {
   ...Base,
@@ -98,6 +106,7 @@ export const Terminated = Schema.TaggedStruct("Terminated", {
 export const Event = Schema.Union(
   GoalSubmitted,
   ModelResponded,
+  ModelFailed,
   ActionRejected,
   ToolStarted,
   ToolSucceeded,

@@ -97,7 +97,7 @@ export const makeScripted = (steps: ReadonlyArray<Step>) =>
         Effect.flatMap(Ref.getAndUpdate(counter, (n) => n + 1), (index) => {
           const step = steps[index]
           if (step === undefined) {
-            return Effect.fail(new ModelError({ message: `the scripted model has no answer for request ${index + 1} (script of ${steps.length})` }))
+            return Effect.fail(new ModelError({ message: "the scripted model has no further answer" }))
           }
           return typeof step === "function" ? step(request, index) : Effect.succeed(step)
         })

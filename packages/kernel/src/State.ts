@@ -58,6 +58,8 @@ export const State = Schema.Struct({
   repeat: Schema.Struct({ signature: Schema.String, count: Schema.NonNegativeInt }),
   last: Event.Summary.fields.last,
   fatal: Schema.NullOr(Tool.Failure),
+  /** The model could not answer (after the adapter's own retries). */
+  modelFailure: Schema.NullOr(Schema.String),
   usage: Schema.Struct({ inputTokens: Schema.Number, outputTokens: Schema.Number }),
   cancelRequested: Schema.NullOr(Schema.String),
   terminated: Schema.NullOr(Schema.Struct({ reason: Event.Reason, detail: Schema.String }))
@@ -87,6 +89,7 @@ export const empty = (goalId: string): State => ({
   repeat: { signature: "", count: 0 },
   last: "none",
   fatal: null,
+  modelFailure: null,
   usage: { inputTokens: 0, outputTokens: 0 },
   cancelRequested: null,
   terminated: null
@@ -110,6 +113,8 @@ export const reduce = (state: State, event: Event.Event): State => {
         }
       }
     }
+    case "ModelFailed":
+      return { ...next, modelFailure: event.message }
     case "ActionRejected":
       return {
         ...setResult(next, event.iteration, { status: "rejected", content: truncate(event.reason, maxTurnText) }),
@@ -124,24 +129,24 @@ export const reduce = (state: State, event: Event.Event): State => {
         toolCalls: state.toolCalls + 1
       }
     case "ToolSucceeded": {
-      const content = truncate(canonical(event.output), maxTurnText)
+      const full = canonical(event.output)
       return {
-        ...setResult(next, event.iteration, { status: "ok", content }),
+        ...setResult(next, event.iteration, { status: "ok", content: truncate(full, maxTurnText) }),
         pending: null,
         consecutiveFailures: 0,
         progressed: true,
-        repeat: repeatOf(state, event.tool, "ok", content),
+        repeat: repeatOf(state, event.tool, "ok", full),
         last: "ok"
       }
     }
     case "ToolFailed": {
-      const content = truncate(`${event.error.kind} error: ${event.error.message}`, maxTurnText)
+      const full = `${event.error.kind} error: ${event.error.message}`
       return {
-        ...setResult(next, event.iteration, { status: "error", content }),
+        ...setResult(next, event.iteration, { status: "error", content: truncate(full, maxTurnText) }),
         pending: null,
         consecutiveFailures: state.consecutiveFailures + 1,
         fatal: event.error.kind === "fatal" ? event.error : state.fatal,
-        repeat: repeatOf(state, event.tool, "error", content),
+        repeat: repeatOf(state, event.tool, "error", full + canonical(event.error.details ?? null)),
         last: "error"
       }
     }
@@ -176,7 +181,8 @@ export const summary = (state: State): Event.Summary => ({
   consecutiveMalformed: state.consecutiveMalformed,
   idleIterations: state.idleIterations,
   repeats: state.repeat.count,
-  last: state.last
+  last: state.last,
+  fingerprint: state.repeat.signature
 })
 
 const pushTurn = (state: State, turn: Turn): State =>

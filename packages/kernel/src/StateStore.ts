@@ -2,7 +2,7 @@
  * The append-only log of every goal. Appends are optimistic: the caller says which seq it
  * expects next, and a stale expectation is an `AppendConflict`, never a silent overwrite.
  */
-import { Context, Effect, Layer, Option, PubSub, Schema, Stream } from "effect"
+import { Context, Effect, Layer, Option, Queue, Schema, Stream } from "effect"
 import * as Event from "./Event.js"
 import * as GoalSummary from "./GoalSummary.js"
 import type * as State from "./State.js"
@@ -44,8 +44,15 @@ export class StateStore extends Context.Tag("@rx/kernel/StateStore")<StateStore,
   readonly goal: (goalId: string) => Effect.Effect<Option.Option<GoalSummary.GoalSummary>, StoreError>
   /** Goals, newest first. */
   readonly goals: (query?: GoalSummary.Query) => Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary>, StoreError>
-  /** The goal's events from `fromSeq`: those already stored, then each one as it is appended. */
-  readonly changes: (goalId: string, fromSeq: number) => Stream.Stream<Event.Event, StoreError>
+  /**
+   * The goal's events from `fromSeq`: those already stored, then each one as it is appended,
+   * by this process or another. With `tags`, only events of those kinds.
+   */
+  readonly changes: (
+    goalId: string,
+    fromSeq: number,
+    tags?: ReadonlyArray<Event.Event["_tag"]>
+  ) => Stream.Stream<Event.Event, StoreError>
   /** The latest snapshot of the goal's State, if the store keeps them. */
   readonly snapshot: (goalId: string) => Effect.Effect<Option.Option<Snapshot>, StoreError>
 }>() {}
@@ -78,7 +85,8 @@ export const validateBatch = (
 export const makeMemory = Effect.gen(function*() {
   const logs = new Map<string, Array<Event.Event>>()
   const summaries = new Map<string, GoalSummary.GoalSummary>()
-  const appended = yield* PubSub.unbounded<Event.Event>()
+  /** Open `changes` streams; each append offers them the events they asked for. */
+  const watchers = new Set<{ readonly goalId: string; readonly wants: (e: Event.Event) => boolean; readonly queue: Queue.Queue<Event.Event> }>()
 
   return StateStore.of({
     append: (goalId, expectedSeq, events) =>
@@ -97,7 +105,11 @@ export const makeMemory = Effect.gen(function*() {
         }
         logs.set(goalId, log)
         if (summary !== undefined) summaries.set(goalId, summary)
-        return PubSub.publishAll(appended, events)
+        for (const watcher of watchers) {
+          if (watcher.goalId !== goalId) continue
+          for (const event of events) if (watcher.wants(event)) Queue.unsafeOffer(watcher.queue, event)
+        }
+        return Effect.void
       }),
     load: (goalId, fromSeq = 0) => Effect.sync(() => (logs.get(goalId) ?? []).slice(fromSeq)),
     goal: (goalId) => Effect.sync(() => Option.fromNullable(summaries.get(goalId))),
@@ -108,16 +120,21 @@ export const makeMemory = Effect.gen(function*() {
           .sort((a, b) => b.submittedAt - a.submittedAt || (a.goalId < b.goalId ? 1 : -1))
         return query.limit === undefined ? all : all.slice(0, query.limit)
       }),
-    changes: (goalId, fromSeq) =>
+    changes: (goalId, fromSeq, tags) =>
       Stream.unwrapScoped(
         Effect.gen(function*() {
-          // Subscribe before reading what is stored, so no append falls between the two.
-          const live = yield* PubSub.subscribe(appended)
+          const wants = (e: Event.Event) => tags === undefined || tags.includes(e._tag)
+          // Watch before reading what is stored, so no append falls between the two.
+          const watcher = { goalId, wants, queue: yield* Queue.unbounded<Event.Event>() }
+          yield* Effect.acquireRelease(
+            Effect.sync(() => watchers.add(watcher)),
+            () => Effect.zipRight(Effect.sync(() => watchers.delete(watcher)), Queue.shutdown(watcher.queue))
+          )
           const stored = (logs.get(goalId) ?? []).slice(fromSeq)
           const after = fromSeq + stored.length
           return Stream.concat(
-            Stream.fromIterable(stored),
-            Stream.fromQueue(live).pipe(Stream.filter((e) => e.goalId === goalId && e.seq >= after))
+            Stream.fromIterable(stored.filter(wants)),
+            Stream.fromQueue(watcher.queue).pipe(Stream.filter((e) => e.seq >= after))
           )
         })
       ),

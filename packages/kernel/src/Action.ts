@@ -1,0 +1,115 @@
+/**
+ * Turn a model's answer into an action, or a rejection the model can act on. Native tool
+ * calls come first; an answer with none may hold a JSON action in its text:
+ * `{"tool": "<name>", "input": {...}, "thought"?: "..."}`. Free-form text is never executed.
+ */
+import { Either, ParseResult, Schema } from "effect"
+import type * as Event from "./Event.js"
+import { truncate } from "./internal/json.js"
+import type * as LanguageModel from "./LanguageModel.js"
+import type * as Tool from "./Tool.js"
+import * as ToolRegistry from "./ToolRegistry.js"
+
+export type Decision =
+  | { readonly _tag: "Call"; readonly tool: string; readonly input: unknown }
+  | { readonly _tag: "Done"; readonly summary: string }
+  | { readonly _tag: "Reject"; readonly kind: Event.RejectionKind; readonly reason: string; readonly raw: string }
+
+const rawCap = 2_000
+
+const reject = (kind: Event.RejectionKind, reason: string, raw: string): Decision => ({
+  _tag: "Reject",
+  kind,
+  reason,
+  raw: truncate(raw, rawCap)
+})
+
+const decodeDone = Schema.decodeUnknownEither(ToolRegistry.DoneInput, { onExcessProperty: "error" })
+
+/**
+ * Decide what an answer asks for. `tools` are the specs the model was shown; `validate`
+ * checks an input against its tool's Schema (the registry's `decode`).
+ */
+export const decide = (
+  response: LanguageModel.Response,
+  tools: ReadonlyArray<Tool.Spec>,
+  validate: (tool: string, input: unknown) => Either.Either<unknown, string>
+): Decision => {
+  if (response.finishReason === "length") {
+    return reject(
+      "cut_off",
+      "your reply was cut off by the output token limit, so it was not executed; reply with one shorter tool call",
+      response.toolCalls[0]?.arguments ?? response.text
+    )
+  }
+  const call = response.toolCalls[0]
+  const parsed = call !== undefined ? parseArguments(call) : parseTextAction(response.text)
+  if (Either.isLeft(parsed)) return parsed.left
+  const { input, tool } = parsed.right
+  if (tool === ToolRegistry.doneName) {
+    return Either.match(decodeDone(input), {
+      onLeft: (error) =>
+        reject("invalid_input", `invalid input for done: ${ParseResult.TreeFormatter.formatErrorSync(error)}`, JSON.stringify(input)),
+      onRight: ({ summary }) => ({ _tag: "Done", summary })
+    })
+  }
+  if (!tools.some((spec) => spec.name === tool)) {
+    const names = [...tools.map((spec) => spec.name), ToolRegistry.doneName].join(", ")
+    return reject("unknown_tool", `there is no tool named "${tool}"; available tools: ${names}`, tool)
+  }
+  return Either.match(validate(tool, input), {
+    onLeft: (reason) => reject("invalid_input", `invalid input for ${tool}: ${reason}`, JSON.stringify(input)),
+    onRight: (): Decision => ({ _tag: "Call", tool, input })
+  })
+}
+
+type Parsed = Either.Either<{ readonly tool: string; readonly input: unknown }, Decision>
+
+const parseArguments = (call: LanguageModel.ToolCall): Parsed => {
+  const text = call.arguments.trim() === "" ? "{}" : call.arguments
+  return Either.match(parseJson(text), {
+    onLeft: (error) =>
+      Either.left(reject("bad_json", `the arguments of ${call.name} are not valid JSON (${error}); send one JSON object`, call.arguments)),
+    onRight: (input) =>
+      isObject(input)
+        ? Either.right({ tool: call.name, input })
+        : Either.left(reject("bad_json", `the arguments of ${call.name} must be a JSON object`, call.arguments))
+  })
+}
+
+const noAction = (text: string) =>
+  reject(
+    "no_action",
+    `your reply held no tool call, so nothing was executed; call exactly one tool, or ${ToolRegistry.doneName} when the goal is achieved`,
+    text
+  )
+
+const fence = /^```[a-zA-Z]*\s*([\s\S]*?)\s*```$/
+
+/** A JSON action in plain text, for models that answer with constrained JSON instead of tool calls. */
+const parseTextAction = (text: string): Parsed => {
+  const trimmed = text.trim()
+  const body = fence.exec(trimmed)?.[1] ?? trimmed
+  if (!body.startsWith("{")) return Either.left(noAction(text))
+  const value = parseJson(body)
+  if (Either.isLeft(value)) {
+    return Either.left(reject("bad_json", `your JSON action is not valid JSON (${value.left})`, text))
+  }
+  const action = value.right
+  if (!isObject(action) || typeof action.tool !== "string") {
+    return Either.left(
+      reject("bad_json", `a JSON action must look like {"tool": "<name>", "input": {...}}`, text)
+    )
+  }
+  const input = action.input ?? {}
+  if (!isObject(input)) {
+    return Either.left(reject("bad_json", `the "input" of a JSON action must be an object`, text))
+  }
+  return Either.right({ tool: action.tool, input })
+}
+
+const parseJson = (text: string): Either.Either<unknown, string> =>
+  Either.try({ try: (): unknown => JSON.parse(text), catch: (error) => (error instanceof Error ? error.message : String(error)) })
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value)

@@ -1,0 +1,114 @@
+/**
+ * The model's input, a pure function of State: the same State gives a byte-identical request.
+ * It fits a budget: recent turns are shown in full, older tool output is cut harder, and the
+ * oldest turns are only counted, so prompt size stays flat however long the run.
+ */
+import type * as LanguageModel from "./LanguageModel.js"
+import { truncate } from "./internal/json.js"
+import type * as State from "./State.js"
+import * as ToolRegistry from "./ToolRegistry.js"
+
+export const system = [
+  "You are rx, an autonomous agent. You work toward the user's goal by calling tools.",
+  "Rules:",
+  "- Every reply calls exactly one tool. Text alone is not executed.",
+  "- Check each result before relying on it; a failed call shows its error.",
+  `- When the goal is achieved, or cannot be achieved, call \`${ToolRegistry.doneName}\` with a short summary.`
+].join("\n")
+
+/** The tool call id shown to the model for an iteration (valid for every provider). */
+export const callId = (iteration: number): string => `call_${iteration}`
+
+/** Characters of a request counted against the budget: all text the model reads but tool specs. */
+export const size = (request: LanguageModel.Request): number => {
+  let total = request.system.length
+  for (const message of request.messages) {
+    total += message.content.length
+    if (message.role === "assistant") {
+      for (const call of message.toolCalls) total += call.name.length + call.arguments.length
+    }
+  }
+  return total
+}
+
+/** Build the request for the next model call. */
+export const build = (state: State.State): LanguageModel.Request => {
+  const budget = state.options.promptBudget
+  const goal = `Goal:\n${truncate(state.goal, Math.floor(budget / 4))}`
+  // Room for the omitted-turns note, whatever its count.
+  const reserve = system.length + goal.length + 80
+  const shown: Array<ReadonlyArray<LanguageModel.Message>> = []
+  let used = reserve
+  for (let rank = 0; rank < state.turns.length; rank++) {
+    const turn = state.turns[state.turns.length - 1 - rank] as State.Turn
+    const { cost, messages } = rendered(turn, capFor(rank, budget))
+    if (used + cost > budget) break
+    used += cost
+    shown.push(messages)
+  }
+  const omitted = state.omitted + state.turns.length - shown.length
+  const intro = omitted > 0 ? `${goal}\n\n(${omitted} earlier steps are not shown.)` : goal
+  const messages: Array<LanguageModel.Message> = [{ role: "user", content: intro }]
+  for (let i = shown.length - 1; i >= 0; i--) messages.push(...(shown[i] as ReadonlyArray<LanguageModel.Message>))
+  return { system, messages, tools: [...state.tools, ToolRegistry.doneSpec] }
+}
+
+/** How much of a turn's output to show: the newest in full, older ones less. */
+const capFor = (rank: number, budget: number): number =>
+  rank < 2 ? Math.min(Math.floor(budget / 4), 8_000) : rank < 6 ? 1_500 : 300
+
+/**
+ * Rendering is a pure function of an immutable Turn and a cap; each Turn is rendered once per
+ * cap and reused while it stays in the window, so building a prompt stays cheap.
+ */
+const cache = new WeakMap<State.Turn, Map<number, { readonly messages: ReadonlyArray<LanguageModel.Message>; readonly cost: number }>>()
+
+const rendered = (turn: State.Turn, cap: number) => {
+  let byCap = cache.get(turn)
+  if (byCap === undefined) {
+    byCap = new Map()
+    cache.set(turn, byCap)
+  }
+  let entry = byCap.get(cap)
+  if (entry === undefined) {
+    const messages = render(turn, cap)
+    entry = { messages, cost: messages.reduce((n, m) => n + messageSize(m), 0) }
+    byCap.set(cap, entry)
+  }
+  return entry
+}
+
+/** A turn as messages: an assistant message and its result, never one without the other. */
+const render = (turn: State.Turn, cap: number): ReadonlyArray<LanguageModel.Message> => {
+  const text = truncate(turn.text, cap)
+  const result = turn.result === null ? "(no result was recorded)" : truncate(turn.result.content, cap)
+  if (turn.call !== null) {
+    const id = callId(turn.iteration)
+    return [
+      {
+        role: "assistant",
+        content: text,
+        toolCalls: [{ id, name: turn.call.tool, arguments: JSON.stringify(compact(turn.call.input, cap)) }]
+      },
+      { role: "tool", toolCallId: id, name: turn.call.tool, content: result }
+    ]
+  }
+  return [
+    { role: "assistant", content: text.length > 0 ? text : "(no text)", toolCalls: [] },
+    { role: "user", content: turn.result?.status === "rejected" ? `Your reply was not executed: ${result}` : result }
+  ]
+}
+
+const messageSize = (message: LanguageModel.Message): number =>
+  message.content.length +
+  (message.role === "assistant" ? message.toolCalls.reduce((n, c) => n + c.name.length + c.arguments.length, 0) : 0)
+
+/** The input with long strings cut, so the arguments stay valid JSON within the cap. */
+const compact = (value: unknown, cap: number): unknown => {
+  if (typeof value === "string") return truncate(value, Math.max(40, Math.floor(cap / 2)))
+  if (Array.isArray(value)) return value.slice(0, 50).map((v) => compact(v, cap))
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, compact(v, cap)]))
+  }
+  return value
+}

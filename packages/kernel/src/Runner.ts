@@ -1,0 +1,338 @@
+/**
+ * The loop: fold the log, then until a termination rule holds: ask the model, decode its
+ * action, record `ToolStarted`, invoke the tool, record the outcome. A call is committed
+ * before it runs and its outcome before the next model call, so a crash never repeats a
+ * side effect. Cancellation is an event (`CancelRequested`) any transport may append.
+ */
+import { Clock, Effect, Either, Exit, Fiber, Option, Schema, Stream } from "effect"
+import * as Action from "./Action.js"
+import * as Event from "./Event.js"
+import { fingerprint } from "./internal/json.js"
+import { LanguageModel } from "./LanguageModel.js"
+import * as Options from "./Options.js"
+import * as Prompt from "./Prompt.js"
+import * as State from "./State.js"
+import { StateStore, StoreError } from "./StateStore.js"
+import * as Termination from "./Termination.js"
+import * as Tool from "./Tool.js"
+import { ToolRegistry } from "./ToolRegistry.js"
+
+/** How a run ended. */
+export interface Result {
+  readonly goalId: string
+  readonly reason: Event.Reason
+  readonly detail: string
+  readonly iterations: number
+  readonly state: State.State
+}
+
+/** No goal with this id is in the store. */
+export class GoalNotFound extends Schema.TaggedError<GoalNotFound>()("GoalNotFound", { goalId: Schema.String }) {
+  override get message() {
+    return `no goal with id ${this.goalId}`
+  }
+}
+
+/** Another runner appended to the goal: only one may run it at a time. */
+export class GoalBusy extends Schema.TaggedError<GoalBusy>()("GoalBusy", { goalId: Schema.String, seq: Schema.Number }) {
+  override get message() {
+    return `goal ${this.goalId} is being run elsewhere (another runner appended seq ${this.seq}); this runner stopped`
+  }
+}
+
+export type RunError = StoreError | GoalBusy | Options.InvalidOptions
+export type Services = LanguageModel | ToolRegistry | StateStore
+
+/** Called with each event once it is committed (live output, JSON lines, metrics). */
+export type Observer = (event: Event.Event) => Effect.Effect<void>
+
+/** Start a goal. Its id is derived from the goal and the clock unless given. */
+export const run = (input: {
+  readonly goal: string
+  readonly options?: Options.Input
+  readonly goalId?: string
+  readonly observe?: Observer
+}): Effect.Effect<Result, RunError, Services> =>
+  Effect.gen(function*() {
+    const options = yield* Options.decode(input.options ?? {})
+    const registry = yield* ToolRegistry
+    const at = yield* Clock.currentTimeMillis
+    const goalId = input.goalId ?? deriveGoalId(input.goal, at)
+    const session = yield* makeSession(State.empty(goalId), input.observe)
+    const submitted: Event.Draft = { _tag: "GoalSubmitted", goalId, iteration: 0, at, goal: input.goal, options, tools: registry.specs }
+    yield* session.commit([submitted], "start")
+    return yield* supervise(session)
+  }).pipe(Effect.scoped)
+
+/** Continue a goal from its log. A terminated goal returns its result and appends nothing. */
+export const resume = (
+  goalId: string,
+  hooks: { readonly observe?: Observer } = {}
+): Effect.Effect<Result, RunError | GoalNotFound, Services> =>
+  Effect.gen(function*() {
+    const state = yield* restore(goalId)
+    if (state.seq === 0) return yield* new GoalNotFound({ goalId })
+    if (state.terminated !== null) return result(state)
+    return yield* supervise(yield* makeSession(state, hooks.observe))
+  }).pipe(Effect.scoped)
+
+/** A goal's State: its latest snapshot, if any, with the events after it folded in. */
+export const restore = (goalId: string): Effect.Effect<State.State, StoreError, StateStore> =>
+  Effect.gen(function*() {
+    const store = yield* StateStore
+    const snapshot = yield* store.snapshot(goalId)
+    const base = Option.match(snapshot, { onNone: () => State.empty(goalId), onSome: (s) => s.state })
+    return State.fold(base, yield* store.load(goalId, base.seq))
+  })
+
+/** Ask a goal to stop, from any process: appends `CancelRequested`, which its runner obeys. */
+export const cancel = (
+  goalId: string,
+  reason = "cancelled on request"
+): Effect.Effect<"requested" | "already_terminated", StoreError | GoalNotFound, StateStore> =>
+  Effect.gen(function*() {
+    const store = yield* StateStore
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const summary = yield* store.goal(goalId)
+      if (Option.isNone(summary)) return yield* new GoalNotFound({ goalId })
+      if (summary.value.status === "terminated") return "already_terminated" as const
+      const { lastIteration: iteration, nextSeq: seq } = summary.value
+      const at = yield* Clock.currentTimeMillis
+      const appended = yield* Effect.either(
+        store.append(goalId, seq, [{ _tag: "CancelRequested", goalId, seq, iteration, at, reason }])
+      )
+      if (Either.isRight(appended)) return "requested" as const
+      if (appended.left._tag === "StoreError") return yield* appended.left
+    }
+    return yield* new StoreError({ message: `could not append a cancel request to goal ${goalId}: the log kept moving`, goalId })
+  })
+
+/** `g` + time (base 36) + a fingerprint of the goal: sortable, stable under replay. */
+export const deriveGoalId = (goal: string, at: number): string =>
+  `g${Math.floor(at).toString(36)}${fingerprint(goal).slice(0, 6)}`
+
+const result = (state: State.State): Result => ({
+  goalId: state.goalId,
+  reason: state.terminated?.reason ?? "fatal_error",
+  detail: state.terminated?.detail ?? "the run ended without a Terminated event",
+  iterations: state.completed,
+  state
+})
+
+/**
+ * What a batch does: `start` opens something new (an iteration, the goal, the end);
+ * `outcome` records a side effect that already happened and must be kept.
+ */
+type BatchKind = "start" | "outcome"
+
+type Session = Effect.Effect.Success<ReturnType<typeof makeSession>>
+
+/** An event as the runner drafts it: no goal, time or seq yet. */
+type Body = Event.Draft extends infer E ? E extends Event.Draft ? Omit<E, "goalId" | "at"> : never : never
+
+/** The run's mutable cursor over its log: the State, and how to commit events to it. */
+const makeSession = (initial: State.State, observe: Observer | undefined) =>
+  Effect.gen(function*() {
+    const store = yield* StateStore
+    const model = yield* LanguageModel
+    const registry = yield* ToolRegistry
+    let state = initial
+    const goalId = initial.goalId
+
+    const publish = (events: ReadonlyArray<Event.Event>) =>
+      observe === undefined ? Effect.void : Effect.forEach(events, observe, { discard: true })
+
+    /** Fold in what others appended (cancel requests); anything else means another runner. */
+    const sync = Effect.gen(function*() {
+      const newer = yield* store.load(goalId, state.seq)
+      const foreign = newer.find((event) => !Event.isExternal(event))
+      if (foreign !== undefined) return yield* new GoalBusy({ goalId, seq: foreign.seq })
+      state = State.fold(state, newer)
+      yield* publish(newer)
+      return newer.length
+    })
+
+    /**
+     * Append a batch at the end of the log. On a conflict with external events, an outcome
+     * is appended after them; anything else is dropped (returns false), so the loop
+     * re-decides with the cancel request in view.
+     */
+    const commit = (drafts: ReadonlyArray<Event.Draft>, kind: BatchKind) =>
+      Effect.uninterruptible(Effect.gen(function*() {
+        while (true) {
+          const events = drafts.map((draft, i) => ({ ...draft, seq: state.seq + i }) as Event.Event)
+          const appended = yield* Effect.either(store.append(goalId, state.seq, events))
+          if (Either.isRight(appended)) {
+            state = State.fold(state, events)
+            yield* publish(events)
+            return true
+          }
+          if (appended.left._tag === "StoreError") return yield* appended.left
+          if (state.seq === 0) return yield* new GoalBusy({ goalId, seq: 0 })
+          const added = yield* sync
+          if (added === 0) {
+            return yield* new StoreError({ message: `goal ${goalId}: append conflict at seq ${state.seq}, but no newer events`, goalId })
+          }
+          if (kind === "start") return false
+        }
+      }))
+
+    // One watcher for the whole run: when anyone appends a cancel request, it interrupts the
+    // call in flight. Between steps, cancel requests are also seen by `sync`.
+    let cancelSeen = false
+    let current: Fiber.RuntimeFiber<Result, RunError> | undefined
+    yield* store.changes(goalId, state.seq, ["CancelRequested"]).pipe(
+      Stream.runHead,
+      Effect.flatMap((found) =>
+        Effect.suspend(() => {
+          if (Option.isNone(found)) return Effect.void
+          cancelSeen = true
+          return current === undefined ? Effect.void : Fiber.interrupt(current)
+        })
+      ),
+      Effect.ignore,
+      Effect.forkScoped
+    )
+
+    /** Each drafted event reads the clock once: replay feeds the recorded times back in order. */
+    const stamp = (body: Body) =>
+      Effect.map(Clock.currentTimeMillis, (at) => ({ ...body, goalId, at }) as Event.Draft)
+
+    return {
+      get state() {
+        return state
+      },
+      get cancelSeen() {
+        return cancelSeen
+      },
+      setCurrent: (fiber: Fiber.RuntimeFiber<Result, RunError> | undefined) => {
+        current = fiber
+      },
+      model,
+      registry,
+      sync,
+      commit,
+      stamp
+    }
+  })
+
+/**
+ * Run the loop in a fiber the cancel watcher may interrupt. Commits are uninterruptible, so
+ * the State is always that of the log; a call cut short is recorded with an unknown outcome,
+ * and the loop goes on to record the cancellation.
+ */
+const supervise = (session: Session): Effect.Effect<Result, RunError> =>
+  Effect.gen(function*() {
+    const pending = session.state.pending
+    if (pending !== null && !session.cancelSeen) yield* recover(session, pending)
+    while (true) {
+      const fiber = yield* Effect.fork(drive(session))
+      session.setCurrent(fiber)
+      const exit = yield* Fiber.await(fiber)
+      session.setCurrent(undefined)
+      if (!(Exit.isInterrupted(exit) && session.cancelSeen)) return yield* exit
+      const call = session.state.pending
+      if (call !== null) {
+        yield* finish(session, call, Tool.failure("unknown", `cancelled while ${call.tool} was running; its effect is unknown`))
+      }
+    }
+  })
+
+/** The loop, from any point between steps. */
+const drive = (session: Session): Effect.Effect<Result, RunError> =>
+  Effect.gen(function*() {
+    while (true) {
+      yield* session.sync
+      const state = session.state
+      if (state.terminated !== null) return result(state)
+      const stop = Termination.check(state)
+      if (Option.isSome(stop)) {
+        const terminated = yield* session.stamp({ _tag: "Terminated", iteration: state.iteration, ...stop.value })
+        if (yield* session.commit([terminated], "start")) return result(session.state)
+        continue
+      }
+      const answer = yield* Effect.either(session.model.generate(Prompt.build(state)))
+      const iteration = state.completed + 1
+      if (Either.isLeft(answer)) {
+        const { message, server, status } = answer.left
+        const failed = yield* session.stamp({
+          _tag: "ModelFailed",
+          iteration,
+          message,
+          ...(server === undefined ? {} : { server }),
+          ...(status === undefined ? {} : { status })
+        })
+        yield* session.commit([failed], "start")
+        continue
+      }
+      const response = answer.right
+      const callId = `${state.goalId}:${iteration}`
+      const decision = Action.decide(response, state.tools, (tool, input) => session.registry.decode({ callId, tool, input }))
+      const responded = yield* session.stamp({ _tag: "ModelResponded", iteration, response })
+      switch (decision._tag) {
+        case "Reject": {
+          const { kind, raw, reason } = decision
+          const rejected = yield* session.stamp({ _tag: "ActionRejected", iteration, kind, reason, raw })
+          yield* session.commit([responded, rejected, yield* completed(state, [responded, rejected])], "start")
+          break
+        }
+        case "Done": {
+          const done = yield* completed(state, [responded])
+          const terminated = yield* session.stamp({ _tag: "Terminated", iteration, reason: "done", detail: decision.summary })
+          if (yield* session.commit([responded, done, terminated], "start")) return result(session.state)
+          break
+        }
+        case "Call": {
+          const started = yield* session.stamp({ _tag: "ToolStarted", iteration, callId, tool: decision.tool, input: decision.input })
+          if (!(yield* session.commit([responded, started], "start"))) break
+          const call = session.state.pending
+          if (call !== null) yield* execute(session, call)
+        }
+      }
+    }
+  })
+
+/** Invoke a started call and record its outcome. */
+const execute = (session: Session, call: State.Pending) =>
+  Effect.flatMap(
+    session.registry.invoke({ callId: call.callId, tool: call.tool, input: call.input }),
+    (outcome) => finish(session, call, outcome)
+  )
+
+/** After a crash inside a call: an idempotent tool runs again; for any other the effect is unknown. */
+const recover = (session: Session, call: State.Pending) => {
+  const spec = session.registry.specs.find((s) => s.name === call.tool)
+  return spec?.idempotent === true
+    ? execute(session, call)
+    : finish(
+      session,
+      call,
+      Tool.failure(
+        "unknown",
+        `rx stopped while ${call.tool} was running (call ${call.callId}); whether it took effect is unknown, so check before repeating it`
+      )
+    )
+}
+
+const finish = (session: Session, call: State.Pending, outcome: Tool.Outcome) =>
+  Effect.gen(function*() {
+    const { goalId, iteration } = session.state
+    const at = yield* Clock.currentTimeMillis
+    const base = { goalId, iteration, at, callId: call.callId, tool: call.tool, durationMs: Math.max(0, at - call.startedAt) }
+    const recorded: Event.Draft = outcome._tag === "Success"
+      ? { _tag: "ToolSucceeded", ...base, output: outcome.output }
+      : { _tag: "ToolFailed", ...base, error: outcome.error }
+    yield* session.commit([recorded, yield* completed(session.state, [recorded])], "outcome")
+  })
+
+/** `IterationCompleted`, summarising the State once `drafts` are folded in. */
+const completed = (state: State.State, drafts: ReadonlyArray<Event.Draft>) => {
+  const after = State.fold(state, drafts.map((draft, i) => ({ ...draft, seq: state.seq + i }) as Event.Event))
+  return Effect.map(Clock.currentTimeMillis, (at): Event.Draft => ({
+    _tag: "IterationCompleted",
+    goalId: state.goalId,
+    iteration: after.iteration,
+    at,
+    summary: State.summary({ ...after, completed: after.completed + 1 })
+  }))
+}

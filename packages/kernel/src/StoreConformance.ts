@@ -1,0 +1,148 @@
+/**
+ * The contract every `StateStore` must meet, as plain Effects so any test framework can run
+ * them: `for (const c of StoreConformance.cases) it.effect(c.name, () => c.run.pipe(provide))`.
+ * Each case uses its own goal ids, so all may share one store.
+ */
+import { Chunk, Effect, Either, Fiber, Option, Schema, Stream } from "effect"
+import * as Event from "./Event.js"
+import * as Options from "./Options.js"
+import { StateStore } from "./StateStore.js"
+
+/** A store broke the contract. */
+export class ConformanceFailure extends Schema.TaggedError<ConformanceFailure>()("ConformanceFailure", {
+  message: Schema.String
+}) {}
+
+export interface Case {
+  readonly name: string
+  readonly run: Effect.Effect<void, unknown, StateStore>
+}
+
+const check = (ok: boolean, message: string) => (ok ? Effect.void : Effect.fail(new ConformanceFailure({ message })))
+
+const same = (actual: unknown, expected: unknown, what: string) =>
+  check(
+    JSON.stringify(actual) === JSON.stringify(expected),
+    `${what}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`
+  )
+
+let counter = 0
+/** A goal id unique within this process (stores under test start empty). */
+const freshGoal = (name: string) => `conformance-${name}-${counter++}`
+
+/** A small valid log for `goalId`: submitted, one successful call, done. */
+export const sampleLog = (goalId: string, at = 1_000): ReadonlyArray<Event.Event> => {
+  const base = { goalId, at }
+  return [
+    { ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "say hi", options: Options.defaults, tools: [] },
+    {
+      ...base,
+      _tag: "ModelResponded",
+      seq: 1,
+      iteration: 1,
+      response: { text: "", toolCalls: [{ id: "c", name: "echo", arguments: "{\"text\":\"hi\"}" }], finishReason: "tool_calls", usage: { inputTokens: 3, outputTokens: 4 } }
+    },
+    { ...base, _tag: "ToolStarted", seq: 2, iteration: 1, callId: `${goalId}:1`, tool: "echo", input: { text: "hi" } },
+    { ...base, _tag: "ToolSucceeded", seq: 3, iteration: 1, callId: `${goalId}:1`, tool: "echo", output: { text: "hi", n: [1, 2] }, durationMs: 2 },
+    {
+      ...base,
+      _tag: "IterationCompleted",
+      seq: 4,
+      iteration: 1,
+      summary: { toolCalls: 1, consecutiveFailures: 0, consecutiveMalformed: 0, idleIterations: 0, repeats: 1, last: "ok", fingerprint: "0badf00d" }
+    },
+    { ...base, _tag: "Terminated", seq: 5, iteration: 1, reason: "done", detail: "said hi" }
+  ]
+}
+
+const encodeAll = (events: ReadonlyArray<Event.Event>) => events.map((e) => Schema.encodeSync(Event.Event)(e))
+
+export const cases: ReadonlyArray<Case> = [
+  {
+    name: "append then load returns the same events, in order",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const goalId = freshGoal("roundtrip")
+      const log = sampleLog(goalId)
+      yield* store.append(goalId, 0, log.slice(0, 3))
+      yield* store.append(goalId, 3, log.slice(3))
+      yield* same(encodeAll(yield* store.load(goalId)), encodeAll(log), "load")
+      yield* same(encodeAll(yield* store.load(goalId, 4)), encodeAll(log.slice(4)), "load from seq 4")
+      yield* same(yield* store.load(freshGoal("unknown")), [], "load of an unknown goal")
+    })
+  },
+  {
+    name: "a stale expectedSeq is an AppendConflict and appends nothing",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const goalId = freshGoal("conflict")
+      const log = sampleLog(goalId)
+      yield* store.append(goalId, 0, log.slice(0, 2))
+      const stale = yield* Effect.either(store.append(goalId, 1, [{ ...(log[2] as Event.Event), seq: 1 }]))
+      yield* check(Either.isLeft(stale) && stale.left._tag === "AppendConflict", "a stale append must fail with AppendConflict")
+      if (Either.isLeft(stale) && stale.left._tag === "AppendConflict") {
+        yield* same([stale.left.expectedSeq, stale.left.actualSeq], [1, 2], "conflict seqs")
+      }
+      const ahead = yield* Effect.either(store.append(goalId, 5, [{ ...(log[2] as Event.Event), seq: 5 }]))
+      yield* check(Either.isLeft(ahead) && ahead.left._tag === "AppendConflict", "an append past the end must fail with AppendConflict")
+      yield* same((yield* store.load(goalId)).length, 2, "events after refused appends")
+    })
+  },
+  {
+    name: "a batch whose seqs or goal do not continue the log is refused whole",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const goalId = freshGoal("batch")
+      const log = sampleLog(goalId)
+      yield* store.append(goalId, 0, log.slice(0, 1))
+      const gap = yield* Effect.either(store.append(goalId, 1, [log[1] as Event.Event, log[3] as Event.Event]))
+      yield* check(Either.isLeft(gap) && gap.left._tag === "StoreError", "a batch with a seq gap must fail with StoreError")
+      const other = yield* Effect.either(store.append(goalId, 1, [{ ...(log[1] as Event.Event), goalId: "someone-else" }]))
+      yield* check(Either.isLeft(other), "a batch holding another goal's event must fail")
+      const headless = freshGoal("headless")
+      const noGoal = yield* Effect.either(store.append(headless, 0, [{ ...(log[1] as Event.Event), goalId: headless, seq: 0 }]))
+      yield* check(Either.isLeft(noGoal), "a log must start with GoalSubmitted")
+      yield* same((yield* store.load(goalId)).length, 1, "events after refused batches")
+    })
+  },
+  {
+    name: "goal and goals summarise each goal, newest first, filtered and limited",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const older = freshGoal("older")
+      const newer = freshGoal("newer")
+      yield* store.append(older, 0, sampleLog(older, 5_000))
+      yield* store.append(newer, 0, sampleLog(newer, 6_000).slice(0, 3))
+      const summary = yield* store.goal(older)
+      yield* check(Option.isSome(summary), "goal() must find a stored goal")
+      if (Option.isSome(summary)) {
+        const s = summary.value
+        yield* same([s.status, s.reason, s.iterations, s.nextSeq, s.goal], ["terminated", "done", 1, 6, "say hi"], "summary of a finished goal")
+      }
+      yield* same(Option.isNone(yield* store.goal(freshGoal("missing"))), true, "goal() of an unknown goal is None")
+      const open = (yield* store.goals({ status: "open" })).map((g) => g.goalId)
+      yield* check(open.includes(newer) && !open.includes(older), "status filter")
+      const all = (yield* store.goals()).map((g) => g.goalId)
+      yield* check(all.indexOf(newer) !== -1 && all.indexOf(newer) < all.indexOf(older), "goals are newest first")
+      yield* same((yield* store.goals({ limit: 1 })).length, 1, "limit")
+    })
+  },
+  {
+    name: "changes gives stored events, then each appended one, from a seq",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const goalId = freshGoal("changes")
+      const log = sampleLog(goalId)
+      yield* store.append(goalId, 0, log.slice(0, 2))
+      const fiber = yield* Effect.fork(Stream.runCollect(Stream.take(store.changes(goalId, 1), 4)))
+      yield* Effect.sleep("20 millis")
+      yield* store.append(goalId, 2, log.slice(2, 4))
+      const noise = freshGoal("noise")
+      yield* store.append(noise, 0, sampleLog(noise).slice(0, 1))
+      yield* store.append(goalId, 4, log.slice(4, 5))
+      const seen = Chunk.toReadonlyArray(yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds")))
+      yield* same(seen.map((e) => e.seq), [1, 2, 3, 4], "seqs seen by changes")
+      yield* check(seen.every((e) => e.goalId === goalId), "changes must hold only the goal's events")
+    })
+  }
+]

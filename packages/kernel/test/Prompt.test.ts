@@ -1,0 +1,83 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { LanguageModel, Prompt, Runner, State, StateStore, ToolRegistry } from "@rx/kernel"
+import { echo, eventsOf } from "./fixtures.js"
+
+/** Every assistant tool call is answered by the next message, a tool result with its id. */
+const apiValid = (request: LanguageModel.Request): boolean =>
+  request.messages.every((message, i) => {
+    if (message.role === "tool") {
+      const previous = request.messages[i - 1]
+      return previous?.role === "assistant" && previous.toolCalls.some((c) => c.id === message.toolCallId)
+    }
+    if (message.role !== "assistant" || message.toolCalls.length === 0) return true
+    const next = request.messages[i + 1]
+    return message.toolCalls.every((call) => next?.role === "tool" && next.toolCallId === call.id)
+  }) && request.messages[0]?.role === "user"
+
+describe("Prompt.build", () => {
+  it.effect("the same State gives a byte-identical request, however the State was reached", () => {
+    const requests: Array<string> = []
+    const answer = (text: string): LanguageModel.Step => (request) =>
+      Effect.sync(() => {
+        requests.push(JSON.stringify(request))
+        return LanguageModel.callTool("echo", { text })
+      })
+    return Effect.gen(function*() {
+      const result = yield* Runner.run({ goal: "build it", goalId: "p1", options: { maxIterations: 4 } })
+      const events = yield* eventsOf("p1")
+      // Rebuild each request from a fresh fold of the log up to the model call.
+      const rebuilt = events.flatMap((e, i) =>
+        e._tag === "ModelResponded" ? [JSON.stringify(Prompt.build(State.fromEvents("p1", events.slice(0, i))))] : []
+      )
+      expect(rebuilt).toEqual(requests)
+      expect(JSON.stringify(Prompt.build(result.state))).toBe(JSON.stringify(Prompt.build(State.fromEvents("p1", events))))
+    }).pipe(Effect.provide(Layer.mergeAll(
+      StateStore.layerMemory,
+      ToolRegistry.layer([echo]),
+      LanguageModel.layerScripted([answer("a"), answer("b"), answer("c"), answer("d")])
+    )))
+  })
+
+  it.effect("a 10,000-iteration run keeps every request under the budget and API-valid", () => {
+    const budget = 12_000
+    let largest = 0
+    let invalid = 0
+    let last: LanguageModel.Request | undefined
+    const model = LanguageModel.layerFunction((request, index) => {
+      largest = Math.max(largest, Prompt.size(request))
+      if (!apiValid(request)) invalid++
+      last = request
+      // Large, ever-different outputs: the worst case for prompt growth.
+      return LanguageModel.callTool("echo", { text: `${index}:`.padEnd(3_000 + (index % 7) * 500, "x") })
+    })
+    return Effect.gen(function*() {
+      const result = yield* Runner.run({ goal: "go on", goalId: "p2", options: { maxIterations: 10_000, promptBudget: budget } })
+      expect(result.reason).toBe("max_iterations")
+      expect(result.iterations).toBe(10_000)
+      expect(largest).toBeLessThanOrEqual(budget)
+      expect(largest).toBeGreaterThan(budget / 2)
+      expect(invalid).toBe(0)
+      expect(last?.messages[0]?.content).toMatch(/\d+ earlier steps are not shown/)
+      // The newest output is shown, with its head and tail.
+      const newest = last?.messages.at(-1)?.content ?? ""
+      expect(newest).toContain("9998:")
+    }).pipe(Effect.provide(Layer.mergeAll(StateStore.layerMemory, ToolRegistry.layer([echo]), model)))
+  }, 120_000)
+
+  it("a rejected answer is shown as text plus the reason, never as an unanswered tool call", () => {
+    const base = { goalId: "g", at: 0 }
+    const state = State.fromEvents("g", [
+      { ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "g", options: State.empty("g").options, tools: [] },
+      { ...base, _tag: "ModelResponded", seq: 1, iteration: 1, response: LanguageModel.callToolRaw("echo", "{bad") },
+      { ...base, _tag: "ActionRejected", seq: 2, iteration: 1, kind: "bad_json", reason: "not JSON", raw: "{bad" }
+    ])
+    const request = Prompt.build(state)
+    expect(apiValid(request)).toBe(true)
+    expect(request.messages.slice(1)).toEqual([
+      { role: "assistant", content: "(no text)", toolCalls: [] },
+      { role: "user", content: "Your reply was not executed: not JSON" }
+    ])
+    expect(request.tools.map((t) => t.name)).toEqual(["done"])
+  })
+})
