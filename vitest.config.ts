@@ -1,10 +1,12 @@
 import { defineConfig } from "vitest/config"
 
-// Two cores here: keep the workers few so real-process and SQLite tests are not starved.
 export default defineConfig({
   test: {
-    workspace: "vitest.workspace.ts",
+    // Every package with tests; `pnpm test` runs them all.
+    projects: ["packages/*/vitest.config.ts"],
+    // Two cores here: few workers, so real-process and SQLite tests are not starved.
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } }
+    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    reporters: ["default", "./scripts/summary-reporter.ts"]
   }
 })

@@ -1,0 +1,20 @@
+import type { Reporter, TestModule } from "vitest/node"
+
+/** Ends a run with one plain line, `N passed, N failed, N skipped`, that any CI can read. */
+export default class SummaryReporter implements Reporter {
+  onTestRunEnd(modules: ReadonlyArray<TestModule>) {
+    let passed = 0
+    let failed = 0
+    let skipped = 0
+    for (const module of modules) {
+      for (const test of module.children.allTests()) {
+        const state = test.result().state
+        if (state === "passed") passed++
+        else if (state === "failed") failed++
+        else skipped++
+      }
+      if (module.state() === "failed" && [...module.children.allTests()].length === 0) failed++
+    }
+    console.log(`\n${passed} passed, ${failed} failed, ${skipped} skipped`)
+  }
+}
