@@ -1,0 +1,175 @@
+/**
+ * The kernel's `LanguageModel` over an OpenAI-compatible Chat Completions server (OpenAI,
+ * Ollama, llama.cpp server, vLLM, LM Studio). One request per `generate`, with a total and an
+ * idle timeout, and retries with backoff on 429, 5xx and connection errors.
+ */
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
+import { LanguageModel } from "@rx/kernel"
+import { Duration, Effect, Either, Layer, ParseResult, Redacted, Schema } from "effect"
+import * as ChatCompletions from "./ChatCompletions.js"
+import * as Attempt from "./internal/attempt.js"
+import * as Retrying from "./internal/retrying.js"
+import * as Retry from "./Retry.js"
+
+const PositiveInt = Schema.Int.pipe(Schema.positive())
+
+/** How to reach the server and how patient to be with it. */
+export const Config = Schema.Struct({
+  /** The API root, ending in `/v1` for most servers, e.g. `http://127.0.0.1:11434/v1`. */
+  baseUrl: Schema.NonEmptyTrimmedString,
+  model: Schema.NonEmptyTrimmedString,
+  /** Sent as `Authorization: Bearer`; local servers need none. */
+  apiKey: Schema.optional(Schema.Redacted(Schema.String)),
+  /** `tools` (native tool calls, the default) or `json` (a JSON action in the text). */
+  mode: Schema.optionalWith(ChatCompletions.Mode, { default: () => "tools" }),
+  /** `parallel_tool_calls` in tools mode; `"omit"` for servers that reject the field. */
+  parallelToolCalls: Schema.optionalWith(Schema.Union(Schema.Boolean, Schema.Literal("omit")), {
+    default: () => false
+  }),
+  temperature: Schema.optional(Schema.Number),
+  /** `max_tokens`; an answer cut off by it ends as `finishReason: "length"`, never executed. */
+  maxTokens: Schema.optional(PositiveInt),
+  /** The field `maxTokens` is sent as: OpenAI's reasoning models need `max_completion_tokens`. */
+  maxTokensParameter: Schema.optionalWith(Schema.Literal("max_tokens", "max_completion_tokens"), {
+    default: () => "max_tokens"
+  }),
+  /**
+   * Stream the answer (server-sent events), so the idle timeout applies between tokens rather
+   * than to the whole generation. Off by default: a few servers stream tool calls badly.
+   */
+  stream: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /** Extra request headers (an organization, a proxy's key). */
+  headers: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  /** The whole `generate`, all attempts and waits included. */
+  timeoutMs: Schema.optionalWith(PositiveInt, { default: () => 600_000 }),
+  /** The longest silence in one attempt: before the answer starts, or inside it. */
+  idleTimeoutMs: Schema.optionalWith(PositiveInt, { default: () => 300_000 }),
+  retry: Schema.optionalWith(Retry.Policy, { default: () => Retry.defaultPolicy })
+})
+export type Config = typeof Config.Type
+
+/** What `layer` takes: a `Config` where the defaulted fields may be left out. */
+export type Input = Schema.Struct.Constructor<typeof Config.fields>
+
+/** The configuration does not make sense. */
+export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidConfig", {
+  message: Schema.String
+}) {}
+
+/** Check an input and fill in the defaults. */
+export const config = (input: Input): Effect.Effect<Config, InvalidConfig> =>
+  Schema.validate(Config)(Config.make(input, { disableValidation: true })).pipe(
+    Effect.mapError((error) =>
+      new InvalidConfig({ message: `invalid model configuration: ${ParseResult.TreeFormatter.formatErrorSync(error)}` })
+    )
+  )
+
+const trimSlashes = (url: string) => url.replace(/\/+$/, "")
+
+/** Why an attempt failed, in words a user can act on. */
+const describe = (server: string, config: Config, error: Attempt.AttemptError): string => {
+  switch (error._tag) {
+    case "Transport":
+      return error.refused
+        ? `cannot reach ${server}: is the model server running? (pass --base-url) [${error.detail}]`
+        : `the connection to ${server} failed: ${error.detail}`
+    case "Idle":
+      return `${server} sent nothing for ${config.idleTimeoutMs} ms (idle timeout, ${
+        error.phase === "headers" ? "waiting for the answer to start" : "in the middle of the answer"
+      })`
+    case "Status": {
+      const hint = error.status === 401 || error.status === 403
+        ? " (check the API key: --api-key or RX_API_KEY)"
+        : error.status === 404
+        ? ` (check the model name "${config.model}", and that the base URL ends in /v1)`
+        : ""
+      return `${server} answered HTTP ${error.status}: ${ChatCompletions.errorMessage(error.body)}${hint}`
+    }
+  }
+}
+
+/** An attempt's failure, classified for the retry loop. */
+const classify = (server: string, config: Config, error: Attempt.AttemptError): Retrying.Failure => ({
+  message: describe(server, config, error),
+  retryable: Attempt.retryable(error),
+  ...(error._tag === "Status" ? { status: error.status, headers: error.headers } : {})
+})
+
+/** A `LanguageModel` that speaks Chat Completions through the `HttpClient` in context. */
+export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["Type"], InvalidConfig, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const cfg = yield* config(input)
+    const client = yield* HttpClient.HttpClient
+    const server = trimSlashes(cfg.baseUrl)
+    const url = `${server}/chat/completions`
+    const idle = Duration.millis(cfg.idleTimeoutMs)
+    const settings: Retrying.Settings = { server, policy: cfg.retry, timeoutMs: cfg.timeoutMs }
+    const options: ChatCompletions.Options = {
+      model: cfg.model,
+      mode: cfg.mode,
+      parallelToolCalls: cfg.parallelToolCalls,
+      temperature: cfg.temperature,
+      maxTokens: cfg.maxTokens,
+      maxTokensParameter: cfg.maxTokensParameter,
+      stream: cfg.stream
+    }
+    const base = HttpClientRequest.post(url).pipe(
+      HttpClientRequest.setHeader("accept", cfg.stream ? "text/event-stream" : "application/json"),
+      HttpClientRequest.setHeaders(cfg.headers ?? {}),
+      (request) => cfg.apiKey === undefined ? request : HttpClientRequest.bearerToken(request, Redacted.value(cfg.apiKey))
+    )
+    const fail = (message: string) => Effect.fail(new LanguageModel.ModelError({ message, server }))
+    /** A 2xx answer that is not usable is the server's fault, and not retried. */
+    const unusable = (status: number, message: string): Retrying.Failure => ({ message, status, retryable: false })
+
+    /** The body as one answer, streamed or not. */
+    const decode = (body: string): Either.Either<ChatCompletions.ChatResponse, ChatCompletions.StreamProblem> =>
+      cfg.stream
+        ? ChatCompletions.assembleStream(body)
+        : Either.mapLeft(ChatCompletions.decodeResponse(body), (error) => ({
+          message: `sent an answer that is not a Chat Completions response: ${ParseResult.TreeFormatter.formatErrorSync(error)}`,
+          dropped: false
+        }))
+
+    const generate = (request: LanguageModel.Request): Effect.Effect<LanguageModel.Response, LanguageModel.ModelError> =>
+      Effect.gen(function*() {
+        const body = yield* Either.match(ChatCompletions.fromRequest(options, request), {
+          onLeft: fail,
+          onRight: Effect.succeed
+        })
+        const encoded = yield* Schema.encode(ChatCompletions.ChatRequest)(body).pipe(
+          Effect.catchAll((error) => fail(`cannot encode the request: ${error.message}`))
+        )
+        const httpRequest = HttpClientRequest.bodyText(base, JSON.stringify(encoded), "application/json")
+        const once = Attempt.attempt(client, httpRequest, idle).pipe(
+          Effect.mapError((error) => classify(server, cfg, error)),
+          Effect.flatMap((answer) =>
+            Either.match(decode(answer.body), {
+              onLeft: (problem) =>
+                Effect.fail(
+                  problem.dropped
+                    ? { message: `${server} ${problem.message}`, retryable: true }
+                    : unusable(answer.status, `${server} ${problem.message}`)
+                ),
+              onRight: (decoded) =>
+                Either.match(ChatCompletions.toResponse(decoded), {
+                  onLeft: (problem) => Effect.fail(unusable(answer.status, `${server} sent an unusable answer: ${problem}`)),
+                  onRight: Effect.succeed
+                })
+            })
+          )
+        )
+        return yield* Retrying.run(settings, once)
+      })
+
+    return LanguageModel.LanguageModel.of({ generate })
+  })
+
+/** The model as a Layer; provide an `HttpClient` (e.g. `NodeHttpClient.layerUndici`). */
+export const layer = (input: Input): Layer.Layer<LanguageModel.LanguageModel, InvalidConfig, HttpClient.HttpClient> =>
+  Layer.effect(LanguageModel.LanguageModel, make(input))
+
+/** The model as a Layer with Node's HTTP client (undici) included. */
+export const layerNode = (input: Input): Layer.Layer<LanguageModel.LanguageModel, InvalidConfig> =>
+  Layer.provide(layer(input), NodeHttpClient.layerUndici)

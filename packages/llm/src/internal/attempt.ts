@@ -1,0 +1,107 @@
+/**
+ * One HTTP attempt against a model server: send, wait for headers and body under an idle
+ * timeout, and classify what went wrong so the caller can decide whether to try again.
+ */
+import type { HttpClient, HttpClientError, HttpClientRequest } from "@effect/platform"
+import { Chunk, Data, Duration, Effect, Predicate, Stream } from "effect"
+import { isRetryableStatus } from "../Retry.js"
+
+/** The server could not be reached, or the connection broke. Worth another attempt. */
+export class Transport extends Data.TaggedError("Transport")<{
+  readonly refused: boolean
+  readonly detail: string
+}> {}
+
+/** The server answered with an error status. */
+export class Status extends Data.TaggedError("Status")<{
+  readonly status: number
+  readonly body: string
+  readonly headers: { readonly [name: string]: string | undefined }
+}> {}
+
+/** The server went silent for longer than the idle timeout. Worth another attempt. */
+export class Idle extends Data.TaggedError("Idle")<{
+  readonly phase: "headers" | "body"
+}> {}
+
+export type AttemptError = Transport | Status | Idle
+
+/** A successful answer: status 2xx and its whole body. */
+export interface Answer {
+  readonly status: number
+  readonly body: string
+}
+
+/** Connection errors that mean nothing is listening at the address. */
+const refusedCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"])
+
+/** The `code`s and messages along an error's `cause` chain (undici nests them). */
+const causes = (error: unknown): Array<{ code: string | undefined; message: string }> => {
+  const out: Array<{ code: string | undefined; message: string }> = []
+  let current: unknown = error
+  for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {
+    const code = Predicate.hasProperty(current, "code") && typeof current.code === "string" ? current.code : undefined
+    const message = Predicate.hasProperty(current, "message") && typeof current.message === "string"
+      ? current.message
+      : String(current)
+    out.push({ code, message })
+    current = Predicate.hasProperty(current, "cause") ? current.cause : undefined
+  }
+  return out
+}
+
+/** A network error as `refused` (nothing listens) and a one-line detail from its causes. */
+export const describeCause = (cause: unknown): { readonly refused: boolean; readonly detail: string } => {
+  const chain = causes(cause)
+  const refused = chain.some((link) => link.code !== undefined && refusedCodes.has(link.code))
+  const detail = chain.map((link) => link.code === undefined ? link.message : `${link.code}: ${link.message}`)
+    .filter((text) => text !== "")
+    .join(": ")
+  return { refused, detail }
+}
+
+const transport = (error: HttpClientError.HttpClientError): Transport => {
+  const { detail, refused } = describeCause(error.cause)
+  return new Transport({ refused, detail: detail === "" ? error.message : detail })
+}
+
+const concat = (chunks: Chunk.Chunk<Uint8Array>): Uint8Array => {
+  const parts = Chunk.toReadonlyArray(chunks)
+  const out = new Uint8Array(parts.reduce((size, part) => size + part.length, 0))
+  let offset = 0
+  for (const part of parts) {
+    out.set(part, offset)
+    offset += part.length
+  }
+  return out
+}
+
+/**
+ * Send `request` and read the whole body. Silence longer than `idle` (before the headers, or
+ * between two body chunks) fails with `Idle`; interrupting the attempt aborts the request.
+ */
+export const attempt = (
+  client: HttpClient.HttpClient,
+  request: HttpClientRequest.HttpClientRequest,
+  idle: Duration.Duration
+): Effect.Effect<Answer, AttemptError> =>
+  Effect.gen(function*() {
+    const response = yield* client.execute(request).pipe(
+      Effect.mapError(transport),
+      Effect.timeoutFail({ duration: idle, onTimeout: () => new Idle({ phase: "headers" }) })
+    )
+    const chunks = yield* response.stream.pipe(
+      Stream.mapError(transport),
+      Stream.timeoutFail(() => new Idle({ phase: "body" }), idle),
+      Stream.runCollect
+    )
+    const body = new TextDecoder().decode(concat(chunks))
+    if (response.status < 200 || response.status > 299) {
+      return yield* new Status({ status: response.status, body, headers: response.headers })
+    }
+    return { status: response.status, body }
+  })
+
+/** Whether another attempt may help. */
+export const retryable = (error: AttemptError): boolean =>
+  error._tag !== "Status" || isRetryableStatus(error.status)
