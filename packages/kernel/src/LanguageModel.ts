@@ -18,7 +18,14 @@ export type ToolCall = typeof ToolCall.Type
 export const Message = Schema.Union(
   Schema.Struct({ role: Schema.Literal("user"), content: Schema.String }),
   Schema.Struct({ role: Schema.Literal("assistant"), content: Schema.String, toolCalls: Schema.Array(ToolCall) }),
-  Schema.Struct({ role: Schema.Literal("tool"), toolCallId: Schema.String, name: Schema.String, content: Schema.String })
+  Schema.Struct({
+    role: Schema.Literal("tool"),
+    toolCallId: Schema.String,
+    name: Schema.String,
+    content: Schema.String,
+    /** The call failed: providers that mark failed results (Anthropic's `is_error`) can say so. */
+    isError: Schema.optional(Schema.Boolean)
+  })
 )
 export type Message = typeof Message.Type
 

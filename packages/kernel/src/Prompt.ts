@@ -90,7 +90,9 @@ const render = (turn: State.Turn, cap: number): ReadonlyArray<LanguageModel.Mess
         content: text,
         toolCalls: [{ id, name: turn.call.tool, arguments: JSON.stringify(compact(turn.call.input, cap)) }]
       },
-      { role: "tool", toolCallId: id, name: turn.call.tool, content: result }
+      turn.result?.status === "error"
+        ? { role: "tool", toolCallId: id, name: turn.call.tool, content: result, isError: true }
+        : { role: "tool", toolCallId: id, name: turn.call.tool, content: result }
     ]
   }
   return [

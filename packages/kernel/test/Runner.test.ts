@@ -70,7 +70,7 @@ describe("Runner: termination", () => {
       const { result } = yield* runGoal("fail once")
       expect(result.reason).toBe("done")
       const after = requests[0]?.messages.at(-1)
-      expect(after).toMatchObject({ role: "tool", name: "flaky", content: "recoverable error: file not found: a.txt" })
+      expect(after).toMatchObject({ role: "tool", name: "flaky", content: "recoverable error: file not found: a.txt", isError: true })
     }).pipe(Effect.provide(layers([callTool("flaky", {}), capture(requests, callTool("echo", { text: "ok" })), done("ok")])))
   })
 

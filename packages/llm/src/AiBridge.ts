@@ -81,7 +81,7 @@ export const toPrompt = (request: LanguageModel.Request): Prompt.Prompt =>
               type: "tool-result",
               id: message.toolCallId,
               name: message.name,
-              isFailure: false,
+              isFailure: message.isError === true,
               result: resultValue(message.content),
               providerExecuted: false
             }]

@@ -1,0 +1,26 @@
+/** The exit codes of `rx`: one per termination reason, so scripts can tell outcomes apart. */
+import type { Event } from "@rx/kernel"
+
+export const byReason: Readonly<Record<Event.Reason, number>> = {
+  done: 0,
+  max_iterations: 2,
+  fatal_error: 3,
+  repeated_failure: 4,
+  malformed_output: 5,
+  no_progress: 6,
+  cancelled: 7
+}
+
+/** rx itself failed: bad flags, an unknown goal, a database it cannot use. */
+export const failure = 1
+/** `rx replay` found a divergence. */
+export const diverged = 8
+/** A goal that is not finished (`rx resume`, `rx run` after an interruption). */
+export const open = 9
+
+/** The table, as `rx --help` and the README show it. */
+export const table = [
+  ...Object.entries(byReason).map(([reason, code]) => `${code}  ${reason}`),
+  `${failure}  error (bad flags, unknown goal, unusable database)`,
+  `${diverged}  replay diverged`
+].join("\n")

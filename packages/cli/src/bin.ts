@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+/** The `rx` binary: runs the command, renders any error as one line, exits with its code. */
+import { NodeContext } from "@effect/platform-node"
+import { Cause, Effect, Exit, Fiber, Layer, Option, Ref } from "effect"
+import { ValidationError } from "@effect/cli"
+import { cli, ExitStatus } from "./Commands.js"
+import * as ExitCode from "./ExitCode.js"
+import { listener } from "./internal/interrupt.js"
+
+const status = Ref.unsafeMake(0)
+
+const program = cli(process.argv).pipe(
+  Effect.provide(Layer.mergeAll(NodeContext.layer, Layer.succeed(ExitStatus, status)))
+)
+
+const fiber = Effect.runFork(program)
+process.on("SIGINT", listener(() => Effect.runFork(Fiber.interrupt(fiber))))
+
+/** One line a user can act on; the stack only with RX_DEBUG=1. */
+const describe = (cause: Cause.Cause<unknown>): string | undefined => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error = failure.value
+    if (ValidationError.isValidationError(error)) return undefined // @effect/cli printed it
+    if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") return error.message
+    return String(error)
+  }
+  if (Cause.isInterruptedOnly(cause)) return "interrupted"
+  const defect = Cause.squash(cause)
+  return `internal error: ${defect instanceof Error ? defect.message : String(defect)} (RX_DEBUG=1 shows the details)`
+}
+
+fiber.addObserver((exit) => {
+  if (Exit.isSuccess(exit)) {
+    process.exitCode = Ref.get(status).pipe(Effect.runSync)
+    return
+  }
+  const message = describe(exit.cause)
+  if (message !== undefined) process.stderr.write(`rx: ${message}\n`)
+  if (process.env["RX_DEBUG"] === "1") process.stderr.write(`${Cause.pretty(exit.cause)}\n`)
+  process.exitCode = Cause.isInterruptedOnly(exit.cause) ? 130 : ExitCode.failure
+})

@@ -1,0 +1,6 @@
+/** @rx/cli: the `rx` command, for embedding or extension. */
+export * as Commands from "./Commands.js"
+export * as Demo from "./Demo.js"
+export * as ExitCode from "./ExitCode.js"
+export * as Render from "./Render.js"
+export * as Settings from "./Settings.js"

@@ -1,0 +1,62 @@
+/** Run the built `rx` binary as a child process, in temp folders, against a fake model server. */
+import { Effect } from "effect"
+import { spawn, type ChildProcess } from "node:child_process"
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+export const bin = join(import.meta.dirname, "..", "dist", "src", "bin.js")
+
+export interface Ran {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** A fresh folder with a workspace (holding `hello.txt`) and a database path. */
+export const sandbox = () => {
+  const root = mkdtempSync(join(tmpdir(), "rx-cli-"))
+  const workspace = join(root, "ws")
+  const db = join(root, "rx.db")
+  mkdirSync(workspace, { recursive: true })
+  writeFileSync(join(workspace, "hello.txt"), "hello from the workspace\n")
+  return { root, workspace, db }
+}
+
+/** Start `rx args...`; the environment has no RX_ variables but those given. */
+export const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}): ChildProcess & { output: () => Ran; done: Promise<Ran> } => {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RX_")))
+  const child = spawn(process.execPath, [bin, ...args], { env: { ...clean, ...env }, stdio: ["ignore", "pipe", "pipe"] })
+  let stdout = ""
+  let stderr = ""
+  child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
+  child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
+  const done = new Promise<Ran>((resolve) =>
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
+  )
+  return Object.assign(child, { output: () => ({ code: child.exitCode, signal: child.signalCode, stdout, stderr }), done })
+}
+
+/** Run `rx args...` to completion. */
+export const rx = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.promise(() => start(args, env).done)
+
+/** Wait until `check` holds (polling), or fail after `timeoutMs`. */
+export const until = (check: () => boolean, what: string, timeoutMs = 20_000) =>
+  Effect.promise(
+    () =>
+      new Promise<void>((resolve, reject) => {
+        const began = Date.now()
+        const tick = () => {
+          if (check()) return resolve()
+          if (Date.now() - began > timeoutMs) return reject(new Error(`timed out waiting for ${what}`))
+          setTimeout(tick, 25)
+        }
+        tick()
+      })
+  )
+
+/** The JSON lines of an output. */
+export const jsonLines = (text: string): ReadonlyArray<Record<string, unknown>> =>
+  text.split("\n").filter((l) => l.trim().startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>)
