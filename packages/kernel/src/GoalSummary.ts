@@ -48,6 +48,34 @@ export const update = (summary: GoalSummary | undefined, event: Event.Event): Go
   }
 }
 
+/** The summary after a batch of events: one object, however long the batch. */
+export const updateAll = (summary: GoalSummary | undefined, events: ReadonlyArray<Event.Event>): GoalSummary | undefined => {
+  let current = summary
+  let iterations = 0
+  let terminated: Event.Reason | undefined
+  for (const event of events) {
+    if (event._tag === "GoalSubmitted" || current === undefined) {
+      current = update(current, event)
+      continue
+    }
+    if (event._tag === "IterationCompleted") iterations++
+    if (event._tag === "Terminated") terminated = event.reason
+  }
+  const last = events[events.length - 1]
+  if (current === undefined || last === undefined || (iterations === 0 && terminated === undefined && last.seq + 1 === current.nextSeq)) {
+    return current
+  }
+  return {
+    ...current,
+    nextSeq: last.seq + 1,
+    lastIteration: last.iteration,
+    updatedAt: last.at,
+    iterations: current.iterations + iterations,
+    status: terminated === undefined ? current.status : "terminated",
+    reason: terminated ?? current.reason
+  }
+}
+
 /** Which goals `StateStore.goals` returns, newest first. */
 export const Query = Schema.Struct({
   status: Schema.optional(Schema.Literal("open", "terminated")),

@@ -95,17 +95,23 @@ export const empty = (goalId: string): State => ({
   terminated: null
 })
 
-/** Apply one event. Pure and total: any event in any state gives a State. */
+/** Apply one event. Pure and total: any event in any state gives a State. One object per event. */
 export const reduce = (state: State, event: Event.Event): State => {
-  const next: State = { ...state, seq: event.seq + 1, iteration: event.iteration }
+  const seq = event.seq + 1
+  const iteration = event.iteration
   switch (event._tag) {
     case "GoalSubmitted":
-      return { ...next, goalId: event.goalId, goal: event.goal, options: event.options, tools: event.tools }
+      return { ...state, seq, iteration, goalId: event.goalId, goal: event.goal, options: event.options, tools: event.tools }
     case "ModelResponded": {
       const { response } = event
-      const turn: Turn = { iteration: event.iteration, text: truncate(response.text, maxTurnText), call: null, result: null }
+      const turn: Turn = { iteration, text: truncate(response.text, maxTurnText), call: null, result: null }
+      const full = state.turns.length >= maxTurns
       return {
-        ...pushTurn(next, turn),
+        ...state,
+        seq,
+        iteration,
+        turns: full ? [...state.turns.slice(1), turn] : [...state.turns, turn],
+        omitted: full ? state.omitted + 1 : state.omitted,
         progressed: false,
         usage: {
           inputTokens: state.usage.inputTokens + response.usage.inputTokens,
@@ -114,16 +120,22 @@ export const reduce = (state: State, event: Event.Event): State => {
       }
     }
     case "ModelFailed":
-      return { ...next, modelFailure: event.message }
+      return { ...state, seq, iteration, modelFailure: event.message }
     case "ActionRejected":
       return {
-        ...setResult(next, event.iteration, { status: "rejected", content: truncate(event.reason, maxTurnText) }),
+        ...state,
+        seq,
+        iteration,
+        turns: withResult(state.turns, iteration, { status: "rejected", content: truncate(event.reason, maxTurnText) }),
         consecutiveMalformed: state.consecutiveMalformed + 1,
         last: "rejected"
       }
     case "ToolStarted":
       return {
-        ...setCall(next, event.iteration, { tool: event.tool, input: event.input }),
+        ...state,
+        seq,
+        iteration,
+        turns: updateTurn(state.turns, iteration, (turn) => ({ ...turn, call: { tool: event.tool, input: event.input } })),
         pending: { callId: event.callId, tool: event.tool, input: event.input, startedAt: event.at },
         consecutiveMalformed: 0,
         toolCalls: state.toolCalls + 1
@@ -131,7 +143,10 @@ export const reduce = (state: State, event: Event.Event): State => {
     case "ToolSucceeded": {
       const full = canonical(event.output)
       return {
-        ...setResult(next, event.iteration, { status: "ok", content: truncate(full, maxTurnText) }),
+        ...state,
+        seq,
+        iteration,
+        turns: withResult(state.turns, iteration, { status: "ok", content: truncate(full, maxTurnText) }),
         pending: null,
         consecutiveFailures: 0,
         progressed: true,
@@ -142,7 +157,10 @@ export const reduce = (state: State, event: Event.Event): State => {
     case "ToolFailed": {
       const full = `${event.error.kind} error: ${event.error.message}`
       return {
-        ...setResult(next, event.iteration, { status: "error", content: truncate(full, maxTurnText) }),
+        ...state,
+        seq,
+        iteration,
+        turns: withResult(state.turns, iteration, { status: "error", content: truncate(full, maxTurnText) }),
         pending: null,
         consecutiveFailures: state.consecutiveFailures + 1,
         fatal: event.error.kind === "fatal" ? event.error : state.fatal,
@@ -152,15 +170,17 @@ export const reduce = (state: State, event: Event.Event): State => {
     }
     case "IterationCompleted":
       return {
-        ...next,
+        ...state,
+        seq,
+        iteration,
         completed: state.completed + 1,
         idleIterations: state.progressed ? 0 : state.idleIterations + 1,
         progressed: false
       }
     case "CancelRequested":
-      return { ...next, cancelRequested: state.cancelRequested ?? event.reason }
+      return { ...state, seq, iteration, cancelRequested: state.cancelRequested ?? event.reason }
     case "Terminated":
-      return { ...next, pending: null, terminated: { reason: event.reason, detail: event.detail } }
+      return { ...state, seq, iteration, pending: null, terminated: { reason: event.reason, detail: event.detail } }
   }
 }
 
@@ -185,26 +205,18 @@ export const summary = (state: State): Event.Summary => ({
   fingerprint: state.repeat.signature
 })
 
-const pushTurn = (state: State, turn: Turn): State =>
-  state.turns.length < maxTurns
-    ? { ...state, turns: [...state.turns, turn] }
-    : { ...state, turns: [...state.turns.slice(1), turn], omitted: state.omitted + 1 }
-
-/** Update the newest turn if it belongs to `iteration`; a turn from another iteration is left alone. */
-const updateTurn = (state: State, iteration: number, f: (turn: Turn) => Turn): State => {
-  const index = state.turns.length - 1
-  const turn = state.turns[index]
-  if (turn === undefined || turn.iteration !== iteration) return state
-  const turns = state.turns.slice()
-  turns[index] = f(turn)
-  return { ...state, turns }
+/** The turns with the newest one updated, if it belongs to `iteration`; otherwise unchanged. */
+const updateTurn = (turns: ReadonlyArray<Turn>, iteration: number, f: (turn: Turn) => Turn): ReadonlyArray<Turn> => {
+  const index = turns.length - 1
+  const turn = turns[index]
+  if (turn === undefined || turn.iteration !== iteration) return turns
+  const updated = turns.slice()
+  updated[index] = f(turn)
+  return updated
 }
 
-const setCall = (state: State, iteration: number, call: NonNullable<Turn["call"]>) =>
-  updateTurn(state, iteration, (turn) => ({ ...turn, call }))
-
-const setResult = (state: State, iteration: number, result: NonNullable<Turn["result"]>) =>
-  updateTurn(state, iteration, (turn) => ({ ...turn, result }))
+const withResult = (turns: ReadonlyArray<Turn>, iteration: number, result: NonNullable<Turn["result"]>) =>
+  updateTurn(turns, iteration, (turn) => ({ ...turn, result }))
 
 const repeatOf = (state: State, tool: string, status: string, content: string): State["repeat"] => {
   const input = state.pending?.tool === tool ? canonical(state.pending.input) : ""

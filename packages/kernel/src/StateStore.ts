@@ -98,12 +98,9 @@ export const makeMemory = Effect.gen(function*() {
         const invalid = validateBatch(goalId, expectedSeq, events)
         if (Option.isSome(invalid)) return Effect.fail(invalid.value)
         if (events.length === 0) return Effect.void
-        let summary = summaries.get(goalId)
-        for (const event of events) {
-          log.push(event)
-          summary = GoalSummary.update(summary, event)
-        }
+        for (const event of events) log.push(event)
         logs.set(goalId, log)
+        const summary = GoalSummary.updateAll(summaries.get(goalId), events)
         if (summary !== undefined) summaries.set(goalId, summary)
         for (const watcher of watchers) {
           if (watcher.goalId !== goalId) continue

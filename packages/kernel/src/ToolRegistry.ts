@@ -62,16 +62,26 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
     const context = yield* Effect.context<R>()
     const unknownTool = (name: string) =>
       `there is no tool named "${name}"; available: ${[...byName.keys(), doneName].join(", ")}`
+    // The runner decodes a call's input, then invokes it: the decoded input is kept for that one call.
+    let lastDecoded: { readonly call: Tool.Call; readonly result: Either.Either<unknown, string> } | undefined
+    const decode = (tool: Tool.Tool<R>, call: Tool.Call) =>
+      lastDecoded !== undefined && lastDecoded.call.callId === call.callId && lastDecoded.call.input === call.input &&
+        lastDecoded.call.tool === call.tool
+        ? lastDecoded.result
+        : tool.decode(call.input)
     return ToolRegistry.of({
       specs: tools.map((tool) => tool.spec),
       decode: (call) => {
         const tool = byName.get(call.tool)
-        return tool === undefined ? Either.left(unknownTool(call.tool)) : tool.decode(call.input)
+        if (tool === undefined) return Either.left(unknownTool(call.tool))
+        const result = tool.decode(call.input)
+        lastDecoded = { call, result }
+        return result
       },
       invoke: (call) => {
         const tool = byName.get(call.tool)
         if (tool === undefined) return Effect.succeed(Tool.failure("recoverable", unknownTool(call.tool)))
-        return Either.match(tool.decode(call.input), {
+        return Either.match(decode(tool, call), {
           onLeft: (reason) => Effect.succeed(Tool.failure("recoverable", `invalid input for ${call.tool}: ${reason}`)),
           onRight: (input) => Effect.provide(tool.run(input, { callId: call.callId }), context)
         })

@@ -1,0 +1,56 @@
+/**
+ * The benchmark workload: a scripted model that always calls `echo` with a new text, so a run
+ * goes on until `maxIterations` (no repeat, no failure), on a memory or SQLite store.
+ */
+import { Effect, Layer, Schema } from "effect"
+import { LanguageModel, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { SqliteStore } from "@rx/store-sqlite"
+
+export const echo = Tool.make({
+  name: "echo",
+  description: "Echo the text back.",
+  input: Schema.Struct({ text: Schema.String }),
+  output: Schema.Struct({ text: Schema.String }),
+  idempotent: true,
+  execute: ({ text }) => Effect.succeed({ text })
+})
+
+export const model = LanguageModel.layerFunction((_request, index) =>
+  LanguageModel.callTool("echo", { text: `message ${index}` })
+)
+
+export const services = Layer.merge(ToolRegistry.layer([echo]), model)
+
+/** Run one goal of `iterations` iterations against `store`. */
+export const runGoal = (iterations: number, goalId: string) =>
+  Runner.run({ goal: "benchmark", goalId, options: { maxIterations: iterations, noProgressWindow: iterations + 1 } }).pipe(
+    Effect.provide(services)
+  )
+
+/** Run on a fresh memory store; returns microseconds per iteration. */
+export const memoryRun = (iterations: number) =>
+  Effect.gen(function*() {
+    const started = performance.now()
+    yield* runGoal(iterations, `mem-${iterations}`)
+    return ((performance.now() - started) * 1000) / iterations
+  }).pipe(Effect.provide(StateStore.layerMemory))
+
+/** Run on a SQLite file; returns microseconds per iteration. */
+export const sqliteRun = (filename: string, iterations: number, synchronous: "FULL" | "NORMAL") =>
+  Effect.gen(function*() {
+    const started = performance.now()
+    yield* runGoal(iterations, `sql-${iterations}`)
+    return ((performance.now() - started) * 1000) / iterations
+  }).pipe(Effect.provide(SqliteStore.layer({ filename, synchronous })))
+
+/** A model that calls `echo` `iterations` times, then interrupts the run (the goal stays open). */
+export const untilThenStop = (iterations: number) =>
+  Layer.sync(LanguageModel.LanguageModel, () => {
+    let index = 0
+    return {
+      generate: () =>
+        Effect.suspend(() =>
+          index < iterations ? Effect.succeed(LanguageModel.callTool("echo", { text: `message ${index++}` })) : Effect.interrupt
+        )
+    }
+  })

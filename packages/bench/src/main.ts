@@ -1,0 +1,149 @@
+/**
+ * `pnpm bench [--json]`: the figures of DESIGN.md section 8, each beside its floor measured in
+ * the same run. A table by default; `--json` prints one JSON object.
+ */
+import { Effect, Layer } from "effect"
+import { execFileSync } from "node:child_process"
+import { mkdtempSync, rmSync, statSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { LanguageModel, Runner, State, StateStore, ToolRegistry } from "@rx/kernel"
+import { SqliteStore } from "@rx/store-sqlite"
+import * as Floors from "./Floors.js"
+import { echo, memoryRun, sqliteRun, untilThenStop } from "./Scenario.js"
+
+const json = process.argv.includes("--json")
+const log = (line: string) => {
+  if (!json) process.stderr.write(`${line}\n`)
+}
+const dir = mkdtempSync(join(tmpdir(), "rx-bench-"))
+const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
+const round = (x: number, digits = 1) => Number(x.toFixed(digits))
+const fileSize = (path: string) => {
+  try {
+    return statSync(path).size
+  } catch {
+    return 0
+  }
+}
+/** The database and its WAL and shared-memory files, after the store closed (WAL checkpointed). */
+const diskBytes = (db: string) => fileSize(db) + fileSize(`${db}-wal`) + fileSize(`${db}-shm`)
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+
+// Warm up the JIT so the first measured size is not penalised.
+log("warming up")
+await run(memoryRun(2_000))
+
+log("kernel, memory store")
+const kernel: Record<string, number> = {}
+for (const n of [100, 1_000, 10_000]) {
+  const repeats = n === 10_000 ? 3 : n === 1_000 ? 7 : 21
+  const samples: Array<number> = []
+  for (let r = 0; r < repeats; r++) samples.push(await run(memoryRun(n)))
+  kernel[n] = round(median(samples), 2)
+  log(`  N=${n}: ${kernel[n]} us/iteration`)
+}
+
+log("SQLite, N=1000")
+const sqlite = async (synchronous: "FULL" | "NORMAL") => {
+  const samples: Array<number> = []
+  for (let r = 0; r < 3; r++) samples.push(await run(sqliteRun(join(dir, `s-${synchronous}-${r}.db`), 1_000, synchronous)))
+  return round(median(samples), 1)
+}
+const sqliteNormal = await sqlite("NORMAL")
+const sqliteFull = await sqlite("FULL")
+log(`  NORMAL ${sqliteNormal} us/iteration, FULL ${sqliteFull} us/iteration`)
+
+log("disk per iteration")
+const disk: Record<string, number> = {}
+for (const n of [100, 1_000, 10_000]) {
+  const db = join(dir, `disk-${n}.db`)
+  await run(sqliteRun(db, n, "NORMAL"))
+  disk[n] = round(diskBytes(db) / n, 0)
+  log(`  N=${n}: ${disk[n]} bytes/iteration`)
+}
+
+log("peak RSS, N=10000 (child process)")
+const rssOut = execFileSync(process.execPath, [join(import.meta.dirname, "rss.js"), "10000"], { encoding: "utf8" })
+const peakRss = round((JSON.parse(rssOut.trim().split("\n").at(-1) ?? "{}") as { peakRssMb: number }).peakRssMb, 1)
+log(`  ${peakRss} MB`)
+
+log("replay from SQLite: decode + fold")
+const replayDb = join(dir, "disk-10000.db")
+const replayRate = await run(Effect.gen(function*() {
+  const store = yield* StateStore.StateStore
+  const rates: Array<number> = []
+  for (let r = 0; r < 5; r++) {
+    const started = performance.now()
+    const events = yield* store.load("sql-10000")
+    State.fromEvents("sql-10000", events)
+    rates.push(events.length / ((performance.now() - started) / 1000))
+  }
+  return median(rates)
+}).pipe(Effect.provide(SqliteStore.layer({ filename: replayDb }))))
+log(`  ${Math.round(replayRate)} events/s`)
+
+log("resume of a 100,000-event goal (snapshots in use)")
+const resumeDb = join(dir, "resume.db")
+// 25,000 iterations of 4 events each; the model then stops the process's run (as a crash
+// would), leaving the goal open.
+await run(Runner.run({ goal: "benchmark", goalId: "big", options: { maxIterations: 100_000, noProgressWindow: 100_000 } }).pipe(
+  Effect.provide(Layer.merge(ToolRegistry.layer([echo]), untilThenStop(25_000))),
+  Effect.provide(SqliteStore.layer({ filename: resumeDb, synchronous: "NORMAL" })),
+  Effect.exit
+))
+// Resume: from the call until the model is asked again (restore, recover, build the prompt).
+const resume = await run(Effect.gen(function*() {
+  const started = performance.now()
+  let asked = Number.NaN
+  const model = Layer.succeed(LanguageModel.LanguageModel, {
+    generate: () => Effect.suspend(() => {
+      asked = performance.now()
+      return Effect.interrupt
+    })
+  })
+  yield* Runner.resume("big").pipe(Effect.provide(Layer.merge(ToolRegistry.layer([echo]), model)), Effect.exit)
+  const state = yield* Runner.restore("big")
+  return { ms: asked - started, events: state.seq }
+}).pipe(Effect.provide(SqliteStore.layer({ filename: resumeDb }))))
+log(`  ${round(resume.ms)} ms for ${resume.events} events`)
+
+log("floors")
+const floors = {
+  sqlite_commit_normal_us: round(median([0, 1, 2].map((r) => Floors.sqliteCommit(join(dir, `floor-n-${r}.db`), "NORMAL", 2_000))), 1),
+  sqlite_commit_full_us: round(median([0, 1, 2].map((r) => Floors.sqliteCommit(join(dir, `floor-f-${r}.db`), "FULL", 500))), 1),
+  effect_loop_us_per_iteration: round(median([0, 1, 2, 3, 4].map(() => Floors.effectLoop(10_000))), 2)
+}
+
+const result = {
+  kernel_memory_us_per_iteration: kernel,
+  sqlite_normal_us_per_iteration: sqliteNormal,
+  sqlite_full_us_per_iteration: sqliteFull,
+  disk_bytes_per_iteration: disk,
+  peak_rss_mb_10000: peakRss,
+  replay_events_per_second: Math.round(replayRate),
+  resume_ms_100000_events: round(resume.ms),
+  floors
+}
+rmSync(dir, { recursive: true, force: true })
+
+if (json) {
+  console.log(JSON.stringify(result))
+} else {
+  const k = kernel
+  const rows: ReadonlyArray<readonly [string, string, string]> = [
+    ["kernel, memory store, N=100 / 1000 / 10000", `${k[100]} / ${k[1000]} / ${k[10000]} us/it`, `<= 20 us/it; floor ${floors.effect_loop_us_per_iteration} us/it`],
+    ["growth, N=10000 over N=100", `${round((k[10000] ?? 0) / (k[100] ?? 1), 2)}x`, "<= 1.3x"],
+    ["SQLite NORMAL, N=1000", `${sqliteNormal} us/it`, `<= 2x floor: ${round(2 * floors.sqlite_commit_normal_us)} us (commit ${floors.sqlite_commit_normal_us} us)`],
+    ["SQLite FULL, N=1000", `${sqliteFull} us/it`, `<= 2x floor: ${round(2 * floors.sqlite_commit_full_us)} us (commit ${floors.sqlite_commit_full_us} us)`],
+    ["disk, N=100 / 1000 / 10000", `${disk[100]} / ${disk[1000]} / ${disk[10000]} B/it`, "<= 1000 B/it, flat"],
+    ["peak RSS, N=10000", `${peakRss} MB`, "<= 150 MB"],
+    ["replay from SQLite (decode + fold)", `${Math.round(replayRate)} events/s`, ">= 500000 events/s"],
+    ["resume, 100,000 events", `${round(resume.ms)} ms`, "<= 100 ms"]
+  ]
+  const w0 = Math.max(...rows.map((r) => r[0].length))
+  const w1 = Math.max(...rows.map((r) => r[1].length))
+  console.log(`${"figure".padEnd(w0)}  ${"measured".padEnd(w1)}  target`)
+  for (const [a, b, c] of rows) console.log(`${a.padEnd(w0)}  ${b.padEnd(w1)}  ${c}`)
+}
