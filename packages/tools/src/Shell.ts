@@ -1,0 +1,162 @@
+/**
+ * `shell {command, timeout_ms?}`: run a command with `/bin/sh -c` in the workspace root.
+ *
+ * - Sandboxed by bubblewrap per the config's mode (see `Sandbox`); the mode is part of every
+ *   output.
+ * - Timeout (`timeout_ms`, default `shellTimeoutMs` = 60 s, at most `shellMaxTimeoutMs` = 600 s):
+ *   the whole process tree gets SIGTERM, then SIGKILL after `shellGraceMs` (default 2 s); this
+ *   includes processes that left the group with `setsid`.
+ * - The call returns when the command exits, not when its pipes close: whatever it left running
+ *   (`sleep 30 &`) is ended then, the same way (SIGTERM, SIGKILL after the grace period). A shell
+ *   call cannot leave a daemon behind. Interrupting the call kills the tree with SIGKILL at once.
+ * - stdout and stderr are each capped at `shellOutputBytes` (default 32 KiB): the first and last
+ *   halves are kept, and the bytes dropped between them are counted. Memory stays bounded
+ *   whatever the command prints.
+ * - The environment is reduced to `shellEnv` (names), and a name that looks secret (KEY, TOKEN,
+ *   SECRET, PASSWORD, CREDENTIAL, AUTH, COOKIE, SESSION) is never passed, even if listed.
+ * - A non-zero exit is not an error: exit code, signal, timeout, duration and truncation are
+ *   the output.
+ */
+import { Tool } from "@rx/kernel"
+import { Context, Effect, Layer, Schema } from "effect"
+import { ToolsConfig } from "./Config.js"
+import * as Process from "./internal/process.js"
+import * as Text from "./internal/text.js"
+import * as Sandbox from "./Sandbox.js"
+import { Workspace } from "./Workspace.js"
+
+export const Input = Schema.Struct({
+  command: Schema.String.pipe(Schema.minLength(1)).annotations({
+    description: "Shell command, run with /bin/sh -c in the workspace root."
+  }),
+  timeout_ms: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.positive())).annotations({
+    description: "Milliseconds before the command and everything it started are killed. Default 60000."
+  })
+})
+export type Input = typeof Input.Type
+
+export const Output = Schema.Struct({
+  command: Schema.String,
+  /** Exit code; null when the command was ended by a signal. */
+  exit_code: Schema.NullOr(Schema.Int),
+  /** The signal that ended it, such as "SIGKILL"; null when it exited. */
+  signal: Schema.NullOr(Schema.String),
+  /** True when the timeout ended it. */
+  timed_out: Schema.Boolean,
+  duration_ms: Schema.Int,
+  /** Kept output; when bytes were dropped, a marker line stands between head and tail. */
+  stdout: Schema.String,
+  stderr: Schema.String,
+  /** Bytes the command wrote to each stream in all. */
+  stdout_bytes: Schema.Int,
+  stderr_bytes: Schema.Int,
+  /** Bytes dropped from the middle of each stream. */
+  stdout_dropped_bytes: Schema.Int,
+  stderr_dropped_bytes: Schema.Int,
+  /** True when either stream was cut. */
+  truncated: Schema.Boolean,
+  /** How the command was isolated. */
+  sandbox: Schema.Literal("bwrap", "none"),
+  cwd: Schema.String
+})
+export type Output = typeof Output.Type
+
+export interface Service {
+  /** The sandbox decided when the tools were built. */
+  readonly sandbox: Sandbox.Sandbox
+  /** Run a command; only a refusal or a broken environment fails. */
+  readonly run: (command: string, timeoutMs?: number) => Effect.Effect<Output, Tool.ToolError>
+}
+
+export class Shell extends Context.Tag("@rx/tools/Shell")<Shell, Service>() {}
+
+/** Names never passed to a command, whatever the allow-list says. */
+export const secretName = /KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE/i
+
+/** The environment a command gets: the allowed, non-secret variables rx has. */
+export const environment = (
+  allow: ReadonlyArray<string>,
+  source: Readonly<Record<string, string | undefined>>,
+  sandboxed: boolean
+): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const name of allow) {
+    const value = source[name]
+    if (value !== undefined && !secretName.test(name)) env[name] = value
+  }
+  env["PATH"] ??= "/usr/local/bin:/usr/bin:/bin"
+  // Inside the sandbox only /tmp is private and writable outside the workspace.
+  if (sandboxed) env["HOME"] = "/tmp"
+  return env
+}
+
+const render = (stream: Process.Stream): string =>
+  stream.dropped === 0
+    ? Text.decodeLenient(Buffer.concat([stream.head, stream.tail]))
+    : `${Text.decodeLenient(stream.head)}\n[... ${stream.dropped} bytes dropped ...]\n${Text.decodeLenient(stream.tail)}`
+
+/** A shell runner for the workspace, with the sandbox decided now. */
+export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfig | Workspace> = Effect.gen(function*() {
+  const config = yield* ToolsConfig
+  const workspace = yield* Workspace
+  const sandbox = yield* Sandbox.resolve(config.sandbox, workspace.root)
+  const run = (command: string, timeoutMs?: number): Effect.Effect<Output, Tool.ToolError> =>
+    Effect.gen(function*() {
+      if (sandbox._tag === "Unavailable") {
+        return yield* Tool.ToolError.fatal(`shell calls are refused: no sandbox. ${sandbox.reason}`, {
+          sandbox: config.sandbox
+        })
+      }
+      const timeout = timeoutMs ?? config.shellTimeoutMs
+      if (timeout > config.shellMaxTimeoutMs) {
+        return yield* Tool.ToolError.recoverable(
+          `timeout_ms ${timeout} is above the limit of ${config.shellMaxTimeoutMs}; ask for less`
+        )
+      }
+      const sandboxed = sandbox._tag === "Bwrap"
+      const env = environment(config.shellEnv, process.env, sandboxed)
+      const argv = ["/bin/sh", "-c", command]
+      const result = yield* Process.run({
+        file: sandboxed ? sandbox.path : "/bin/sh",
+        args: sandboxed ? Sandbox.bwrapArgs(workspace.root, workspace.root, argv) : argv.slice(1),
+        cwd: workspace.root,
+        env,
+        timeoutMs: timeout,
+        graceMs: config.shellGraceMs,
+        outputBytes: config.shellOutputBytes,
+        ...(sandboxed ? { spareFromTerm: "bwrap" } : {})
+      }).pipe(
+        Effect.mapError((error) => Tool.ToolError.fatal(`the command could not be started: ${error.message}`))
+      )
+      return {
+        command,
+        exit_code: result.exitCode,
+        signal: result.signal,
+        timed_out: result.timedOut,
+        duration_ms: result.durationMs,
+        stdout: render(result.stdout),
+        stderr: render(result.stderr),
+        stdout_bytes: result.stdout.total,
+        stderr_bytes: result.stderr.total,
+        stdout_dropped_bytes: result.stdout.dropped,
+        stderr_dropped_bytes: result.stderr.dropped,
+        truncated: result.stdout.dropped > 0 || result.stderr.dropped > 0,
+        sandbox: sandboxed ? "bwrap" as const : "none" as const,
+        cwd: workspace.root
+      }
+    })
+  return { sandbox, run }
+})
+
+/** The shell runner as a Layer. */
+export const layer: Layer.Layer<Shell, Sandbox.SandboxUnavailable, ToolsConfig | Workspace> = Layer.effect(Shell, make)
+
+export const tool = Tool.make({
+  name: "shell",
+  description:
+    "Run a shell command (/bin/sh -c) in the workspace root, normally sandboxed (no network, read-only system, writable workspace, private /tmp; the output's `sandbox` field says how it ran). Returns exit code, signal, duration and stdout/stderr (long output keeps its start and end). A non-zero exit is a result, not an error. Background processes are killed when the command exits.",
+  input: Input,
+  output: Output,
+  idempotent: false,
+  execute: (input) => Effect.flatMap(Shell, (shell) => shell.run(input.command, input.timeout_ms))
+})

@@ -1,0 +1,503 @@
+/**
+ * The folder the tools are confined to. Every path is resolved component by component and
+ * checked before any I/O: `..`, absolute paths outside the root (a sibling sharing its prefix
+ * included) and symbolic links, dangling or not, that lead outside are refused with a
+ * `PathRefused` naming the path.
+ *
+ * What is guaranteed, on Linux: every file and directory is opened through the real path this
+ * module resolved, and each opened descriptor's real path (`/proc/self/fd/N`) is checked against
+ * what was resolved before anything is read from it or written into it. Writes go through an
+ * opened parent directory (`/proc/self/fd/N/name`, like `openat`), into a temp file created with
+ * `O_CREAT|O_EXCL` (which never follows a link), and are committed by `rename` (overwrite) or
+ * `link` (create, which fails if the name appeared meanwhile) inside that directory. A symbolic
+ * link swapped into any component after the check therefore cannot redirect a write outside the
+ * workspace: the write is refused, or it replaces the link itself. Without `/proc` (not Linux),
+ * paths are re-resolved instead, which narrows but does not close that window.
+ */
+import { FileSystem } from "@effect/platform"
+import type { PlatformError } from "@effect/platform/Error"
+import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
+import { randomBytes } from "node:crypto"
+import * as NodePath from "node:path"
+import * as Files from "./internal/files.js"
+import * as Text from "./internal/text.js"
+
+/** A path the workspace will not touch: outside the root, through `..`, or a link leading out. */
+export class PathRefused extends Schema.TaggedError<PathRefused>()("PathRefused", {
+  path: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `path "${this.path}" is refused: ${this.reason}`
+  }
+}
+
+/** The path does not exist. */
+export class FileNotFound extends Schema.TaggedError<FileNotFound>()("FileNotFound", {
+  path: Schema.String
+}) {
+  override get message() {
+    return `"${this.path}" does not exist; list_dir or find_files show what does`
+  }
+}
+
+/** The path exists but is not what the operation needs (a directory where a file was expected). */
+export class WrongType extends Schema.TaggedError<WrongType>()("WrongType", {
+  path: Schema.String,
+  expected: Schema.String,
+  actual: Schema.String
+}) {
+  override get message() {
+    return `"${this.path}" is a ${this.actual}, not a ${this.expected}`
+  }
+}
+
+/**
+ * A write precondition failed: the file's sha256 is not the one the call expected. `null` stands
+ * for "no file" on either side.
+ */
+export class StaleFile extends Schema.TaggedError<StaleFile>()("StaleFile", {
+  path: Schema.String,
+  expected: Schema.NullOr(Schema.String),
+  actual: Schema.NullOr(Schema.String),
+  reason: Schema.String
+}) {
+  override get message() {
+    return `"${this.path}": ${this.reason} (expected sha256 ${this.expected ?? "none"}, actual ${this.actual ?? "no file"})`
+  }
+}
+
+/** The file system failed (permissions, disk, I/O). `reason` is @effect/platform's. */
+export class FileSystemFailure extends Schema.TaggedError<FileSystemFailure>()("FileSystemFailure", {
+  path: Schema.String,
+  operation: Schema.String,
+  reason: Schema.String,
+  detail: Schema.String
+}) {
+  override get message() {
+    return `${this.operation} "${this.path}" failed (${this.reason}): ${this.detail}`
+  }
+}
+
+/** The workspace root itself is unusable. */
+export class InvalidWorkspace extends Schema.TaggedError<InvalidWorkspace>()("InvalidWorkspace", {
+  root: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `workspace "${this.root}" cannot be used: ${this.reason}`
+  }
+}
+
+/** Any error of a workspace operation. */
+export type WorkspaceError = PathRefused | FileNotFound | WrongType | StaleFile | FileSystemFailure
+
+/** The kind of a directory entry; links are reported, never followed, when listing. */
+export const EntryType = Schema.Literal("file", "directory", "symlink", "other")
+export type EntryType = typeof EntryType.Type
+
+/** A path after resolution. */
+export interface Resolved {
+  /** The path as the caller gave it. */
+  readonly input: string
+  /** The real absolute path: no `.`, `..` or links in it. */
+  readonly absolute: string
+  /** `absolute` relative to the root, `/`-separated; `.` for the root itself. */
+  readonly relative: string
+  /** What is there now. */
+  readonly type: EntryType | "missing"
+}
+
+/** A directory entry. */
+export interface Entry {
+  readonly name: string
+  readonly type: EntryType
+  /** Bytes, for files. */
+  readonly size: number | undefined
+}
+
+/** A regular file opened for reading, its descriptor checked to be the resolved path. */
+export interface OpenedFile {
+  readonly resolved: Resolved
+  readonly file: FileSystem.File
+  readonly info: FileSystem.File.Info
+}
+
+/** The file a write replaces. */
+export interface Current {
+  readonly bytes: Uint8Array
+  readonly sha256: string
+  readonly mode: number
+}
+
+/** What a write did. */
+export interface Written {
+  readonly resolved: Resolved
+  readonly created: boolean
+  readonly previous: Option.Option<Current>
+  readonly sha256: string
+  readonly bytes: number
+}
+
+export interface Service {
+  /** The real path of the root. */
+  readonly root: string
+  /** Resolve a path (relative to the root, or absolute inside it) and check it. No I/O outside. */
+  readonly resolve: (path: string) => Effect.Effect<Resolved, PathRefused | FileSystemFailure>
+  /** Open a regular file for reading. */
+  readonly open: (path: string) => Effect.Effect<OpenedFile, WorkspaceError, Scope.Scope>
+  /** A directory's entries, sorted by name. */
+  readonly list: (path: string) => Effect.Effect<{ readonly resolved: Resolved; readonly entries: ReadonlyArray<Entry> }, WorkspaceError>
+  /**
+   * Replace (or create) a file atomically. `compute` gets the current file, if any, and returns
+   * the new content or fails (a precondition); if the file changes before the commit, the write
+   * fails with `StaleFile`. Missing parent directories are created. Writes are serialized.
+   */
+  readonly write: <E>(
+    path: string,
+    compute: (current: Option.Option<Current>) => Effect.Effect<Uint8Array, E>
+  ) => Effect.Effect<Written, E | WorkspaceError>
+}
+
+export class Workspace extends Context.Tag("@rx/tools/Workspace")<Workspace, Service>() {}
+
+/** A failure of @effect/platform's FileSystem as a `FileSystemFailure` naming the path. */
+export const failure = (path: string, operation: string) => (error: PlatformError): FileSystemFailure =>
+  new FileSystemFailure({
+    path,
+    operation,
+    reason: error._tag === "SystemError" ? error.reason : "BadArgument",
+    detail: error.message
+  })
+
+/** Most links followed while resolving one path, as the kernel's own limit. */
+const maxLinks = 40
+
+const errorCode = (error: PlatformError): string | undefined => {
+  if (error._tag !== "SystemError") return undefined
+  const cause: unknown = error.cause
+  if (typeof cause === "object" && cause !== null && "code" in cause) return String(cause.code)
+  return undefined
+}
+
+const isReason = (error: PlatformError, reason: string): boolean =>
+  error._tag === "SystemError" && error.reason === reason
+
+const within = (root: string, absolute: string): boolean =>
+  absolute === root || absolute.startsWith(root.endsWith(NodePath.sep) ? root : root + NodePath.sep)
+
+const entryType = (info: FileSystem.File.Info): EntryType =>
+  info.type === "File" ? "file" : info.type === "Directory" ? "directory" : info.type === "SymbolicLink" ? "symlink" : "other"
+
+type Probe =
+  | { readonly _tag: "Link"; readonly target: string }
+  | { readonly _tag: "Missing" }
+  | { readonly _tag: "NotDirectory" }
+  | { readonly _tag: "Present" }
+
+/** Make a workspace over `root`, which must be an existing directory. */
+export const make = (root: string): Effect.Effect<Service, InvalidWorkspace, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const configured = NodePath.resolve(root)
+    const realRoot = yield* fs.realPath(configured).pipe(
+      Effect.mapError((error) => new InvalidWorkspace({ root, reason: error.message }))
+    )
+    const rootInfo = yield* fs.stat(realRoot).pipe(
+      Effect.mapError((error) => new InvalidWorkspace({ root, reason: error.message }))
+    )
+    if (rootInfo.type !== "Directory") {
+      return yield* new InvalidWorkspace({ root, reason: "it is not a directory" })
+    }
+    const hasProc = yield* fs.exists("/proc/self/fd").pipe(Effect.orElseSucceed(() => false))
+    const writes = yield* Effect.makeSemaphore(1)
+
+    const relativeOf = (absolute: string): string => {
+      const rel = NodePath.relative(realRoot, absolute)
+      return rel === "" ? "." : rel.split(NodePath.sep).join("/")
+    }
+
+    const probe = (path: string, input: string): Effect.Effect<Probe, FileSystemFailure> =>
+      fs.readLink(path).pipe(
+        Effect.map((target): Probe => ({ _tag: "Link", target })),
+        Effect.catchAll((error) => {
+          if (isReason(error, "NotFound")) return Effect.succeed<Probe>({ _tag: "Missing" })
+          const code = errorCode(error)
+          if (code === "EINVAL") return Effect.succeed<Probe>({ _tag: "Present" })
+          if (code === "ENOTDIR") return Effect.succeed<Probe>({ _tag: "NotDirectory" })
+          return Effect.fail(failure(input, "resolve")(error))
+        })
+      )
+
+    /** The segments below the root of an absolute, normalized path; `undefined` if outside. */
+    const insideRoot = (absolute: string): ReadonlyArray<string> | undefined => {
+      // The root as configured may be a link to the real root: both name the workspace.
+      for (const base of [realRoot, configured]) {
+        if (within(base, absolute)) {
+          return NodePath.relative(base, absolute).split(NodePath.sep).filter((segment) => segment !== "")
+        }
+      }
+      return undefined
+    }
+
+    /** The segments of a path below the root, or a refusal. */
+    const segmentsOf = (input: string): Effect.Effect<ReadonlyArray<string>, PathRefused> => {
+      if (input.includes("\0")) return Effect.fail(new PathRefused({ path: input, reason: "it contains a NUL byte" }))
+      const segments = input.split("/").filter((segment) => segment !== "" && segment !== ".")
+      if (segments.includes("..")) {
+        return Effect.fail(new PathRefused({ path: input, reason: "\"..\" is not allowed; use a path inside the workspace" }))
+      }
+      if (NodePath.isAbsolute(input)) {
+        const inside = insideRoot(NodePath.normalize(input))
+        return inside === undefined
+          ? Effect.fail(new PathRefused({ path: input, reason: `it is outside the workspace ${realRoot}; use a path inside it` }))
+          : Effect.succeed(inside)
+      }
+      return Effect.succeed(segments)
+    }
+
+    /** Walk segments from the root, following links only while they stay inside. */
+    const walk = (
+      input: string,
+      segments: ReadonlyArray<string>,
+      hops: number
+    ): Effect.Effect<{ readonly absolute: string; readonly exists: boolean; readonly hops: number }, PathRefused | FileSystemFailure> =>
+      Effect.gen(function*() {
+        let current = realRoot
+        let linksFollowed = hops
+        for (let i = 0; i < segments.length; i++) {
+          const segment = segments[i] ?? ""
+          const next = NodePath.join(current, segment)
+          const found = yield* probe(next, input)
+          if (found._tag === "Missing" || found._tag === "NotDirectory") {
+            return { absolute: NodePath.join(next, ...segments.slice(i + 1)), exists: false, hops: linksFollowed }
+          }
+          if (found._tag === "Present") {
+            current = next
+            continue
+          }
+          linksFollowed++
+          if (linksFollowed > maxLinks) {
+            return yield* new PathRefused({ path: input, reason: "too many symbolic links" })
+          }
+          // Checked lexically, so a link that leads out is refused without touching what it names.
+          const target = insideRoot(NodePath.resolve(current, found.target))
+          if (target === undefined) {
+            return yield* new PathRefused({
+              path: input,
+              reason: `"${relativeOf(next)}" is a symbolic link to ${found.target}, which is outside the workspace`
+            })
+          }
+          const inner = yield* walk(input, target, linksFollowed)
+          linksFollowed = inner.hops
+          if (!inner.exists) {
+            return { absolute: NodePath.join(inner.absolute, ...segments.slice(i + 1)), exists: false, hops: linksFollowed }
+          }
+          current = inner.absolute
+        }
+        return { absolute: current, exists: true, hops: linksFollowed }
+      })
+
+    const resolve = (input: string): Effect.Effect<Resolved, PathRefused | FileSystemFailure> =>
+      Effect.gen(function*() {
+        const segments = yield* segmentsOf(input)
+        const walked = yield* walk(input, segments, 0)
+        let type: Resolved["type"] = "missing"
+        if (walked.exists) {
+          const info = yield* fs.stat(walked.absolute).pipe(Effect.option)
+          type = Option.match(info, { onNone: () => "missing" as const, onSome: entryType })
+        }
+        return { input, absolute: walked.absolute, relative: relativeOf(walked.absolute), type }
+      })
+
+    const fdPath = (file: FileSystem.File): string => `/proc/self/fd/${file.fd}`
+
+    /** A name inside an opened directory, resolved through the descriptor where `/proc` allows. */
+    const child = (dir: FileSystem.File, dirPath: string, name: string): string =>
+      hasProc ? `${fdPath(dir)}/${name}` : NodePath.join(dirPath, name)
+
+    /** Check that an opened descriptor is the file at `expected`. */
+    const verify = (file: FileSystem.File, expected: string, input: string): Effect.Effect<void, PathRefused | FileSystemFailure> =>
+      (hasProc ? fs.readLink(fdPath(file)) : fs.realPath(expected)).pipe(
+        Effect.mapError(failure(input, "verify")),
+        Effect.flatMap((actual) =>
+          actual === expected
+            ? Effect.void
+            : Effect.fail(
+              new PathRefused({ path: input, reason: `it changed while being opened and now leads to ${actual}` })
+            )
+        )
+      )
+
+    const openChecked = (
+      at: string,
+      expected: string,
+      input: string
+    ): Effect.Effect<FileSystem.File, PathRefused | FileNotFound | WrongType | FileSystemFailure, Scope.Scope> =>
+      fs.open(at, { flag: "r" }).pipe(
+        Effect.catchAll((error): Effect.Effect<never, FileNotFound | WrongType | FileSystemFailure> => {
+          if (isReason(error, "NotFound")) return Effect.fail(new FileNotFound({ path: input }))
+          if (errorCode(error) === "ENOTDIR") {
+            return Effect.fail(new WrongType({ path: input, expected: "directory", actual: "file" }))
+          }
+          return Effect.fail(failure(input, "open")(error))
+        }),
+        Effect.tap((file) => verify(file, expected, input))
+      )
+
+    /** Open the directory at a resolved path, one component at a time from the root. */
+    const openDirectory = (absolute: string, input: string, create: boolean) =>
+      Effect.gen(function*() {
+        let dir = yield* openChecked(realRoot, realRoot, input)
+        let current = realRoot
+        const rel = NodePath.relative(realRoot, absolute)
+        for (const segment of rel === "" ? [] : rel.split(NodePath.sep)) {
+          const next = NodePath.join(current, segment)
+          const at = child(dir, current, segment)
+          if (create) {
+            yield* fs.makeDirectory(at).pipe(
+              Effect.catchIf((error) => isReason(error, "AlreadyExists"), () => Effect.void),
+              Effect.mapError(failure(input, "create directory"))
+            )
+          }
+          const opened = yield* openChecked(at, next, input)
+          const info = yield* opened.stat.pipe(Effect.mapError(failure(input, "stat")))
+          if (info.type !== "Directory") {
+            return yield* new WrongType({ path: input, expected: "directory", actual: entryType(info) })
+          }
+          dir = opened
+          current = next
+        }
+        return dir
+      })
+
+    const open = (input: string): Effect.Effect<OpenedFile, WorkspaceError, Scope.Scope> =>
+      Effect.gen(function*() {
+        const resolved = yield* resolve(input)
+        if (resolved.type === "missing") return yield* new FileNotFound({ path: input })
+        if (resolved.type !== "file") return yield* new WrongType({ path: input, expected: "file", actual: resolved.type })
+        const file = yield* openChecked(resolved.absolute, resolved.absolute, input)
+        const info = yield* file.stat.pipe(Effect.mapError(failure(input, "stat")))
+        if (info.type !== "File") return yield* new WrongType({ path: input, expected: "file", actual: entryType(info) })
+        return { resolved, file, info }
+      })
+
+    const list = (input: string) =>
+      Effect.scoped(Effect.gen(function*() {
+        const resolved = yield* resolve(input)
+        if (resolved.type === "missing") return yield* new FileNotFound({ path: input })
+        if (resolved.type !== "directory") {
+          return yield* new WrongType({ path: input, expected: "directory", actual: resolved.type })
+        }
+        const dir = yield* openDirectory(resolved.absolute, input, false)
+        const names = yield* fs.readDirectory(hasProc ? fdPath(dir) : resolved.absolute).pipe(
+          Effect.mapError(failure(input, "list"))
+        )
+        const sorted = [...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+        const entries = yield* Effect.forEach(sorted, (name) =>
+          Effect.gen(function*() {
+            const at = child(dir, resolved.absolute, name)
+            const found = yield* probe(at, input)
+            if (found._tag === "Link") return { name, type: "symlink" as const, size: undefined }
+            const info = yield* fs.stat(at).pipe(Effect.option)
+            return Option.match(info, {
+              onNone: () => ({ name, type: "other" as const, size: undefined }),
+              onSome: (info): Entry => ({
+                name,
+                type: entryType(info),
+                size: info.type === "File" ? Number(info.size) : undefined
+              })
+            })
+          }))
+        return { resolved, entries }
+      }))
+
+    /** The file at `at` (inside an opened directory), if there is one. */
+    const readCurrent = (
+      at: string,
+      expected: string,
+      input: string
+    ): Effect.Effect<Option.Option<Current>, PathRefused | WrongType | FileSystemFailure> =>
+      Effect.scoped(Effect.gen(function*() {
+        const opened = yield* openChecked(at, expected, input).pipe(
+          Effect.map(Option.some),
+          Effect.catchTag("FileNotFound", () => Effect.succeed(Option.none<FileSystem.File>()))
+        )
+        if (Option.isNone(opened)) return Option.none<Current>()
+        const info = yield* opened.value.stat.pipe(Effect.mapError(failure(input, "stat")))
+        if (info.type !== "File") {
+          return yield* new WrongType({ path: input, expected: "file", actual: entryType(info) })
+        }
+        const bytes = yield* Files.readAll(opened.value).pipe(Effect.mapError(failure(input, "read")))
+        return Option.some<Current>({ bytes, sha256: Text.sha256(bytes), mode: info.mode & 0o7777 })
+      }))
+
+    const shaOf = (current: Option.Option<Current>): string | null =>
+      Option.match(current, { onNone: () => null, onSome: (c) => c.sha256 })
+
+    const write = <E>(
+      input: string,
+      compute: (current: Option.Option<Current>) => Effect.Effect<Uint8Array, E>
+    ): Effect.Effect<Written, E | WorkspaceError> =>
+      writes.withPermits(1)(Effect.scoped(Effect.gen(function*() {
+        const resolved = yield* resolve(input)
+        if (resolved.relative === "." || resolved.type === "directory") {
+          return yield* new WrongType({ path: input, expected: "file", actual: "directory" })
+        }
+        // A FIFO or device: opening it could block or do more than read a file.
+        if (resolved.type === "other") return yield* new WrongType({ path: input, expected: "file", actual: "other" })
+        const parent = NodePath.dirname(resolved.absolute)
+        const name = NodePath.basename(resolved.absolute)
+        const dir = yield* openDirectory(parent, input, true)
+        const target = child(dir, parent, name)
+        const previous = yield* readCurrent(target, resolved.absolute, input)
+        const bytes = yield* compute(previous)
+        const tempName = `.${name}.${randomBytes(6).toString("hex")}.rx-tmp`
+        const temp = child(dir, parent, tempName)
+        const commit = Effect.gen(function*() {
+          yield* Effect.scoped(Effect.gen(function*() {
+            // O_CREAT|O_EXCL: never follows a link, never reuses a file.
+            const file = yield* fs.open(temp, { flag: "wx", mode: 0o666 }).pipe(Effect.mapError(failure(input, "create temp file")))
+            yield* file.writeAll(bytes).pipe(Effect.mapError(failure(input, "write")))
+            if (Option.isSome(previous)) {
+              yield* fs.chmod(hasProc ? fdPath(file) : temp, previous.value.mode).pipe(Effect.mapError(failure(input, "chmod")))
+            }
+            yield* file.sync.pipe(Effect.mapError(failure(input, "fsync")))
+          }))
+          const now = yield* readCurrent(target, resolved.absolute, input)
+          if (shaOf(now) !== shaOf(previous)) {
+            return yield* new StaleFile({
+              path: input,
+              expected: shaOf(previous),
+              actual: shaOf(now),
+              reason: "the file changed while it was being written; read it again"
+            })
+          }
+          if (Option.isNone(previous)) {
+            // link(2) fails if the name exists: a file created meanwhile is never clobbered.
+            yield* fs.link(temp, target).pipe(
+              Effect.catchIf(
+                (error) => isReason(error, "AlreadyExists"),
+                () =>
+                  Effect.fail(
+                    new StaleFile({ path: input, expected: null, actual: "unknown", reason: "the file was created by someone else meanwhile" })
+                  )
+              ),
+              Effect.mapError((error) => error._tag === "StaleFile" ? error : failure(input, "link")(error))
+            )
+            yield* fs.remove(temp).pipe(Effect.ignore)
+          } else {
+            yield* fs.rename(temp, target).pipe(Effect.mapError(failure(input, "rename")))
+          }
+          yield* dir.sync.pipe(Effect.mapError(failure(input, "fsync directory")))
+        })
+        yield* commit.pipe(Effect.onError(() => fs.remove(temp).pipe(Effect.ignore)))
+        return { resolved: { ...resolved, type: "file" as const }, created: Option.isNone(previous), previous, sha256: Text.sha256(bytes), bytes: bytes.length }
+      })))
+
+    return { root: realRoot, resolve, open, list, write }
+  })
+
+/** A workspace over `root`. */
+export const layer = (root: string): Layer.Layer<Workspace, InvalidWorkspace, FileSystem.FileSystem> =>
+  Layer.effect(Workspace, make(root))

@@ -1,0 +1,99 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Tool, ToolRegistry } from "@rx/kernel"
+import { Effect, Fiber, Layer, Schema } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { Builtins, Config, Workspace } from "../src/index.js"
+import { failed, invoke, makeDirs, ok, withTools } from "./helpers.js"
+import { alive } from "./shellSuite.js"
+
+describe("Builtins", () => {
+  it.effect("registers exactly the built-in tools, with honest idempotence", () =>
+    Effect.gen(function*() {
+      const { cleanup, ws } = makeDirs()
+      const specs = yield* withTools({ workspace: ws, sandbox: "none" }, Effect.map(ToolRegistry.ToolRegistry, (r) => r.specs))
+      expect(specs.map((s) => [s.name, s.idempotent])).toEqual([
+        ["read_file", true],
+        ["write_file", false],
+        ["edit_file", false],
+        ["list_dir", true],
+        ["find_files", true],
+        ["search_text", true],
+        ["shell", false],
+        ["http_fetch", false]
+      ])
+      const properties = (name: string) =>
+        Object.keys((specs.find((s) => s.name === name)?.parameters["properties"] ?? {}) as object).sort()
+      expect(properties("read_file")).toEqual(["limit", "offset", "path"])
+      expect(properties("write_file")).toEqual(["allow_placeholder", "allow_shrink", "content", "expected_sha256", "path"])
+      expect(properties("edit_file")).toEqual(["allow_placeholder", "expected_sha256", "new_text", "old_text", "path", "replace_all"])
+      expect(properties("list_dir")).toEqual(["depth", "path"])
+      expect(properties("find_files")).toEqual(["path", "pattern"])
+      expect(properties("search_text")).toEqual(["path", "pattern"])
+      expect(properties("shell")).toEqual(["command", "timeout_ms"])
+      expect(properties("http_fetch")).toEqual(["body", "headers", "method", "url"])
+      cleanup()
+    }))
+
+  it.effect("rejects invalid input and unknown arguments before running", () =>
+    Effect.gen(function*() {
+      const { cleanup, ws } = makeDirs()
+      const config = { workspace: ws, sandbox: "none" as const }
+      expect(failed(yield* withTools(config, invoke("read_file", { path: "a", offset: 0 }))).kind).toBe("recoverable")
+      expect(failed(yield* withTools(config, invoke("write_file", { path: "a", content: "x", force: true }))).message).toContain("force")
+      expect(failed(yield* withTools(config, invoke("write_file", { path: "a", content: "x", expected_sha256: "abc" }))).kind).toBe("recoverable")
+      expect(fs.existsSync(path.join(ws, "a"))).toBe(false)
+      cleanup()
+    }))
+
+  it.effect("adds a user's tool beside the built-ins, with access to the workspace", () =>
+    Effect.gen(function*() {
+      const { cleanup, ws } = makeDirs()
+      fs.writeFileSync(path.join(ws, "a.txt"), "abc")
+      const wordCount = Tool.make({
+        name: "count_bytes",
+        description: "Bytes in a workspace file.",
+        input: Schema.Struct({ path: Schema.String }),
+        output: Schema.Struct({ bytes: Schema.Int }),
+        idempotent: true,
+        execute: ({ path: p }) =>
+          Effect.scoped(Effect.flatMap(Workspace.Workspace, (w) => w.open(p))).pipe(
+            Effect.map((opened) => ({ bytes: Number(opened.info.size) })),
+            Effect.mapError((error) => Tool.ToolError.recoverable(error.message))
+          )
+      })
+      const registry = Builtins.layerWith({ workspace: ws, sandbox: "none" }, [wordCount])
+      const out = yield* invoke("count_bytes", { path: "a.txt" }).pipe(Effect.provide(registry))
+      expect(ok(out)).toEqual({ bytes: 3 })
+      const specs = yield* Effect.map(ToolRegistry.ToolRegistry, (r) => r.specs.map((s) => s.name)).pipe(Effect.provide(registry))
+      expect(specs).toContain("read_file")
+      expect(specs).toContain("count_bytes")
+      const clash = yield* Effect.either(Layer.build(Builtins.layerWith({ workspace: ws, sandbox: "none" }, [{ ...wordCount, spec: { ...wordCount.spec, name: "done" } }])).pipe(Effect.scoped))
+      expect(clash._tag).toBe("Left")
+      cleanup()
+    }))
+
+  it.effect("an invalid config or workspace fails to build, naming the problem", () =>
+    Effect.gen(function*() {
+      const missing = yield* Effect.either(Layer.build(Builtins.layer({ workspace: "/nonexistent/rx-ws" })).pipe(Effect.scoped))
+      expect(missing._tag === "Left" && missing.left._tag).toBe("InvalidWorkspace")
+      const bad = yield* Effect.either(Layer.build(Builtins.layer({ workspace: ".", sandbox: "docker" as "none" })).pipe(Effect.scoped))
+      expect(bad._tag === "Left" && bad.left._tag).toBe("InvalidConfig")
+      // The decoded config encodes to JSON for a goal's metadata.
+      const decoded = yield* Config.decode({ workspace: "/w", sandbox: "none" })
+      expect(JSON.parse(JSON.stringify(Config.encode(decoded)))).toMatchObject({ workspace: "/w", sandbox: "none", shellGraceMs: 2000 })
+    }))
+
+  it.live("interrupting a shell call kills its process tree", () =>
+    Effect.gen(function*() {
+      const { cleanup, ws } = makeDirs()
+      const tag = String(100_000 + Math.floor(Math.random() * 899_999))
+      const fiber = yield* Effect.fork(withTools({ workspace: ws, sandbox: "none" }, invoke("shell", { command: `setsid sleep 40.${tag} & sleep 41.${tag}` })))
+      for (let i = 0; i < 50 && alive(tag).length < 2; i++) yield* Effect.sleep("50 millis")
+      expect(alive(tag).length).toBeGreaterThan(0)
+      yield* Fiber.interrupt(fiber)
+      for (let i = 0; i < 50 && alive(tag).length > 0; i++) yield* Effect.sleep("100 millis")
+      expect(alive(tag)).toEqual([])
+      cleanup()
+    }))
+})
