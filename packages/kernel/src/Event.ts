@@ -121,9 +121,6 @@ export type Encoded = typeof Event.Encoded
 /** An event of a given tag. */
 export type Of<Tag extends Event["_tag"]> = Extract<Event, { readonly _tag: Tag }>
 
-/** An event before the log assigns its `seq`. */
-export type Draft = Event extends infer E ? E extends Event ? Omit<E, "seq"> : never : never
-
 /** Events appended by someone other than the runner (a transport); the runner folds them in. */
 export const isExternal = (event: Event): boolean => event._tag === "CancelRequested"
 

@@ -110,15 +110,17 @@ export const verify = (
         Effect.succeed(outcomes.get(call.callId) ?? Tool.failure("unknown", `the log holds no outcome for call ${call.callId}`))
     })
 
+    // The runner reads the clock once per event it drafts (synchronously); each read gives the
+    // next recorded time. Nothing else reads the clock under replay (no live calls are made).
     const times = events.flatMap((e) => (Event.isExternal(e) ? [] : [e.at]))
     let ticks = 0
+    const tick = () => times[ticks++] ?? times[times.length - 1] ?? 0
     const clock: Clock.Clock = {
       [Clock.ClockTypeId]: Clock.ClockTypeId,
-      unsafeCurrentTimeMillis: () => times[Math.max(0, ticks - 1)] ?? 0,
-      unsafeCurrentTimeNanos: () => BigInt(times[Math.max(0, ticks - 1)] ?? 0) * 1_000_000n,
-      currentTimeMillis: Effect.sync(() => times[ticks++] ?? times[times.length - 1] ?? 0),
-      // Only the runner's event stamps advance the recorded time.
-      currentTimeNanos: Effect.sync(() => BigInt(times[Math.max(0, ticks - 1)] ?? 0) * 1_000_000n),
+      unsafeCurrentTimeMillis: tick,
+      unsafeCurrentTimeNanos: () => BigInt(tick()) * 1_000_000n,
+      currentTimeMillis: Effect.sync(tick),
+      currentTimeNanos: Effect.sync(() => BigInt(tick()) * 1_000_000n),
       sleep: (duration: Duration.Duration) => Effect.sleep(duration)
     }
 

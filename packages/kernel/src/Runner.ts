@@ -59,7 +59,7 @@ export const run = (input: {
     const at = yield* Clock.currentTimeMillis
     const goalId = input.goalId ?? deriveGoalId(input.goal, at)
     const session = yield* makeSession(State.empty(goalId), input.observe)
-    const submitted: Event.Draft = { _tag: "GoalSubmitted", goalId, iteration: 0, at, goal: input.goal, options, tools: registry.specs }
+    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools: registry.specs }
     yield* session.commit([submitted], "start")
     return yield* supervise(session)
   }).pipe(Effect.scoped)
@@ -127,8 +127,6 @@ type BatchKind = "start" | "outcome"
 
 type Session = Effect.Effect.Success<ReturnType<typeof makeSession>>
 
-/** An event as the runner drafts it: no goal, time or seq yet. */
-type Body = Event.Draft extends infer E ? E extends Event.Draft ? Omit<E, "goalId" | "at"> : never : never
 
 /** The run's mutable cursor over its log: the State, and how to commit events to it. */
 const makeSession = (initial: State.State, observe: Observer | undefined) =>
@@ -136,6 +134,9 @@ const makeSession = (initial: State.State, observe: Observer | undefined) =>
     const store = yield* StateStore
     const model = yield* LanguageModel
     const registry = yield* ToolRegistry
+    // Each drafted event reads the clock once, synchronously: replay feeds the recorded times back in order.
+    const clock = yield* Effect.clock
+    const now = () => clock.unsafeCurrentTimeMillis()
     let state = initial
     const goalId = initial.goalId
 
@@ -143,13 +144,12 @@ const makeSession = (initial: State.State, observe: Observer | undefined) =>
       observe === undefined ? Effect.void : Effect.forEach(events, observe, { discard: true })
 
     /** Fold in what others appended (cancel requests); anything else means another runner. */
-    const sync = Effect.gen(function*() {
-      const newer = yield* store.load(goalId, state.seq)
+    const sync = Effect.flatMap(Effect.suspend(() => store.load(goalId, state.seq)), (newer) => {
+      if (newer.length === 0) return Effect.succeed(0)
       const foreign = newer.find((event) => !Event.isExternal(event))
-      if (foreign !== undefined) return yield* new GoalBusy({ goalId, seq: foreign.seq })
+      if (foreign !== undefined) return Effect.fail(new GoalBusy({ goalId, seq: foreign.seq }))
       state = State.fold(state, newer)
-      yield* publish(newer)
-      return newer.length
+      return Effect.as(publish(newer), newer.length)
     })
 
     /**
@@ -157,10 +157,11 @@ const makeSession = (initial: State.State, observe: Observer | undefined) =>
      * is appended after them; anything else is dropped (returns false), so the loop
      * re-decides with the cancel request in view.
      */
-    const commit = (drafts: ReadonlyArray<Event.Draft>, kind: BatchKind) =>
+    const commit = (batch: ReadonlyArray<Event.Event>, kind: BatchKind) =>
       Effect.uninterruptible(Effect.gen(function*() {
         while (true) {
-          const events = drafts.map((draft, i) => ({ ...draft, seq: state.seq + i }) as Event.Event)
+          // Events are drafted with the seq they should take; only a rebase after a conflict renumbers them.
+          const events = batch[0]?.seq === state.seq ? batch : batch.map((event, i) => ({ ...event, seq: state.seq + i }))
           const appended = yield* Effect.either(store.append(goalId, state.seq, events))
           if (Either.isRight(appended)) {
             state = State.fold(state, events)
@@ -194,9 +195,6 @@ const makeSession = (initial: State.State, observe: Observer | undefined) =>
       Effect.forkScoped
     )
 
-    /** Each drafted event reads the clock once: replay feeds the recorded times back in order. */
-    const stamp = (body: Body) =>
-      Effect.map(Clock.currentTimeMillis, (at) => ({ ...body, goalId, at }) as Event.Draft)
 
     return {
       get state() {
@@ -212,7 +210,7 @@ const makeSession = (initial: State.State, observe: Observer | undefined) =>
       registry,
       sync,
       commit,
-      stamp
+      now
     }
   })
 
@@ -245,9 +243,10 @@ const drive = (session: Session): Effect.Effect<Result, RunError> =>
       yield* session.sync
       const state = session.state
       if (state.terminated !== null) return result(state)
+      const { goalId, seq } = state
       const stop = Termination.check(state)
       if (Option.isSome(stop)) {
-        const terminated = yield* session.stamp({ _tag: "Terminated", iteration: state.iteration, ...stop.value })
+        const terminated: Event.Event = { _tag: "Terminated", goalId, seq, iteration: state.iteration, at: session.now(), ...stop.value }
         if (yield* session.commit([terminated], "start")) return result(session.state)
         continue
       }
@@ -255,35 +254,47 @@ const drive = (session: Session): Effect.Effect<Result, RunError> =>
       const iteration = state.completed + 1
       if (Either.isLeft(answer)) {
         const { message, server, status } = answer.left
-        const failed = yield* session.stamp({
+        const failed: Event.Event = {
           _tag: "ModelFailed",
+          goalId,
+          seq,
           iteration,
+          at: session.now(),
           message,
           ...(server === undefined ? {} : { server }),
           ...(status === undefined ? {} : { status })
-        })
+        }
         yield* session.commit([failed], "start")
         continue
       }
       const response = answer.right
-      const callId = `${state.goalId}:${iteration}`
+      const callId = `${goalId}:${iteration}`
       const decision = Action.decide(response, state.tools, (tool, input) => session.registry.decode({ callId, tool, input }))
-      const responded = yield* session.stamp({ _tag: "ModelResponded", iteration, response })
+      const responded: Event.Event = { _tag: "ModelResponded", goalId, seq, iteration, at: session.now(), response }
       switch (decision._tag) {
         case "Reject": {
           const { kind, raw, reason } = decision
-          const rejected = yield* session.stamp({ _tag: "ActionRejected", iteration, kind, reason, raw })
-          yield* session.commit([responded, rejected, yield* completed(state, [responded, rejected])], "start")
+          const rejected: Event.Event = { _tag: "ActionRejected", goalId, seq: seq + 1, iteration, at: session.now(), kind, reason, raw }
+          yield* session.commit([responded, rejected, completed(session, state, [responded, rejected])], "start")
           break
         }
         case "Done": {
-          const done = yield* completed(state, [responded])
-          const terminated = yield* session.stamp({ _tag: "Terminated", iteration, reason: "done", detail: decision.summary })
+          const done = completed(session, state, [responded])
+          const terminated: Event.Event = {
+            _tag: "Terminated",
+            goalId,
+            seq: seq + 2,
+            iteration,
+            at: session.now(),
+            reason: "done",
+            detail: decision.summary
+          }
           if (yield* session.commit([responded, done, terminated], "start")) return result(session.state)
           break
         }
         case "Call": {
-          const started = yield* session.stamp({ _tag: "ToolStarted", iteration, callId, tool: decision.tool, input: decision.input })
+          const { input, tool } = decision
+          const started: Event.Event = { _tag: "ToolStarted", goalId, seq: seq + 1, iteration, at: session.now(), callId, tool, input }
           if (!(yield* session.commit([responded, started], "start"))) break
           const call = session.state.pending
           if (call !== null) yield* execute(session, call)
@@ -314,25 +325,29 @@ const recover = (session: Session, call: State.Pending) => {
     )
 }
 
+/** Record a call's outcome and the end of its iteration, in one commit. */
 const finish = (session: Session, call: State.Pending, outcome: Tool.Outcome) =>
-  Effect.gen(function*() {
-    const { goalId, iteration } = session.state
-    const at = yield* Clock.currentTimeMillis
-    const base = { goalId, iteration, at, callId: call.callId, tool: call.tool, durationMs: Math.max(0, at - call.startedAt) }
-    const recorded: Event.Draft = outcome._tag === "Success"
-      ? { _tag: "ToolSucceeded", ...base, output: outcome.output }
-      : { _tag: "ToolFailed", ...base, error: outcome.error }
-    yield* session.commit([recorded, yield* completed(session.state, [recorded])], "outcome")
+  Effect.suspend(() => {
+    const state = session.state
+    const { goalId, iteration, seq } = state
+    const at = session.now()
+    const durationMs = Math.max(0, at - call.startedAt)
+    const { callId, tool } = call
+    const recorded: Event.Event = outcome._tag === "Success"
+      ? { _tag: "ToolSucceeded", goalId, seq, iteration, at, callId, tool, output: outcome.output, durationMs }
+      : { _tag: "ToolFailed", goalId, seq, iteration, at, callId, tool, error: outcome.error, durationMs }
+    return session.commit([recorded, completed(session, state, [recorded])], "outcome")
   })
 
-/** `IterationCompleted`, summarising the State once `drafts` are folded in. */
-const completed = (state: State.State, drafts: ReadonlyArray<Event.Draft>) => {
-  const after = State.fold(state, drafts.map((draft, i) => ({ ...draft, seq: state.seq + i }) as Event.Event))
-  return Effect.map(Clock.currentTimeMillis, (at): Event.Draft => ({
+/** `IterationCompleted` after `events` (which follow `state`), summarising the State they lead to. */
+const completed = (session: Session, state: State.State, events: ReadonlyArray<Event.Event>): Event.Event => {
+  const after = State.fold(state, events)
+  return {
     _tag: "IterationCompleted",
     goalId: state.goalId,
+    seq: after.seq,
     iteration: after.iteration,
-    at,
+    at: session.now(),
     summary: State.summary({ ...after, completed: after.completed + 1 })
-  }))
+  }
 }

@@ -95,92 +95,107 @@ export const empty = (goalId: string): State => ({
   terminated: null
 })
 
-/** Apply one event. Pure and total: any event in any state gives a State. One object per event. */
+type Mutable = { -readonly [K in keyof State]: State[K] }
+
+/**
+ * A fresh copy with every field listed in one literal: all States share one shape, which keeps
+ * V8's objects fast (spreading a large object gives slow dictionary-mode objects).
+ */
+const copy = (s: State, seq: number, iteration: number): Mutable => ({
+  goalId: s.goalId,
+  goal: s.goal,
+  options: s.options,
+  tools: s.tools,
+  seq,
+  iteration,
+  completed: s.completed,
+  pending: s.pending,
+  turns: s.turns,
+  omitted: s.omitted,
+  toolCalls: s.toolCalls,
+  consecutiveFailures: s.consecutiveFailures,
+  consecutiveMalformed: s.consecutiveMalformed,
+  idleIterations: s.idleIterations,
+  progressed: s.progressed,
+  repeat: s.repeat,
+  last: s.last,
+  fatal: s.fatal,
+  modelFailure: s.modelFailure,
+  usage: s.usage,
+  cancelRequested: s.cancelRequested,
+  terminated: s.terminated
+})
+
+/** Apply one event. Pure and total: any event in any state gives a new State. */
 export const reduce = (state: State, event: Event.Event): State => {
-  const seq = event.seq + 1
   const iteration = event.iteration
+  const next = copy(state, event.seq + 1, iteration)
   switch (event._tag) {
     case "GoalSubmitted":
-      return { ...state, seq, iteration, goalId: event.goalId, goal: event.goal, options: event.options, tools: event.tools }
+      next.goalId = event.goalId
+      next.goal = event.goal
+      next.options = event.options
+      next.tools = event.tools
+      return next
     case "ModelResponded": {
       const { response } = event
       const turn: Turn = { iteration, text: truncate(response.text, maxTurnText), call: null, result: null }
       const full = state.turns.length >= maxTurns
-      return {
-        ...state,
-        seq,
-        iteration,
-        turns: full ? [...state.turns.slice(1), turn] : [...state.turns, turn],
-        omitted: full ? state.omitted + 1 : state.omitted,
-        progressed: false,
-        usage: {
-          inputTokens: state.usage.inputTokens + response.usage.inputTokens,
-          outputTokens: state.usage.outputTokens + response.usage.outputTokens
-        }
+      next.turns = full ? [...state.turns.slice(1), turn] : [...state.turns, turn]
+      next.omitted = full ? state.omitted + 1 : state.omitted
+      next.progressed = false
+      next.usage = {
+        inputTokens: state.usage.inputTokens + response.usage.inputTokens,
+        outputTokens: state.usage.outputTokens + response.usage.outputTokens
       }
+      return next
     }
     case "ModelFailed":
-      return { ...state, seq, iteration, modelFailure: event.message }
+      next.modelFailure = event.message
+      return next
     case "ActionRejected":
-      return {
-        ...state,
-        seq,
-        iteration,
-        turns: withResult(state.turns, iteration, { status: "rejected", content: truncate(event.reason, maxTurnText) }),
-        consecutiveMalformed: state.consecutiveMalformed + 1,
-        last: "rejected"
-      }
+      next.turns = withResult(state.turns, iteration, { status: "rejected", content: truncate(event.reason, maxTurnText) })
+      next.consecutiveMalformed = state.consecutiveMalformed + 1
+      next.last = "rejected"
+      return next
     case "ToolStarted":
-      return {
-        ...state,
-        seq,
-        iteration,
-        turns: updateTurn(state.turns, iteration, (turn) => ({ ...turn, call: { tool: event.tool, input: event.input } })),
-        pending: { callId: event.callId, tool: event.tool, input: event.input, startedAt: event.at },
-        consecutiveMalformed: 0,
-        toolCalls: state.toolCalls + 1
-      }
+      next.turns = updateTurn(state.turns, iteration, (turn) => ({ ...turn, call: { tool: event.tool, input: event.input } }))
+      next.pending = { callId: event.callId, tool: event.tool, input: event.input, startedAt: event.at }
+      next.consecutiveMalformed = 0
+      next.toolCalls = state.toolCalls + 1
+      return next
     case "ToolSucceeded": {
       const full = canonical(event.output)
-      return {
-        ...state,
-        seq,
-        iteration,
-        turns: withResult(state.turns, iteration, { status: "ok", content: truncate(full, maxTurnText) }),
-        pending: null,
-        consecutiveFailures: 0,
-        progressed: true,
-        repeat: repeatOf(state, event.tool, "ok", full),
-        last: "ok"
-      }
+      next.turns = withResult(state.turns, iteration, { status: "ok", content: truncate(full, maxTurnText) })
+      next.pending = null
+      next.consecutiveFailures = 0
+      next.progressed = true
+      next.repeat = repeatOf(state, event.tool, "ok", full)
+      next.last = "ok"
+      return next
     }
     case "ToolFailed": {
       const full = `${event.error.kind} error: ${event.error.message}`
-      return {
-        ...state,
-        seq,
-        iteration,
-        turns: withResult(state.turns, iteration, { status: "error", content: truncate(full, maxTurnText) }),
-        pending: null,
-        consecutiveFailures: state.consecutiveFailures + 1,
-        fatal: event.error.kind === "fatal" ? event.error : state.fatal,
-        repeat: repeatOf(state, event.tool, "error", full + canonical(event.error.details ?? null)),
-        last: "error"
-      }
+      next.turns = withResult(state.turns, iteration, { status: "error", content: truncate(full, maxTurnText) })
+      next.pending = null
+      next.consecutiveFailures = state.consecutiveFailures + 1
+      if (event.error.kind === "fatal") next.fatal = event.error
+      next.repeat = repeatOf(state, event.tool, "error", full + canonical(event.error.details ?? null))
+      next.last = "error"
+      return next
     }
     case "IterationCompleted":
-      return {
-        ...state,
-        seq,
-        iteration,
-        completed: state.completed + 1,
-        idleIterations: state.progressed ? 0 : state.idleIterations + 1,
-        progressed: false
-      }
+      next.completed = state.completed + 1
+      next.idleIterations = state.progressed ? 0 : state.idleIterations + 1
+      next.progressed = false
+      return next
     case "CancelRequested":
-      return { ...state, seq, iteration, cancelRequested: state.cancelRequested ?? event.reason }
+      next.cancelRequested = state.cancelRequested ?? event.reason
+      return next
     case "Terminated":
-      return { ...state, seq, iteration, pending: null, terminated: { reason: event.reason, detail: event.detail } }
+      next.pending = null
+      next.terminated = { reason: event.reason, detail: event.detail }
+      return next
   }
 }
 
