@@ -72,7 +72,7 @@ const runWithCancel = <E>(
     let presses = 0
     yield* takeOver(() => {
       presses++
-      if (presses > 1 || goalId === undefined) process.exit(130)
+      if (presses > 1 || goalId === undefined) process.exit(ExitCode.interrupted)
       process.stderr.write(`\ncancelling goal ${goalId}; press Ctrl-C again to stop at once\n`)
       Runtime.runFork(runtime)(Effect.ignore(Runner.cancel(goalId, "cancelled by Ctrl-C")))
     })

@@ -15,12 +15,13 @@ export const byReason: Readonly<Record<Event.Reason, number>> = {
 export const failure = 1
 /** `rx replay` found a divergence. */
 export const diverged = 8
-/** A goal that is not finished (`rx resume`, `rx run` after an interruption). */
-export const open = 9
+/** A second Ctrl-C: stopped at once, the goal left open for `rx resume`. */
+export const interrupted = 130
 
 /** The table, as `rx --help` and the README show it. */
 export const table = [
   ...Object.entries(byReason).map(([reason, code]) => `${code}  ${reason}`),
   `${failure}  error (bad flags, unknown goal, unusable database)`,
-  `${diverged}  replay diverged`
+  `${diverged}  replay diverged`,
+  `${interrupted}  interrupted by a second Ctrl-C (the goal stays open)`
 ].join("\n")

@@ -38,5 +38,5 @@ fiber.addObserver((exit) => {
   const message = describe(exit.cause)
   if (message !== undefined) process.stderr.write(`rx: ${message}\n`)
   if (process.env["RX_DEBUG"] === "1") process.stderr.write(`${Cause.pretty(exit.cause)}\n`)
-  process.exitCode = Cause.isInterruptedOnly(exit.cause) ? 130 : ExitCode.failure
+  process.exitCode = Cause.isInterruptedOnly(exit.cause) ? ExitCode.interrupted : ExitCode.failure
 })
