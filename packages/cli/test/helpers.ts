@@ -5,7 +5,8 @@ import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 
-export const bin = join(import.meta.dirname, "..", "dist", "src", "bin.js")
+/** The shipped binary: the bundled CLI (`pnpm build` makes it). */
+export const bin = join(import.meta.dirname, "..", "dist", "rx.mjs")
 
 export interface Ran {
   readonly code: number | null

@@ -1,0 +1,15 @@
+// Bundle the built CLI into one file: Node then parses one module instead of hundreds, so
+// `rx` starts several times faster. better-sqlite3 stays external (a native addon).
+import { build } from "esbuild"
+
+await build({
+  entryPoints: ["dist/src/bin.js"],
+  outfile: "dist/rx.mjs",
+  bundle: true,
+  platform: "node",
+  target: "node20",
+  format: "esm",
+  external: ["better-sqlite3"],
+  banner: { js: "import { createRequire as __rxRequire } from 'node:module'; const require = __rxRequire(import.meta.url);" },
+  logLevel: "warning"
+})
