@@ -1,0 +1,39 @@
+/**
+ * How a SQLite store opens its database. Every field but `filename` has a default; the input
+ * is decoded with this Schema, so a bad value is a clear error before the file is touched.
+ */
+import { Effect, ParseResult, Schema } from "effect"
+import { StateStore } from "@rx/kernel"
+
+export const Config = Schema.Struct({
+  /** The database file; created (with its tables) when missing, never recreated or overwritten. */
+  filename: Schema.NonEmptyString,
+  /**
+   * `FULL` (default): a committed append survives power loss. `NORMAL`: it survives a crash of
+   * rx, but the last commits may be lost on power loss; commits are much cheaper.
+   */
+  synchronous: Schema.optionalWith(Schema.Literal("FULL", "NORMAL"), { default: () => "FULL" as const }),
+  /** How long a write waits for another process's transaction before failing as locked. */
+  busyTimeoutMs: Schema.optionalWith(Schema.Int.pipe(Schema.nonNegative()), { default: () => 5_000 }),
+  /** Store the folded State every this many events, so resume folds only what follows. */
+  snapshotEvery: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 1_000 }),
+  /** How often `changes` looks for events appended by other processes. */
+  pollIntervalMs: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 150 }),
+  /** Open read-only (inspection): reads work, every append fails with a read-only error. */
+  readonly: Schema.optionalWith(Schema.Boolean, { default: () => false })
+})
+export type Config = typeof Config.Type
+/** What a caller passes: `filename` and any of the other fields. */
+export type Input = typeof Config.Encoded
+
+const decodeConfig = Schema.decodeUnknown(Config, { errors: "all", onExcessProperty: "error" })
+
+/** Decode caller input; a failure names each offending field. */
+export const decode = (input: Input): Effect.Effect<Config, StateStore.StoreError> =>
+  decodeConfig(input).pipe(
+    Effect.mapError((error) =>
+      new StateStore.StoreError({
+        message: `invalid SQLite store configuration: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+      })
+    )
+  )

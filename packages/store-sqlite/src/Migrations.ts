@@ -1,0 +1,124 @@
+/**
+ * The schema of an rx database, created and upgraded through @effect/sql's Migrator inside one
+ * `BEGIN IMMEDIATE` transaction, so processes opening the same file at once never race.
+ * A file that is not an rx database, or has a newer schema, is refused and left untouched.
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+import { StateStore } from "@rx/kernel"
+import { toStoreError } from "./internal/errors.js"
+import { connection, field, immediate, query } from "./internal/sql.js"
+import type { Connection } from "@effect/sql/SqlConnection"
+
+/** The table where the Migrator records applied migrations; its presence marks an rx database. */
+export const table = "rx_migrations"
+
+const createLog = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // One row per event: the event as JSON (its Schema's encoding), with the encoding version.
+  // `tag` lets `changes` read only the kinds it is asked for.
+  yield* sql`CREATE TABLE events (
+    goal_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    tag TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (goal_id, seq)
+  )`
+  // One row per goal, maintained in the append's transaction with GoalSummary.update.
+  yield* sql`CREATE TABLE goals (
+    goal_id TEXT PRIMARY KEY NOT NULL,
+    goal TEXT NOT NULL,
+    status TEXT NOT NULL,
+    iterations INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL,
+    last_iteration INTEGER NOT NULL,
+    reason TEXT,
+    submitted_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+  )`
+  yield* sql`CREATE INDEX goals_newest ON goals (submitted_at DESC, goal_id DESC)`
+  // The latest folded State of a goal, with the State encoding's version.
+  yield* sql`CREATE TABLE snapshots (
+    goal_id TEXT PRIMARY KEY NOT NULL,
+    seq INTEGER NOT NULL,
+    state_version INTEGER NOT NULL,
+    state TEXT NOT NULL
+  )`
+})
+
+/** Every migration, by `<id>_<name>`. */
+export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
+  "0001_create_log": createLog
+}
+
+/** The schema version this rx writes: the highest migration id. */
+export const latest = 1
+
+const migrate = Migrator.make({})
+
+/** The applied schema version of the database on `conn` (0 when empty), or why it is refused. */
+const inspect = (conn: Connection, filename: string) =>
+  Effect.gen(function*() {
+    const names = (yield* query(conn, "SELECT name FROM sqlite_master WHERE type = 'table'")).map((row) => String(field(row, "name")))
+    if (names.length === 0) return 0
+    if (!names.includes(table)) {
+      return yield* new StateStore.StoreError({
+        message: `${filename} is a SQLite database but not an rx log (it has tables ${names.join(", ")} and no ${table}); rx will not touch it: choose another file`
+      })
+    }
+    const rows = yield* query(conn, `SELECT max(migration_id) AS id FROM ${table}`)
+    const current = Number(field(rows[0], "id") ?? 0)
+    if (current > latest) {
+      return yield* new StateStore.StoreError({
+        message: `${filename} has schema version ${current}, written by a newer rx; this rx reads up to version ${latest}: upgrade rx`
+      })
+    }
+    return current
+  })
+
+/**
+ * Bring the database to this rx's schema. Read-only, only check that it is already there.
+ */
+export const run = (
+  client: SqlClient.SqlClient,
+  options: { readonly filename: string; readonly busyTimeoutMs: number; readonly readonly: boolean }
+): Effect.Effect<void, StateStore.StoreError> => {
+  const { filename } = options
+  const failed = (error: unknown) => toStoreError({ ...options, what: `opening ${filename}` }, error)
+  if (options.readonly) {
+    return Effect.flatMap(connection(client), (conn) => inspect(conn, filename)).pipe(
+      Effect.catchTag("SqlError", (error) => Effect.fail(failed(error))),
+      Effect.flatMap((current) =>
+        current === latest ? Effect.void : Effect.fail(
+          new StateStore.StoreError({
+            message: current === 0
+              ? `${filename} holds no rx log yet; open it once without readonly to create one`
+              : `${filename} has schema version ${current} and needs migrating to ${latest}; open it once without readonly`
+          })
+        )
+      )
+    )
+  }
+  return Effect.flatMap(connection(client), (conn) =>
+    immediate(conn, Effect.gen(function*() {
+      const current = yield* inspect(conn, filename)
+      if (current === latest) return
+      yield* migrate({ loader: Migrator.fromRecord(migrations), table }).pipe(
+        Effect.provideService(SqlClient.TransactionConnection, [conn, 0]),
+        Effect.provideService(SqlClient.SqlClient, client)
+      )
+      const after = yield* inspect(conn, filename)
+      if (after !== latest) {
+        return yield* new StateStore.StoreError({ message: `${filename}: migrating to schema version ${latest} left version ${after}` })
+      }
+    })
+  )).pipe(
+    Effect.catchTags({
+      SqlError: (error) => Effect.fail(failed(error)),
+      MigrationError: (error) => Effect.fail(failed(error))
+    }),
+    Effect.catchAllDefect((defect) => Effect.fail(failed(defect)))
+  )
+}

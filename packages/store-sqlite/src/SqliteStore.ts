@@ -1,0 +1,365 @@
+/**
+ * The SQLite `StateStore`: one `events` row per event (its Schema's JSON, with the encoding
+ * version), a `goals` summary and a `snapshots` table kept in the same transaction. Each batch
+ * is one `BEGIN IMMEDIATE` transaction that checks `expectedSeq` against the stored log end, so
+ * two writers, in this process or another, can never both append at the same seq.
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Chunk, Effect, Either, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
+import { Event, GoalSummary, State, StateStore } from "@rx/kernel"
+import * as Config from "./Config.js"
+import { toStoreError } from "./internal/errors.js"
+import { atomically, connection, field, immediate, query } from "./internal/sql.js"
+import * as Migrations from "./Migrations.js"
+
+type Service = StateStore.StateStore["Type"]
+type StoreError = StateStore.StoreError
+const StoreError = StateStore.StoreError
+
+/**
+ * Open the database as an @effect/sql `SqliteClient`: WAL (unless read-only), the busy timeout
+ * and the `synchronous` level. The connection closes with the Layer's scope.
+ */
+export const layerClient = (input: Config.Input): Layer.Layer<SqliteClient.SqliteClient, StoreError> =>
+  Layer.scoped(
+    SqliteClient.SqliteClient,
+    Effect.gen(function*() {
+      const config = yield* Config.decode(input)
+      const where = { ...config, what: `opening ${config.filename}` }
+      const client = yield* SqliteClient.make({
+        filename: config.filename,
+        readonly: config.readonly,
+        disableWAL: config.readonly
+      }).pipe(Effect.catchAllDefect((defect) => Effect.fail(toStoreError(where, defect))))
+      yield* Effect.flatMap(connection(client), (conn) =>
+        Effect.zipRight(
+          query(conn, `PRAGMA busy_timeout = ${config.busyTimeoutMs}`),
+          query(conn, `PRAGMA synchronous = ${config.synchronous}`)
+        )).pipe(Effect.mapError((error) => toStoreError(where, error)))
+      return client
+    })
+  ).pipe(Layer.provide(Reactivity.layer))
+
+/** The store over the `SqliteClient` in context (opened with the same config by `layerClient`). */
+export const make = (input: Config.Input): Effect.Effect<Service, StoreError, SqliteClient.SqliteClient> =>
+  Effect.gen(function*() {
+    const config = yield* Config.decode(input)
+    const client = yield* SqliteClient.SqliteClient
+    yield* Migrations.run(client, config)
+    const conn = yield* connection(client).pipe(Effect.mapError((error) => toStoreError({ ...config, what: `opening ${config.filename}` }, error)))
+    const failed = (what: string, goalId?: string) => (error: SqlError) =>
+      toStoreError({ ...config, what, goalId }, error)
+
+    /** Goals appended to by this store, so `changes` in this process need not wait for a poll. */
+    const appended = yield* PubSub.unbounded<string>()
+    /**
+     * What this store knows of each goal it appended to: the summary and, when known, the
+     * folded State after its last append. Valid only while the log end is still `nextSeq`,
+     * which each append checks in its transaction, so appends by others just make it stale.
+     */
+    const known = new Map<string, Known>()
+
+    const append: Service["append"] = (goalId, expectedSeq, events) =>
+      Effect.gen(function*() {
+        const params: Array<unknown> = []
+        for (const event of events) {
+          const payload = Either.try({ try: () => Event.encodeJson(event), catch: (error) => String(error) })
+          if (Either.isLeft(payload)) {
+            return yield* new StoreError({
+              message: `goal ${goalId}: ${event._tag} at seq ${event.seq} cannot be encoded as JSON (${payload.left})`,
+              goalId,
+              seq: event.seq
+            })
+          }
+          params.push(goalId, event.seq, event._tag, Event.version, payload.right)
+        }
+        const next = yield* atomically(immediate(conn, appendIn(goalId, expectedSeq, events, params))).pipe(
+          Effect.catchTag("SqlError", (error) => Effect.fail(failed(`appending to goal ${goalId} at seq ${expectedSeq}`, goalId)(error)))
+        )
+        known.delete(goalId)
+        if (next !== undefined && next.summary.status === "open") {
+          known.set(goalId, next)
+          if (known.size > maxKnownGoals) {
+            const oldest = known.keys().next()
+            if (oldest.done !== true) known.delete(oldest.value)
+          }
+        }
+        if (events.length > 0) yield* PubSub.publish(appended, goalId)
+      })
+
+    /** The append itself, inside the transaction: the goal's new summary and, when known, its folded State. */
+    const appendIn = (
+      goalId: string,
+      expectedSeq: number,
+      events: ReadonlyArray<Event.Event>,
+      params: ReadonlyArray<unknown>
+    ) =>
+      Effect.gen(function*() {
+        const last = field((yield* query(conn, lastSeqSql, [goalId]))[0], "last")
+        const actualSeq = typeof last === "number" ? last + 1 : 0
+        if (actualSeq !== expectedSeq) return yield* new StateStore.AppendConflict({ goalId, expectedSeq, actualSeq })
+        const invalid = StateStore.validateBatch(goalId, expectedSeq, events)
+        if (Option.isSome(invalid)) return yield* invalid.value
+        if (events.length === 0) return undefined
+        const cached = known.get(goalId)
+        const fresh = cached !== undefined && cached.summary.nextSeq === expectedSeq ? cached : undefined
+        let summary = fresh?.summary
+        if (summary === undefined && expectedSeq > 0) {
+          const rows = yield* query(conn, selectGoalSql, [goalId])
+          summary = rows[0] === undefined ? undefined : yield* decodeSummary(rows[0])
+        }
+        for (const event of events) summary = GoalSummary.update(summary, event)
+        yield* query(conn, insertSql(events.length), params)
+        if (summary === undefined) return undefined
+        yield* query(conn, upsertGoalSql, summaryParams(summary))
+        const base = fresh?.state ?? (expectedSeq === 0 ? State.empty(goalId) : undefined)
+        let next = base === undefined ? undefined : State.fold(base, events)
+        const end = expectedSeq + events.length
+        if (Math.floor(end / config.snapshotEvery) > Math.floor(expectedSeq / config.snapshotEvery)) {
+          // A snapshot is due: rebuild the State from the last snapshot if another process appended.
+          if (next === undefined) next = State.fold(yield* rebuild(goalId, expectedSeq), events)
+          const encoded = encodeState(next)
+          if (Either.isRight(encoded)) {
+            yield* query(conn, upsertSnapshotSql, [goalId, next.seq, State.version, encoded.right])
+          }
+        }
+        return { summary, state: next }
+      })
+
+    /** The State at `upTo` events: the latest usable snapshot, then the events after it. */
+    const rebuild = (goalId: string, upTo: number) =>
+      Effect.gen(function*() {
+        const snapshot = yield* readSnapshot(conn, goalId)
+        const base = Option.match(snapshot, {
+          onNone: () => State.empty(goalId),
+          onSome: (s) => (s.seq <= upTo ? s.state : State.empty(goalId))
+        })
+        return State.fold(base, yield* loadIn(goalId, base.seq, upTo))
+      })
+
+    /** Events `fromSeq <= seq < toSeq`, decoded and checked; a bad row fails naming its seq. */
+    const loadIn = (goalId: string, fromSeq: number, toSeq?: number) =>
+      Effect.flatMap(
+        toSeq === undefined
+          ? query(conn, selectEventsSql, [goalId, fromSeq])
+          : query(conn, selectRangeSql, [goalId, fromSeq, toSeq]),
+        (rows) => decodeRows(goalId, fromSeq, rows)
+      )
+
+    const load: Service["load"] = (goalId, fromSeq = 0) =>
+      atomically(loadIn(goalId, fromSeq)).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(failed(`loading goal ${goalId}`, goalId)(error)))
+      )
+
+    /** Every event from `fromSeq`, and the seq after the last. */
+    const loadAll = (goalId: string, fromSeq: number) =>
+      Effect.map(load(goalId, fromSeq), (events) => ({ events, end: fromSeq + events.length }))
+
+    /**
+     * The events from `fromSeq` of the given kinds, and the seq after the log's last event; the
+     * others are not even read (the runner's cancel watcher polls for one kind all run long).
+     */
+    const loadTagged = (goalId: string, fromSeq: number, tags: ReadonlyArray<string>) =>
+      atomically(Effect.gen(function*() {
+        const last = field((yield* query(conn, lastSeqSql, [goalId]))[0], "last")
+        const end = typeof last === "number" ? last + 1 : 0
+        if (end <= fromSeq || tags.length === 0) return { events: [], end: Math.max(end, fromSeq) }
+        const rows = yield* query(
+          conn,
+          `SELECT seq, version, payload FROM events WHERE goal_id = ? AND seq >= ? AND seq < ? AND tag IN (${
+            tags.map(() => "?").join(", ")
+          }) ORDER BY seq`,
+          [goalId, fromSeq, end, ...tags]
+        )
+        return { events: yield* decodeRows(goalId, undefined, rows), end }
+      })).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(failed(`loading goal ${goalId}`, goalId)(error)))
+      )
+
+    const goal: Service["goal"] = (goalId) =>
+      atomically(query(conn, selectGoalSql, [goalId])).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(failed(`reading goal ${goalId}`, goalId)(error))),
+        Effect.flatMap((rows) =>
+          rows[0] === undefined ? Effect.succeed(Option.none()) : Effect.map(decodeSummary(rows[0]), Option.some)
+        )
+      )
+
+    const goals: Service["goals"] = (q = {}) => {
+      const where = q.status === undefined ? "" : " WHERE status = ?"
+      const limit = q.limit === undefined ? "" : " LIMIT ?"
+      const params = [...(q.status === undefined ? [] : [q.status]), ...(q.limit === undefined ? [] : [q.limit])]
+      return atomically(query(conn, `SELECT * FROM goals${where} ORDER BY submitted_at DESC, goal_id DESC${limit}`, params)).pipe(
+          Effect.catchTag("SqlError", (error) => Effect.fail(failed("listing goals")(error))),
+          Effect.flatMap((rows) => Effect.forEach(rows, decodeSummary))
+        )
+    }
+
+    const changes: Service["changes"] = (goalId, fromSeq, tags) =>
+      Stream.unwrapScoped(
+        Effect.gen(function*() {
+          // Subscribe before the first read, so no append of this process falls in between.
+          const wakeups = yield* PubSub.subscribe(appended)
+          const wants = (event: Event.Event) => tags === undefined || tags.includes(event._tag)
+          let cursor = fromSeq
+          const next = Effect.gen(function*() {
+            while (true) {
+              const batch = yield* (tags === undefined ? loadAll(goalId, cursor) : loadTagged(goalId, cursor, tags))
+              if (batch.end > cursor) {
+                cursor = batch.end
+                const wanted = batch.events.filter(wants)
+                if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
+                continue
+              }
+              // Nothing new: wait for an append here, or poll for one from another process.
+              yield* Effect.raceFirst(Effect.sleep(config.pollIntervalMs), Queue.take(wakeups))
+              yield* Queue.takeAll(wakeups)
+            }
+          })
+          return Stream.repeatEffectChunk(next)
+        })
+      )
+
+    const snapshot: Service["snapshot"] = (goalId) =>
+      atomically(readSnapshot(conn, goalId)).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(failed(`reading the snapshot of goal ${goalId}`, goalId)(error)))
+      )
+
+    return StateStore.StateStore.of({ append, load, goal, goals, changes, snapshot })
+  })
+
+/** The SQLite store as a Layer: opens `filename` (creating or migrating it) and closes it with the scope. */
+export const layer = (input: Config.Input): Layer.Layer<StateStore.StateStore, StoreError> =>
+  Layer.effect(StateStore.StateStore, make(input)).pipe(Layer.provide(layerClient(input)))
+
+/** Goals whose summary and folded State are kept in memory between appends. */
+const maxKnownGoals = 256
+
+interface Known {
+  readonly summary: GoalSummary.GoalSummary
+  readonly state: State.State | undefined
+}
+
+const lastSeqSql = "SELECT max(seq) AS last FROM events WHERE goal_id = ?"
+const selectEventsSql = "SELECT seq, version, payload FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq"
+const selectRangeSql = "SELECT seq, version, payload FROM events WHERE goal_id = ? AND seq >= ? AND seq < ? ORDER BY seq"
+const selectGoalSql = "SELECT * FROM goals WHERE goal_id = ?"
+const upsertGoalSql = `INSERT INTO goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, submitted_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, status = excluded.status, iterations = excluded.iterations,
+  next_seq = excluded.next_seq, last_iteration = excluded.last_iteration, reason = excluded.reason,
+  submitted_at = excluded.submitted_at, updated_at = excluded.updated_at`
+const upsertSnapshotSql = `INSERT INTO snapshots (goal_id, seq, state_version, state) VALUES (?, ?, ?, ?)
+ON CONFLICT (goal_id) DO UPDATE SET seq = excluded.seq, state_version = excluded.state_version, state = excluded.state`
+const selectSnapshotSql = "SELECT seq, state_version, state FROM snapshots WHERE goal_id = ?"
+
+const insertSqls = new Map<number, string>()
+/** `INSERT` of `n` events in one statement. */
+const insertSql = (n: number): string => {
+  const cached = insertSqls.get(n)
+  if (cached !== undefined) return cached
+  const sql = `INSERT INTO events (goal_id, seq, tag, version, payload) VALUES ${
+    Array.from({ length: n }, () => "(?, ?, ?, ?, ?)").join(", ")
+  }`
+  insertSqls.set(n, sql)
+  return sql
+}
+
+const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> => [
+  s.goalId,
+  s.goal,
+  s.status,
+  s.iterations,
+  s.nextSeq,
+  s.lastIteration,
+  s.reason,
+  s.submittedAt,
+  s.updatedAt
+]
+
+const decodeSummaryEither = Schema.decodeUnknownEither(GoalSummary.GoalSummary)
+
+/** A `goals` row as a `GoalSummary`. */
+const decodeSummary = (row: unknown): Effect.Effect<GoalSummary.GoalSummary, StoreError> => {
+  const goalId = field(row, "goal_id")
+  return Either.match(
+    decodeSummaryEither({
+      goalId,
+      goal: field(row, "goal"),
+      status: field(row, "status"),
+      iterations: field(row, "iterations"),
+      nextSeq: field(row, "next_seq"),
+      lastIteration: field(row, "last_iteration"),
+      reason: field(row, "reason"),
+      submittedAt: field(row, "submitted_at"),
+      updatedAt: field(row, "updated_at")
+    }),
+    {
+      onLeft: (error) =>
+        Effect.fail(
+          new StoreError({
+            message: `the goals row of ${String(goalId)} does not decode: ${error.message}`,
+            ...(typeof goalId === "string" ? { goalId } : {})
+          })
+        ),
+      onRight: Effect.succeed
+    }
+  )
+}
+
+/**
+ * Rows of `events`, decoded. With `fromSeq`, rows must be the seqs from it with no gap; without,
+ * any ascending subset. A gap, a bad row or a mismatched event fails naming goal and seq.
+ */
+const decodeRows = (
+  goalId: string,
+  fromSeq: number | undefined,
+  rows: ReadonlyArray<unknown>
+): Effect.Effect<ReadonlyArray<Event.Event>, StoreError> =>
+  Effect.suspend(() => {
+    const events: Array<Event.Event> = new Array(rows.length)
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]
+      const seq = field(row, "seq")
+      const expected = fromSeq === undefined ? (typeof seq === "number" ? seq : -1) : fromSeq + i
+      const version = field(row, "version")
+      const payload = field(row, "payload")
+      const fail = (why: string) =>
+        Effect.fail(
+          new StoreError({
+            message: `goal ${goalId}, seq ${expected}: ${why}. rx never skips or repairs an event: restore the database from a backup`,
+            goalId,
+            seq: expected
+          })
+        )
+      if (seq !== expected) return fail(`the log has no event at this seq (the next stored one is ${String(seq)})`)
+      if (typeof version !== "number" || typeof payload !== "string") return fail("the row has no version or payload")
+      const decoded = Event.decodeJson(payload, version)
+      if (Either.isLeft(decoded)) return fail(`the stored event (encoding version ${version}) does not decode: ${decoded.left}`)
+      const event = decoded.right
+      if (event.goalId !== goalId || event.seq !== expected) {
+        return fail(`the stored event says goal ${event.goalId}, seq ${event.seq}`)
+      }
+      events[i] = event
+    }
+    return Effect.succeed(events)
+  })
+
+const decodeStateJson = Schema.decodeUnknownEither(Schema.parseJson(State.State))
+const encodeStateJson = Schema.encodeEither(Schema.parseJson(State.State))
+
+/** The State as snapshot JSON; a State that cannot be encoded is simply not snapshotted. */
+const encodeState = (state: State.State): Either.Either<string, unknown> => encodeStateJson(state)
+
+/** The goal's snapshot if it is of this rx's State version and decodes; otherwise none (fold from scratch). */
+const readSnapshot = (conn: Connection, goalId: string) =>
+  Effect.map(query(conn, selectSnapshotSql, [goalId]), (rows): Option.Option<StateStore.Snapshot> => {
+    const row = rows[0]
+    if (row === undefined || field(row, "state_version") !== State.version) return Option.none()
+    const seq = field(row, "seq")
+    const decoded = decodeStateJson(field(row, "state"))
+    if (Either.isLeft(decoded) || decoded.right.goalId !== goalId || decoded.right.seq !== seq) return Option.none()
+    return Option.some({ seq: decoded.right.seq, state: decoded.right })
+  })

@@ -1,0 +1,57 @@
+/** Turn SQLite failures into `StoreError`s a user can act on. */
+import { StateStore } from "@rx/kernel"
+
+/** The SQLite result code of a failure (`SQLITE_FULL`, ...), looking through wrappers. */
+export const codeOf = (error: unknown): string | undefined => {
+  let current: unknown = error
+  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
+    if ("code" in current && typeof current.code === "string" && current.code.startsWith("SQLITE")) return current.code
+    current = "cause" in current ? current.cause : undefined
+  }
+  return undefined
+}
+
+/** The innermost message of a failure. */
+const detailOf = (error: unknown): string => {
+  let current: unknown = error
+  let message = String(error)
+  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
+    if ("message" in current && typeof current.message === "string" && current.message !== "") message = current.message
+    current = "cause" in current ? current.cause : undefined
+  }
+  return message
+}
+
+export interface Where {
+  readonly filename: string
+  readonly busyTimeoutMs: number
+  /** What was being done: "append to goal g1", "open", ... */
+  readonly what: string
+  readonly goalId?: string | undefined
+  readonly seq?: number | undefined
+}
+
+/** A `StoreError` for a SQLite failure, saying what happened and what to do about it. */
+export const toStoreError = (where: Where, error: unknown): StateStore.StoreError => {
+  const code = codeOf(error) ?? ""
+  const detail = detailOf(error)
+  const { filename, what } = where
+  const message = code === "SQLITE_FULL"
+    ? `${what} failed: the disk is full (${filename}: ${detail}); nothing of this write was recorded. Free some space, then resume the goal`
+    : code.startsWith("SQLITE_READONLY")
+    ? `${what} failed: the database ${filename} is read-only (${detail}); nothing was recorded. Make the file and its directory writable (and open it without readonly), then resume the goal`
+    : code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")
+    ? `${what} failed: ${filename} is locked by another process (waited ${where.busyTimeoutMs} ms: ${detail}); try again once it is done, or raise busyTimeoutMs`
+    : code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB"
+    ? `${what} failed: ${filename} is corrupt or not a SQLite database (${detail}); rx never overwrites it: restore it from a backup or choose another file`
+    : code.startsWith("SQLITE_IOERR")
+    ? `${what} failed: I/O error on ${filename} (${code}: ${detail}); check the disk, then resume the goal`
+    : code.startsWith("SQLITE_CANTOPEN")
+    ? `${what} failed: cannot open ${filename} (${detail}); check that its directory exists and is writable`
+    : `${what} failed on ${filename}: ${code === "" ? "" : `${code}: `}${detail}`
+  return new StateStore.StoreError({
+    message,
+    ...(where.goalId === undefined ? {} : { goalId: where.goalId }),
+    ...(where.seq === undefined ? {} : { seq: where.seq })
+  })
+}
