@@ -75,7 +75,8 @@ export const verify = (
       goal: () => Effect.sync(() => Option.fromNullable(events.slice(0, position).reduce(GoalSummary.update, undefined))),
       goals: () => Effect.succeed([]),
       changes: () => Stream.never,
-      snapshot: () => Effect.succeed(Option.none())
+      snapshot: () => Effect.succeed(Option.none()),
+      lease: () => Effect.void
     })
 
     const answers = events.flatMap((e): ReadonlyArray<Effect.Effect<LanguageModel.Response, ModelError>> =>

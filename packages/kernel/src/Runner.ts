@@ -33,12 +33,17 @@ export class GoalNotFound extends Schema.TaggedError<GoalNotFound>()("GoalNotFou
   }
 }
 
-/** Another runner appended to the goal: only one may run it at a time. */
-export class GoalBusy extends Schema.TaggedError<GoalBusy>()("GoalBusy", { goalId: Schema.String, seq: Schema.Number }) {
+/** Another runner holds the goal or appended to it: only one may run it at a time. */
+export class GoalBusy extends Schema.TaggedError<GoalBusy>()("GoalBusy", { goalId: Schema.String, reason: Schema.String }) {
   override get message() {
-    return `goal ${this.goalId} is being run elsewhere (another runner appended seq ${this.seq}); this runner stopped`
+    return `goal ${this.goalId} is being run elsewhere (${this.reason}); this runner stopped`
   }
 }
+
+/** Hold the goal's lease for the run; a runner elsewhere makes this one stop at once. */
+const lease = (goalId: string) =>
+  Effect.flatMap(StateStore, (store) =>
+    Effect.catchTag(store.lease(goalId), "LeaseHeld", (held) => Effect.fail(new GoalBusy({ goalId, reason: held.holder }))))
 
 export type RunError = StoreError | GoalBusy | Options.InvalidOptions
 export type Services = LanguageModel | ToolRegistry | StateStore
@@ -58,6 +63,7 @@ export const run = (input: {
     const registry = yield* ToolRegistry
     const at = yield* Clock.currentTimeMillis
     const goalId = input.goalId ?? deriveGoalId(input.goal, at)
+    yield* lease(goalId)
     const session = yield* makeSession(State.empty(goalId), input.observe)
     const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools: registry.specs }
     yield* session.commit([submitted], "start")
@@ -70,8 +76,12 @@ export const resume = (
   hooks: { readonly observe?: Observer } = {}
 ): Effect.Effect<Result, RunError | GoalNotFound, Services> =>
   Effect.gen(function*() {
+    const known = yield* restore(goalId)
+    if (known.seq === 0) return yield* new GoalNotFound({ goalId })
+    if (known.terminated !== null) return result(known)
+    yield* lease(goalId)
+    // Read again under the lease: the last holder may have appended before letting go.
     const state = yield* restore(goalId)
-    if (state.seq === 0) return yield* new GoalNotFound({ goalId })
     if (state.terminated !== null) return result(state)
     return yield* supervise(yield* makeSession(state, hooks.observe))
   }).pipe(Effect.scoped)
@@ -147,7 +157,7 @@ const makeSession = (initial: State.State, observe: Observer | undefined) =>
     const sync = Effect.flatMap(Effect.suspend(() => store.load(goalId, state.seq)), (newer) => {
       if (newer.length === 0) return Effect.succeed(0)
       const foreign = newer.find((event) => !Event.isExternal(event))
-      if (foreign !== undefined) return Effect.fail(new GoalBusy({ goalId, seq: foreign.seq }))
+      if (foreign !== undefined) return Effect.fail(new GoalBusy({ goalId, reason: `another runner appended seq ${foreign.seq}` }))
       state = State.fold(state, newer)
       return Effect.as(publish(newer), newer.length)
     })
@@ -169,7 +179,7 @@ const makeSession = (initial: State.State, observe: Observer | undefined) =>
             return true
           }
           if (appended.left._tag === "StoreError") return yield* appended.left
-          if (state.seq === 0) return yield* new GoalBusy({ goalId, seq: 0 })
+          if (state.seq === 0) return yield* new GoalBusy({ goalId, reason: "a goal with this id already exists" })
           const added = yield* sync
           if (added === 0) {
             return yield* new StoreError({ message: `goal ${goalId}: append conflict at seq ${state.seq}, but no newer events`, goalId })

@@ -2,7 +2,7 @@
  * The append-only log of every goal. Appends are optimistic: the caller says which seq it
  * expects next, and a stale expectation is an `AppendConflict`, never a silent overwrite.
  */
-import { Context, Effect, Layer, Option, Queue, Schema, Stream } from "effect"
+import { Context, Effect, Layer, Option, Queue, Schema, type Scope, Stream } from "effect"
 import * as Event from "./Event.js"
 import * as GoalSummary from "./GoalSummary.js"
 import type * as State from "./State.js"
@@ -24,6 +24,16 @@ export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
   goalId: Schema.optional(Schema.String),
   seq: Schema.optional(Schema.Number)
 }) {}
+
+/** Another runner holds the goal's lease: it is being run elsewhere. `holder` says by whom, if known. */
+export class LeaseHeld extends Schema.TaggedError<LeaseHeld>()("LeaseHeld", {
+  goalId: Schema.String,
+  holder: Schema.String
+}) {
+  override get message() {
+    return `goal ${this.goalId} is being run elsewhere (${this.holder})`
+  }
+}
 
 /** A folded State saved at `seq` events, to shorten the fold on resume. */
 export interface Snapshot {
@@ -55,6 +65,11 @@ export class StateStore extends Context.Tag("@rx/kernel/StateStore")<StateStore,
   ) => Stream.Stream<Event.Event, StoreError>
   /** The latest snapshot of the goal's State, if the store keeps them. */
   readonly snapshot: (goalId: string) => Effect.Effect<Option.Option<Snapshot>, StoreError>
+  /**
+   * The right to run a goal, held until the scope closes. Only one runner at a time, in any
+   * process, holds it; a holder that died (a crashed process) no longer counts.
+   */
+  readonly lease: (goalId: string) => Effect.Effect<void, LeaseHeld | StoreError, Scope.Scope>
 }>() {}
 
 /** Check that a batch continues the log at `expectedSeq` for `goalId`. */
@@ -85,6 +100,7 @@ export const validateBatch = (
 export const makeMemory = Effect.gen(function*() {
   const logs = new Map<string, Array<Event.Event>>()
   const summaries = new Map<string, GoalSummary.GoalSummary>()
+  const leased = new Set<string>()
   /** Open `changes` streams; each append offers them the events they asked for. */
   const watchers = new Set<{ readonly goalId: string; readonly wants: (e: Event.Event) => boolean; readonly queue: Queue.Queue<Event.Event> }>()
 
@@ -135,7 +151,16 @@ export const makeMemory = Effect.gen(function*() {
           )
         })
       ),
-    snapshot: () => Effect.succeed(Option.none())
+    snapshot: () => Effect.succeed(Option.none()),
+    lease: (goalId) =>
+      Effect.acquireRelease(
+        Effect.suspend(() => {
+          if (leased.has(goalId)) return Effect.fail(new LeaseHeld({ goalId, holder: "another runner in this process" }))
+          leased.add(goalId)
+          return Effect.void
+        }),
+        () => Effect.sync(() => leased.delete(goalId))
+      )
   })
 })
 

@@ -3,7 +3,7 @@
  * them: `for (const c of StoreConformance.cases) it.effect(c.name, () => c.run.pipe(provide))`.
  * Each case uses its own goal ids, so all may share one store.
  */
-import { Chunk, Effect, Either, Fiber, Option, Schema, Stream } from "effect"
+import { Chunk, Effect, Either, Exit, Fiber, Option, Schema, Scope, Stream } from "effect"
 import * as Event from "./Event.js"
 import * as Options from "./Options.js"
 import { StateStore } from "./StateStore.js"
@@ -58,6 +58,21 @@ export const sampleLog = (goalId: string, at = 1_000): ReadonlyArray<Event.Event
 const encodeAll = (events: ReadonlyArray<Event.Event>) => events.map((e) => Schema.encodeSync(Event.Event)(e))
 
 export const cases: ReadonlyArray<Case> = [
+  {
+    name: "a goal's lease is held by one scope at a time and released with it",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const goalId = freshGoal("lease")
+      const first = yield* Scope.make()
+      yield* Scope.extend(store.lease(goalId), first)
+      const second = yield* Effect.either(Effect.scoped(store.lease(goalId)))
+      yield* check(Either.isLeft(second) && second.left._tag === "LeaseHeld", "a second lease on a held goal must fail with LeaseHeld")
+      yield* Effect.scoped(store.lease(freshGoal("other-lease")))
+      yield* Scope.close(first, Exit.void)
+      yield* Effect.scoped(store.lease(goalId))
+      yield* Effect.scoped(store.lease(goalId))
+    })
+  },
   {
     name: "append then load returns the same events, in order",
     run: Effect.gen(function*() {

@@ -222,6 +222,33 @@ describe("Runner: one runner per goal", () => {
       expect(log.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5])
     }).pipe(Effect.provide(layers([callTool("echo", { text: "1" }), callTool("echo", { text: "2" }), callTool("echo", { text: "3" })]))))
 
+  it.effect("a runner resuming while another is inside a tool call stops at once; the call is not treated as a crash", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const slowTool = Tool.make({
+        name: "slow",
+        description: "Waits to be released.",
+        input: Schema.Struct({}),
+        output: Schema.Struct({ finished: Schema.Boolean }),
+        idempotent: true,
+        execute: () => Deferred.succeed(started, undefined).pipe(Effect.zipRight(Deferred.await(release)), Effect.as({ finished: true }))
+      })
+      const services = Layer.mergeAll(ToolRegistry.layer([slowTool]), LanguageModel.layerScripted([callTool("slow", {}), done("ok")]))
+      const first = yield* Effect.fork(Runner.run({ goal: "x", goalId: "lease-1" }).pipe(Effect.provide(services)))
+      yield* Deferred.await(started)
+      const second = yield* Effect.flip(Runner.resume("lease-1").pipe(Effect.provide(services)))
+      expect(second._tag).toBe("GoalBusy")
+      expect(second.message).toContain("being run elsewhere")
+      yield* Deferred.succeed(release, undefined)
+      expect((yield* Fiber.join(first)).reason).toBe("done")
+      const events = yield* eventsOf("lease-1")
+      expect(events.filter((e) => e._tag === "ToolFailed")).toEqual([])
+      expect(tags(events)).toEqual([
+        "GoalSubmitted", "ModelResponded", "ToolStarted", "ToolSucceeded", "IterationCompleted", "ModelResponded", "IterationCompleted", "Terminated"
+      ])
+    }).pipe(Effect.provide(StateStore.layerMemory)))
+
   it.effect("resuming an unknown goal is GoalNotFound; resuming a finished one appends nothing", () =>
     Effect.gen(function*() {
       expect((yield* Effect.flip(Runner.resume("nope")))._tag).toBe("GoalNotFound")
