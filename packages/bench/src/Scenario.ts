@@ -2,18 +2,11 @@
  * The benchmark workload: a scripted model that always calls `echo` with a new text, so a run
  * goes on until `maxIterations` (no repeat, no failure), on a memory or SQLite store.
  */
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer } from "effect"
 import { LanguageModel, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
 
-export const echo = Tool.make({
-  name: "echo",
-  description: "Echo the text back.",
-  input: Schema.Struct({ text: Schema.String }),
-  output: Schema.Struct({ text: Schema.String }),
-  idempotent: true,
-  execute: ({ text }) => Effect.succeed({ text })
-})
+export const echo = Tool.echo
 
 export const model = LanguageModel.layerFunction((_request, index) =>
   LanguageModel.callTool("echo", { text: `message ${index}` })

@@ -3,6 +3,7 @@
  * 2, ... per goal, no gaps), `iteration` and `at` (epoch milliseconds, from Effect's Clock).
  */
 import { Either, ParseResult, Schema } from "effect"
+import { compile } from "./internal/guard.js"
 import * as LanguageModel from "./LanguageModel.js"
 import { Options } from "./Options.js"
 import * as Tool from "./Tool.js"
@@ -142,24 +143,29 @@ export const upcast = (fromVersion: number, encoded: unknown): Either.Either<unk
 }
 
 const decodeEvent = Schema.decodeUnknownEither(Event)
-const decodeJsonEvent = Schema.decodeUnknownEither(Schema.parseJson(Event))
+const encodeEvent = Schema.encodeSync(Event)
+
+/** Accepts exactly the valid events that decoding would return unchanged (the fast path). */
+const isEvent = compile(Schema.typeSchema(Event).ast)
+
+/** Whether `value` is an event exactly as this rx writes it. */
+export const is = (value: unknown): value is Event =>
+  isEvent === undefined ? Either.isRight(decodeEvent(value)) : isEvent(value)
 
 /** Decode an encoded event of `fromVersion`; `Left` says what is wrong. */
-export const decode = (encoded: unknown, fromVersion: number = version): Either.Either<Event, string> =>
-  Either.flatMap(upcast(fromVersion, encoded), (value) =>
+export const decode = (encoded: unknown, fromVersion: number = version): Either.Either<Event, string> => {
+  if (fromVersion === version && isEvent?.(encoded) === true) return Either.right(encoded as Event)
+  return Either.flatMap(upcast(fromVersion, encoded), (value) =>
     Either.mapLeft(decodeEvent(value), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
   )
+}
 
 /** Decode an event from its JSON text. */
 export const decodeJson = (json: string, fromVersion: number = version): Either.Either<Event, string> =>
-  fromVersion === version
-    ? Either.mapLeft(decodeJsonEvent(json), (error) => ParseResult.TreeFormatter.formatErrorSync(error))
-    : Either.flatMap(
-      Either.try({ try: (): unknown => JSON.parse(json), catch: (error) => `not JSON: ${String(error)}` }),
-      (value) => decode(value, fromVersion)
-    )
-
-const encodeEvent = Schema.encodeSync(Event)
+  Either.flatMap(
+    Either.try({ try: (): unknown => JSON.parse(json), catch: (error) => `not JSON: ${error instanceof Error ? error.message : String(error)}` }),
+    (value) => decode(value, fromVersion)
+  )
 
 /** The JSON text of an event (the log's and `rx events`' encoding). */
-export const encodeJson = (event: Event): string => JSON.stringify(encodeEvent(event))
+export const encodeJson = (event: Event): string => JSON.stringify(isEvent?.(event) === true ? event : encodeEvent(event))

@@ -128,3 +128,13 @@ export const failure = (kind: FailureKind, message: string, details?: unknown): 
 })
 
 const describe = (defect: unknown): string => defect instanceof Error ? defect.message : String(defect)
+
+/** A pure tool that returns its text: for tests, examples and benchmarks. */
+export const echo: Tool = make({
+  name: "echo",
+  description: "Echo the text back.",
+  input: Schema.Struct({ text: Schema.String }),
+  output: Schema.Struct({ text: Schema.String }),
+  idempotent: true,
+  execute: ({ text }) => Effect.succeed({ text })
+})

@@ -76,3 +76,35 @@ describe("State.reduce", () => {
     expect(s.omitted).toBe(5)
   })
 })
+
+describe("Event decoding", () => {
+  const decodeSchema = Schema.decodeUnknownEither(Event.Event)
+  // Valid events, and variations that must be refused or normalised by the Schema.
+  const candidates = fc.oneof(
+    anyEvent.map((e): unknown => Schema.encodeSync(Event.Event)(e)),
+    fc.tuple(anyEvent, fc.constantFrom("seq", "at", "goalId", "_tag", "iteration"), fc.constantFrom(-1, 1.5, "x", null, undefined, {})).map(
+      ([e, key, value]): unknown => ({ ...Schema.encodeSync(Event.Event)(e), [key]: value })
+    ),
+    fc.tuple(anyEvent, fc.string()).map(([e, extra]): unknown => ({ ...Schema.encodeSync(Event.Event)(e), [`x${extra}`]: 1 })),
+    fc.anything()
+  )
+
+  it.prop("the fast path agrees with the Schema on every value: same verdict, same result", [candidates], ([value]) => {
+    const fast = Event.decode(value)
+    const slow = decodeSchema(value)
+    expect(fast._tag).toBe(slow._tag)
+    if (fast._tag === "Right" && slow._tag === "Right") expect(fast.right).toEqual(slow.right)
+  }, { fastCheck: { numRuns: 2_000 } })
+
+  it.prop("every valid event takes the fast path", [anyEvent], ([event]) => {
+    expect(Event.is(Schema.encodeSync(Event.Event)(event))).toBe(true)
+  })
+
+  it("a stored event round-trips through its JSON", () => {
+    const event = { _tag: "CancelRequested", goalId: "g", seq: 3, iteration: 1, at: 5, reason: "stop" } as const
+    const decoded = Event.decodeJson(Event.encodeJson(event))
+    expect(decoded._tag === "Right" && decoded.right).toEqual(event)
+    expect(Event.decodeJson("{\"_tag\":\"CancelRequested\"}")._tag).toBe("Left")
+    expect(Event.decodeJson("not json")._tag).toBe("Left")
+  })
+})

@@ -2,14 +2,7 @@ import { Effect, Layer, Ref, Schema } from "effect"
 import { Event, LanguageModel, Options, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 
 /** Echoes its input: idempotent, always succeeds. */
-export const echo = Tool.make({
-  name: "echo",
-  description: "Echo the text back.",
-  input: Schema.Struct({ text: Schema.String }),
-  output: Schema.Struct({ text: Schema.String }),
-  idempotent: true,
-  execute: ({ text }) => Effect.succeed({ text })
-})
+export const echo = Tool.echo
 
 /** Fails recoverably, or fatally when asked. */
 export const flaky = Tool.make({
