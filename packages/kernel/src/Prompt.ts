@@ -6,6 +6,7 @@
 import type * as LanguageModel from "./LanguageModel.js"
 import { truncate } from "./internal/json.js"
 import type * as State from "./State.js"
+import type * as Tool from "./Tool.js"
 import * as ToolRegistry from "./ToolRegistry.js"
 
 export const system = [
@@ -34,48 +35,77 @@ export const size = (request: LanguageModel.Request): number => {
 /** Build the request for the next model call. */
 export const build = (state: State.State): LanguageModel.Request => {
   const budget = state.options.promptBudget
-  const goal = `Goal:\n${truncate(state.goal, Math.floor(budget / 4))}`
+  const goal = goalText(state.goal, budget)
   // Room for the omitted-turns note, whatever its count.
-  const reserve = system.length + goal.length + 80
-  const shown: Array<ReadonlyArray<LanguageModel.Message>> = []
-  let used = reserve
-  for (let rank = 0; rank < state.turns.length; rank++) {
-    const turn = state.turns[state.turns.length - 1 - rank] as State.Turn
-    const { cost, messages } = rendered(turn, capFor(rank, budget))
-    if (used + cost > budget) break
-    used += cost
-    shown.push(messages)
+  let used = system.length + goal.length + 80
+  const turns = state.turns
+  let shown = 0
+  for (let rank = 0; rank < turns.length; rank++) {
+    const entry = rendered(turns[turns.length - 1 - rank] as State.Turn, rank, budget)
+    if (used + entry.cost > budget) break
+    used += entry.cost
+    shown++
   }
-  const omitted = state.omitted + state.turns.length - shown.length
-  const intro = omitted > 0 ? `${goal}\n\n(${omitted} earlier steps are not shown.)` : goal
-  const messages: Array<LanguageModel.Message> = [{ role: "user", content: intro }]
-  for (let i = shown.length - 1; i >= 0; i--) messages.push(...(shown[i] as ReadonlyArray<LanguageModel.Message>))
-  return { system, messages, tools: [...state.tools, ToolRegistry.doneSpec] }
+  const omitted = state.omitted + turns.length - shown
+  const messages: Array<LanguageModel.Message> = [
+    { role: "user", content: omitted > 0 ? `${goal}\n\n(${omitted} earlier steps are not shown.)` : goal }
+  ]
+  for (let rank = shown - 1; rank >= 0; rank--) {
+    for (const message of rendered(turns[turns.length - 1 - rank] as State.Turn, rank, budget).messages) messages.push(message)
+  }
+  return { system, messages, tools: toolsWithDone(state.tools) }
 }
 
-/** How much of a turn's output to show: the newest in full, older ones less. */
-const capFor = (rank: number, budget: number): number =>
-  rank < 2 ? Math.min(Math.floor(budget / 4), 8_000) : rank < 6 ? 1_500 : 300
+/** How much of a turn's output to show, by age: the newest in full, older ones less. */
+const levelOf = (rank: number): 0 | 1 | 2 => (rank < 2 ? 0 : rank < 6 ? 1 : 2)
+const capOf = (level: 0 | 1 | 2, budget: number): number =>
+  level === 0 ? Math.min(Math.floor(budget / 4), 8_000) : level === 1 ? 1_500 : 300
+
+interface Rendered {
+  readonly messages: ReadonlyArray<LanguageModel.Message>
+  readonly cost: number
+}
 
 /**
  * Rendering is a pure function of an immutable Turn and a cap; each Turn is rendered once per
- * cap and reused while it stays in the window, so building a prompt stays cheap.
+ * level and reused while it stays in the window, so building a prompt stays cheap.
  */
-const cache = new WeakMap<State.Turn, Map<number, { readonly messages: ReadonlyArray<LanguageModel.Message>; readonly cost: number }>>()
+const cache = new WeakMap<State.Turn, Array<Rendered | undefined>>()
 
-const rendered = (turn: State.Turn, cap: number) => {
-  let byCap = cache.get(turn)
-  if (byCap === undefined) {
-    byCap = new Map()
-    cache.set(turn, byCap)
+const rendered = (turn: State.Turn, rank: number, budget: number): Rendered => {
+  const level = levelOf(rank)
+  let byLevel = cache.get(turn)
+  if (byLevel === undefined) {
+    byLevel = [undefined, undefined, undefined]
+    cache.set(turn, byLevel)
   }
-  let entry = byCap.get(cap)
+  let entry = byLevel[level]
   if (entry === undefined) {
-    const messages = render(turn, cap)
+    const messages = render(turn, capOf(level, budget))
     entry = { messages, cost: messages.reduce((n, m) => n + messageSize(m), 0) }
-    byCap.set(cap, entry)
+    byLevel[level] = entry
   }
   return entry
+}
+
+/** The goal as the first message shows it; the last result is kept, as goals rarely change. */
+let lastGoal = { goal: "", budget: 0, text: "Goal:\n" }
+const goalText = (goal: string, budget: number): string => {
+  if (lastGoal.goal !== goal || lastGoal.budget !== budget) {
+    lastGoal = { goal, budget, text: `Goal:\n${truncate(goal, Math.floor(budget / 4))}` }
+  }
+  return lastGoal.text
+}
+
+/** The tools a run was given, plus `done`; one array per tool list. */
+const withDone = new WeakMap<ReadonlyArray<Tool.Spec>, ReadonlyArray<Tool.Spec>>()
+const toolsWithDone = (tools: ReadonlyArray<Tool.Spec>): ReadonlyArray<Tool.Spec> => {
+  let all = withDone.get(tools)
+  if (all === undefined) {
+    all = [...tools, ToolRegistry.doneSpec]
+    withDone.set(tools, all)
+  }
+  return all
 }
 
 /** A turn as messages: an assistant message and its result, never one without the other. */
