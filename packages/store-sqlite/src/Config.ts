@@ -20,8 +20,20 @@ export const Config = Schema.Struct({
   /** How often `changes` looks for events appended by other processes. */
   pollIntervalMs: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 150 }),
   /** Open read-only (inspection): reads work, every append fails with a read-only error. */
-  readonly: Schema.optionalWith(Schema.Boolean, { default: () => false })
-})
+  readonly: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /** How often the holder of a goal's lease records that it is still running. */
+  leaseHeartbeatMs: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 10_000 }),
+  /**
+   * A lease held from another host, whose heartbeat is older than this, is taken over (its
+   * holder is presumed dead). Must exceed `leaseHeartbeatMs` plus the hosts' clock skew.
+   */
+  leaseTimeoutMs: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 30_000 })
+}).pipe(
+  Schema.filter((c) =>
+    c.leaseTimeoutMs > c.leaseHeartbeatMs ||
+    `leaseTimeoutMs (${c.leaseTimeoutMs}) must be greater than leaseHeartbeatMs (${c.leaseHeartbeatMs}), or a live runner on another host would lose its lease`
+  )
+)
 export type Config = typeof Config.Type
 /** What a caller passes: `filename` and any of the other fields. */
 export type Input = typeof Config.Encoded

@@ -48,13 +48,34 @@ const createLog = Effect.gen(function*() {
   )`
 })
 
+const createLeases = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // Who runs each goal: one row per held lease (or one left by a holder that died), its
+  // holder's host and pid, a token unique to the lease, and times in epoch milliseconds.
+  yield* sql`CREATE TABLE leases (
+    goal_id TEXT PRIMARY KEY NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    acquired_at INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL
+  )`
+})
+
 /** Every migration, by `<id>_<name>`. */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
-  "0001_create_log": createLog
+  "0001_create_log": createLog,
+  "0002_create_leases": createLeases
 }
 
 /** The schema version this rx writes: the highest migration id. */
-export const latest = 1
+export const latest = 2
+
+/**
+ * The oldest schema a read-only store reads as is: later migrations only added tables that
+ * reading does not use (`leases`). Raise it with any migration that changes what reads see.
+ */
+export const readableFrom = 1
 
 const migrate = Migrator.make({})
 
@@ -79,7 +100,8 @@ const inspect = (conn: Connection, filename: string) =>
   })
 
 /**
- * Bring the database to this rx's schema. Read-only, only check that it is already there.
+ * Bring the database to this rx's schema. Read-only, only check that it is one this rx reads
+ * (from `readableFrom` to `latest`).
  */
 export const run = (
   client: SqlClient.SqlClient,
@@ -91,7 +113,7 @@ export const run = (
     return Effect.flatMap(connection(client), (conn) => inspect(conn, filename)).pipe(
       Effect.catchTag("SqlError", (error) => Effect.fail(failed(error))),
       Effect.flatMap((current) =>
-        current === latest ? Effect.void : Effect.fail(
+        current >= readableFrom ? Effect.void : Effect.fail(
           new StateStore.StoreError({
             message: current === 0
               ? `${filename} holds no rx log yet; open it once without readonly to create one`

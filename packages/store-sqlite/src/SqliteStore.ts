@@ -2,13 +2,15 @@
  * The SQLite `StateStore`: one `events` row per event (its Schema's JSON, with the encoding
  * version), a `goals` summary and a `snapshots` table kept in the same transaction. Each batch
  * is one `BEGIN IMMEDIATE` transaction that checks `expectedSeq` against the stored log end, so
- * two writers, in this process or another, can never both append at the same seq.
+ * two writers, in this process or another, can never both append at the same seq. A goal's
+ * runner holds a row in `leases`, so a second runner stops before it touches the goal.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Chunk, Effect, Either, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
+import { Cause, Chunk, Clock, Effect, Either, GlobalValue, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
+import * as os from "node:os"
 import { Event, GoalSummary, State, StateStore } from "@rx/kernel"
 import * as Config from "./Config.js"
 import { toStoreError } from "./internal/errors.js"
@@ -227,12 +229,170 @@ export const make = (input: Config.Input): Effect.Effect<Service, StoreError, Sq
         Effect.catchTag("SqlError", (error) => Effect.fail(failed(`reading the snapshot of goal ${goalId}`, goalId)(error)))
       )
 
-    return StateStore.StateStore.of({ append, load, goal, goals, changes, snapshot })
+    const where = (what: string, goalId: string) => ({ ...config, what, goalId })
+
+    /**
+     * Take the goal's lease in one `BEGIN IMMEDIATE` transaction: refuse it if a live holder has
+     * it, otherwise (no row, or a dead holder's) write ours. Returns the lease's token.
+     */
+    const acquire = (goalId: string) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const token = newToken()
+        const take = Effect.gen(function*() {
+          const rows = yield* query(conn, selectLeaseSql, [goalId])
+          if (rows[0] !== undefined) {
+            const holder = yield* decodeHolder(goalId, rows[0])
+            if (isAlive(holder, now, config.leaseTimeoutMs)) {
+              return yield* new StateStore.LeaseHeld({ goalId, holder: describeHolder(holder) })
+            }
+          }
+          yield* query(conn, upsertLeaseSql, [goalId, thisHost, process.pid, token, now, now])
+        })
+        yield* atomically(Effect.zipRight(immediate(conn, take), Effect.sync(() => processLeases.tokens.add(token)))).pipe(
+          Effect.catchTag("SqlError", (error) => Effect.fail(toStoreError(where(`taking the lease of goal ${goalId}`, goalId), error)))
+        )
+        return token
+      })
+
+    /** Delete our row (only ours: a taker's row stays). Never fails: a failure is logged. */
+    const release = (goalId: string, token: string) =>
+      atomically(query(conn, deleteLeaseSql, [goalId, token])).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.logWarning(
+            `releasing the lease of goal ${goalId} failed (${
+              Cause.isFailType(cause) ? toStoreError(where("releasing", goalId), cause.error).message : Cause.pretty(cause)
+            }); runners in other processes on this host see the goal as running until this process exits`
+          )
+        ),
+        Effect.ensuring(Effect.sync(() => processLeases.tokens.delete(token)))
+      )
+
+    /**
+     * Every `leaseHeartbeatMs`, record that the holder still runs (for runners on other hosts).
+     * A failed beat is logged and retried at the next; a lease taken over ends the heartbeat.
+     */
+    const heartbeat = (goalId: string, token: string) =>
+      Effect.gen(function*() {
+        while (true) {
+          yield* Effect.sleep(config.leaseHeartbeatMs)
+          const now = yield* Clock.currentTimeMillis
+          const beat = yield* atomically(query(conn, heartbeatSql, [now, goalId, token])).pipe(
+            Effect.map((rows) => rows.length > 0),
+            Effect.catchAllCause((cause) =>
+              Effect.as(
+                Effect.logWarning(`the heartbeat of the lease of goal ${goalId} failed: ${
+                  Cause.isFailType(cause) ? toStoreError(where("heartbeat", goalId), cause.error).message : Cause.pretty(cause)
+                }`),
+                true
+              )
+            )
+          )
+          if (!beat) {
+            return yield* Effect.logWarning(
+              `the lease of goal ${goalId} is no longer this runner's: another runner took it over (its heartbeat was older than ${config.leaseTimeoutMs} ms there); the log's append check stops whichever of the two appends second`
+            )
+          }
+        }
+      })
+
+    const lease: Service["lease"] = (goalId) =>
+      config.readonly
+        ? Effect.fail(
+          new StoreError({
+            message: `cannot run goal ${goalId}: the database ${config.filename} is read-only (opened with readonly: true); this store reads goals but cannot run them. Open it without readonly to run or resume a goal`,
+            goalId
+          })
+        )
+        : Effect.gen(function*() {
+          const token = yield* Effect.acquireRelease(acquire(goalId), (token) => release(goalId, token))
+          yield* Effect.forkScoped(heartbeat(goalId, token))
+        })
+
+    return StateStore.StateStore.of({ append, load, goal, goals, changes, snapshot, lease })
   })
 
 /** The SQLite store as a Layer: opens `filename` (creating or migrating it) and closes it with the scope. */
 export const layer = (input: Config.Input): Layer.Layer<StateStore.StateStore, StoreError> =>
   Layer.effect(StateStore.StateStore, make(input)).pipe(Layer.provide(layerClient(input)))
+
+/** This host, as leases name it: a holder on the same host is checked by its pid. */
+const thisHost = os.hostname()
+
+/**
+ * The leases held by stores in this process (shared by every store instance and copy of this
+ * module): a lease row with this process's pid is live only while its token is here.
+ */
+const processLeases = GlobalValue.globalValue(Symbol.for("@rx/store-sqlite/SqliteStore/leases"), () => ({
+  tokens: new Set<string>(),
+  taken: 0
+}))
+
+/** A token unique to one lease: this process's pid and start time, and a counter. */
+const newToken = (): string => `${process.pid}.${Math.round(performance.timeOrigin)}.${++processLeases.taken}`
+
+const Holder = Schema.Struct({
+  host: Schema.String,
+  pid: Schema.Int,
+  token: Schema.String,
+  acquired_at: Schema.Finite,
+  heartbeat_at: Schema.Finite
+})
+type Holder = typeof Holder.Type
+const decodeHolderEither = Schema.decodeUnknownEither(Holder)
+
+/** A `leases` row; one that does not decode is an error, never taken over silently. */
+const decodeHolder = (goalId: string, row: unknown): Effect.Effect<Holder, StoreError> =>
+  Either.match(decodeHolderEither(row), {
+    onLeft: (error) =>
+      Effect.fail(
+        new StoreError({
+          message: `the leases row of goal ${goalId} does not decode: ${error.message}. If no runner runs the goal, delete the row (DELETE FROM leases WHERE goal_id = '${goalId}')`,
+          goalId
+        })
+      ),
+    onRight: Effect.succeed
+  })
+
+/**
+ * Whether a lease's holder still runs. On this host: its process exists (and, if it is this
+ * process, still holds the lease). On another host: its heartbeat is recent.
+ */
+const isAlive = (holder: Holder, now: number, timeoutMs: number): boolean => {
+  if (holder.host !== thisHost) return now - holder.heartbeat_at < timeoutMs
+  if (holder.pid === process.pid) return processLeases.tokens.has(holder.token)
+  return processExists(holder.pid)
+}
+
+/** `kill(pid, 0)`: no such process (ESRCH) is dead; not ours to signal (EPERM) is alive. */
+const processExists = (pid: number): boolean => {
+  // 0 and negative pids would name process groups.
+  if (pid <= 0) return false
+  return Either.match(Either.try(() => process.kill(pid, 0)), {
+    onLeft: (error) => typeof error === "object" && error !== null && "code" in error && error.code === "EPERM",
+    onRight: () => true
+  })
+}
+
+const isoTime = (ms: number): string => {
+  const date = new Date(ms)
+  return Number.isNaN(date.getTime()) ? String(ms) : date.toISOString()
+}
+
+/** Who holds a lease, for `LeaseHeld`: "pid 1234 on host h, since <time>". */
+const describeHolder = (holder: Holder): string =>
+  holder.host === thisHost && holder.pid === process.pid
+    ? `another runner in this process (pid ${holder.pid} on host ${holder.host}), since ${isoTime(holder.acquired_at)}`
+    : `pid ${holder.pid} on host ${holder.host}, since ${isoTime(holder.acquired_at)}${
+      holder.host === thisHost ? "" : `, last heartbeat ${isoTime(holder.heartbeat_at)}`
+    }`
+
+const selectLeaseSql = "SELECT host, pid, token, acquired_at, heartbeat_at FROM leases WHERE goal_id = ?"
+const upsertLeaseSql = `INSERT INTO leases (goal_id, host, pid, token, acquired_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (goal_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, token = excluded.token,
+  acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at`
+const deleteLeaseSql = "DELETE FROM leases WHERE goal_id = ? AND token = ?"
+const heartbeatSql = "UPDATE leases SET heartbeat_at = ? WHERE goal_id = ? AND token = ? RETURNING goal_id"
 
 /** Goals whose summary and folded State are kept in memory between appends. */
 const maxKnownGoals = 256
