@@ -205,7 +205,6 @@ const makeSession = (initial: State.State, observe: Observer | undefined) =>
       Effect.forkScoped
     )
 
-
     return {
       get state() {
         return state
@@ -231,14 +230,16 @@ const makeSession = (initial: State.State, observe: Observer | undefined) =>
  */
 const supervise = (session: Session): Effect.Effect<Result, RunError> =>
   Effect.gen(function*() {
-    const pending = session.state.pending
-    if (pending !== null && !session.cancelSeen) yield* recover(session, pending)
+    let handled = false
     while (true) {
       const fiber = yield* Effect.fork(drive(session))
       session.setCurrent(fiber)
+      // A cancel request seen before the fiber was registered: interrupt it now (once).
+      if (session.cancelSeen && !handled) yield* Fiber.interruptFork(fiber)
       const exit = yield* Fiber.await(fiber)
       session.setCurrent(undefined)
       if (!(Exit.isInterrupted(exit) && session.cancelSeen)) return yield* exit
+      handled = true
       const call = session.state.pending
       if (call !== null) {
         yield* finish(session, call, Tool.failure("unknown", `cancelled while ${call.tool} was running; its effect is unknown`))
@@ -246,9 +247,12 @@ const supervise = (session: Session): Effect.Effect<Result, RunError> =>
     }
   })
 
-/** The loop, from any point between steps. */
+/** The loop, from any point a log can be at. */
 const drive = (session: Session): Effect.Effect<Result, RunError> =>
   Effect.gen(function*() {
+    // A call started with no outcome: rx stopped during it.
+    const pending = session.state.pending
+    if (pending !== null) yield* recover(session, pending)
     while (true) {
       yield* session.sync
       const state = session.state
