@@ -133,14 +133,21 @@ describe("rx inspect, list, events, replay", () => {
     }))
 })
 
+/** `rx run --json` in the background against `steps`; returns once `requests` reached the server. */
+const startRun = (steps: ReadonlyArray<FakeServer.Step>, requests: number) =>
+  Effect.gen(function*() {
+    const server = yield* FakeServer.make(steps)
+    const box = sandbox()
+    const running = start(["run", "x", "--json", "--db", box.db, "--workspace", box.workspace, "--base-url", server.baseUrl, "--model", "m", "--sandbox", "none"])
+    yield* server.waitFor(requests)
+    const goalId = String(jsonLines(running.output().stdout)[0]?.["goalId"])
+    return { box, goalId, running, server }
+  })
+
 describe("cancel and resume across processes", () => {
   it.scopedLive("rx cancel stops a goal running in another process, recorded as CancelRequested", () =>
     Effect.gen(function*() {
-      const server = yield* FakeServer.make([call("list_dir", {}), { kind: "stall" }])
-      const box = sandbox()
-      const running = start(["run", "x", "--json", "--db", box.db, "--workspace", box.workspace, "--base-url", server.baseUrl, "--model", "m", "--sandbox", "none"])
-      yield* server.waitFor(2)
-      const goalId = String(jsonLines(running.output().stdout)[0]?.["goalId"])
+      const { box, goalId, running } = yield* startRun([call("list_dir", {}), { kind: "stall" }], 2)
       const cancelled = yield* rx(["cancel", goalId, "--db", box.db])
       expect(cancelled.code).toBe(0)
       expect(cancelled.stdout).toContain("cancel requested")
@@ -169,13 +176,9 @@ describe("cancel and resume across processes", () => {
 
   it.scopedLive("a killed run resumes with its recorded settings and finishes", () =>
     Effect.gen(function*() {
-      const server = yield* FakeServer.make([call("read_file", { path: "hello.txt" }), { kind: "stall" }, done("resumed and done")])
-      const box = sandbox()
-      const running = start(["run", "x", "--json", "--db", box.db, "--workspace", box.workspace, "--base-url", server.baseUrl, "--model", "m", "--sandbox", "none"])
-      yield* server.waitFor(2)
+      const { box, goalId, running } = yield* startRun([call("read_file", { path: "hello.txt" }), { kind: "stall" }, done("resumed and done")], 2)
       running.kill("SIGKILL")
-      const killed = yield* Effect.promise(() => running.done)
-      const goalId = String(jsonLines(killed.stdout)[0]?.["goalId"])
+      yield* Effect.promise(() => running.done)
       const listed = jsonLines((yield* rx(["list", "--json", "--db", box.db])).stdout)
       expect(listed[0]).toMatchObject({ goalId, status: "open" })
       const resumed = yield* rx(["resume", goalId, "--db", box.db])
@@ -189,11 +192,7 @@ describe("cancel and resume across processes", () => {
 
   it.scopedLive("rx events --follow tails a running goal until it terminates", () =>
     Effect.gen(function*() {
-      const server = yield* FakeServer.make([call("list_dir", {}), { kind: "stall" }])
-      const box = sandbox()
-      const running = start(["run", "x", "--json", "--db", box.db, "--workspace", box.workspace, "--base-url", server.baseUrl, "--model", "m", "--sandbox", "none"])
-      yield* server.waitFor(2)
-      const goalId = String(jsonLines(running.output().stdout)[0]?.["goalId"])
+      const { box, goalId, running } = yield* startRun([call("list_dir", {}), { kind: "stall" }], 2)
       const follower = start(["events", goalId, "--follow", "--db", box.db])
       yield* until(() => jsonLines(follower.output().stdout).length >= 5, "the follower to print the first iteration")
       yield* rx(["cancel", goalId, "--db", box.db])

@@ -100,36 +100,71 @@ export const make = (input: Config.Input): Effect.Effect<Service, StoreError, Sq
       params: ReadonlyArray<unknown>
     ) =>
       Effect.gen(function*() {
+        const cached = known.get(goalId)
+        const fresh = cached !== undefined && cached.summary.nextSeq === expectedSeq ? cached : undefined
+        if (fresh !== undefined && events.length > 0 && Option.isNone(StateStore.validateBatch(goalId, expectedSeq, events))) {
+          // The common case, this store's own next append: the summary row, updated only if
+          // it is still at `expectedSeq`, is the log-end check (it moves with every append).
+          const summary = GoalSummary.updateAll(fresh.summary, events)
+          if (summary !== undefined && summary.goal === fresh.summary.goal && summary.submittedAt === fresh.summary.submittedAt) {
+            const updated = yield* conn.executeRaw(advanceGoalSql, [
+              summary.status,
+              summary.iterations,
+              summary.nextSeq,
+              summary.lastIteration,
+              summary.reason,
+              summary.updatedAt,
+              goalId,
+              expectedSeq
+            ])
+            if (field(updated, "changes") === 1) {
+              yield* query(conn, insertSql(events.length), params)
+              return { summary, state: yield* snapshotAfter(goalId, expectedSeq, fresh.state, events) }
+            }
+          }
+        }
+        // Otherwise check the log itself and read the summary row.
         const last = field((yield* query(conn, lastSeqSql, [goalId]))[0], "last")
         const actualSeq = typeof last === "number" ? last + 1 : 0
         if (actualSeq !== expectedSeq) return yield* new StateStore.AppendConflict({ goalId, expectedSeq, actualSeq })
         const invalid = StateStore.validateBatch(goalId, expectedSeq, events)
         if (Option.isSome(invalid)) return yield* invalid.value
         if (events.length === 0) return undefined
-        const cached = known.get(goalId)
-        const fresh = cached !== undefined && cached.summary.nextSeq === expectedSeq ? cached : undefined
         let summary = fresh?.summary
         if (summary === undefined && expectedSeq > 0) {
           const rows = yield* query(conn, selectGoalSql, [goalId])
           summary = rows[0] === undefined ? undefined : yield* decodeSummary(rows[0])
         }
-        for (const event of events) summary = GoalSummary.update(summary, event)
+        summary = GoalSummary.updateAll(summary, events)
         yield* query(conn, insertSql(events.length), params)
         if (summary === undefined) return undefined
         yield* query(conn, upsertGoalSql, summaryParams(summary))
         const base = fresh?.state ?? (expectedSeq === 0 ? State.empty(goalId) : undefined)
-        let next = base === undefined ? undefined : State.fold(base, events)
-        const end = expectedSeq + events.length
-        if (Math.floor(end / config.snapshotEvery) > Math.floor(expectedSeq / config.snapshotEvery)) {
-          // A snapshot is due: rebuild the State from the last snapshot if another process appended.
-          if (next === undefined) next = State.fold(yield* rebuild(goalId, expectedSeq), events)
-          const encoded = encodeState(next)
-          if (Either.isRight(encoded)) {
-            yield* query(conn, upsertSnapshotSql, [goalId, next.seq, State.version, encoded.right])
-          }
-        }
-        return { summary, state: next }
+        return { summary, state: yield* snapshotAfter(goalId, expectedSeq, base, events) }
       })
+
+    /**
+     * The State after `events` (appended at `expectedSeq`) when `base` is the State before them,
+     * writing a snapshot when one is due (rebuilt from the last snapshot if `base` is unknown).
+     */
+    const snapshotAfter = (
+      goalId: string,
+      expectedSeq: number,
+      base: State.State | undefined,
+      events: ReadonlyArray<Event.Event>
+    ): Effect.Effect<State.State | undefined, StoreError | SqlError> => {
+      const folded = base === undefined ? undefined : State.fold(base, events)
+      const end = expectedSeq + events.length
+      if (Math.floor(end / config.snapshotEvery) <= Math.floor(expectedSeq / config.snapshotEvery)) return Effect.succeed(folded)
+      return Effect.gen(function*() {
+        const next = folded ?? State.fold(yield* rebuild(goalId, expectedSeq), events)
+        const encoded = encodeState(next)
+        if (Either.isRight(encoded)) {
+          yield* query(conn, upsertSnapshotSql, [goalId, next.seq, State.version, encoded.right])
+        }
+        return next
+      })
+    }
 
     /** The State at `upTo` events: the latest usable snapshot, then the events after it. */
     const rebuild = (goalId: string, upTo: number) =>
@@ -406,6 +441,9 @@ const lastSeqSql = "SELECT max(seq) AS last FROM events WHERE goal_id = ?"
 const selectEventsSql = "SELECT seq, version, payload FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq"
 const selectRangeSql = "SELECT seq, version, payload FROM events WHERE goal_id = ? AND seq >= ? AND seq < ? ORDER BY seq"
 const selectGoalSql = "SELECT * FROM goals WHERE goal_id = ?"
+/** The summary after an append, only if the goal's log still ends at the expected seq (`goals_newest` untouched). */
+const advanceGoalSql = `UPDATE goals SET status = ?, iterations = ?, next_seq = ?, last_iteration = ?, reason = ?, updated_at = ?
+WHERE goal_id = ? AND next_seq = ?`
 const upsertGoalSql = `INSERT INTO goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, submitted_at, updated_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, status = excluded.status, iterations = excluded.iterations,
@@ -469,43 +507,45 @@ const decodeSummary = (row: unknown): Effect.Effect<GoalSummary.GoalSummary, Sto
   )
 }
 
+/** A stored event that cannot be read: never skipped. */
+const corrupt = (goalId: string, seq: number, why: string): Effect.Effect<never, StoreError> =>
+  Effect.fail(
+    new StoreError({
+      message: `goal ${goalId}, seq ${seq}: ${why}. rx never skips or repairs an event: restore the database from a backup`,
+      goalId,
+      seq
+    })
+  )
+
 /**
- * Rows of `events`, decoded. With `fromSeq`, rows must be the seqs from it with no gap; without,
- * any ascending subset. A gap, a bad row or a mismatched event fails naming goal and seq.
+ * Rows of `events` (`seq, version, payload`), decoded in one plain loop. With `fromSeq`, rows
+ * must be the seqs from it with no gap; without, any ascending subset. A gap, a bad row or a
+ * mismatched event fails naming goal and seq.
  */
 const decodeRows = (
   goalId: string,
   fromSeq: number | undefined,
   rows: ReadonlyArray<unknown>
-): Effect.Effect<ReadonlyArray<Event.Event>, StoreError> =>
-  Effect.suspend(() => {
-    const events: Array<Event.Event> = new Array(rows.length)
-    for (let i = 0; i < rows.length; i++) {
-      const row = rows[i]
-      const seq = field(row, "seq")
-      const expected = fromSeq === undefined ? (typeof seq === "number" ? seq : -1) : fromSeq + i
-      const version = field(row, "version")
-      const payload = field(row, "payload")
-      const fail = (why: string) =>
-        Effect.fail(
-          new StoreError({
-            message: `goal ${goalId}, seq ${expected}: ${why}. rx never skips or repairs an event: restore the database from a backup`,
-            goalId,
-            seq: expected
-          })
-        )
-      if (seq !== expected) return fail(`the log has no event at this seq (the next stored one is ${String(seq)})`)
-      if (typeof version !== "number" || typeof payload !== "string") return fail("the row has no version or payload")
-      const decoded = Event.decodeJson(payload, version)
-      if (Either.isLeft(decoded)) return fail(`the stored event (encoding version ${version}) does not decode: ${decoded.left}`)
-      const event = decoded.right
-      if (event.goalId !== goalId || event.seq !== expected) {
-        return fail(`the stored event says goal ${event.goalId}, seq ${event.seq}`)
-      }
-      events[i] = event
+): Effect.Effect<ReadonlyArray<Event.Event>, StoreError> => {
+  const events: Array<Event.Event> = new Array(rows.length)
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]
+    const seq = field(row, "seq")
+    const expected = fromSeq === undefined ? (typeof seq === "number" ? seq : -1) : fromSeq + i
+    if (seq !== expected) return corrupt(goalId, expected, `the log has no event at this seq (the next stored one is ${String(seq)})`)
+    const version = field(row, "version")
+    const payload = field(row, "payload")
+    if (typeof version !== "number" || typeof payload !== "string") return corrupt(goalId, expected, "the row has no version or payload")
+    const decoded = Event.decodeJson(payload, version)
+    if (Either.isLeft(decoded)) return corrupt(goalId, expected, `the stored event (encoding version ${version}) does not decode: ${decoded.left}`)
+    const event = decoded.right
+    if (event.goalId !== goalId || event.seq !== expected) {
+      return corrupt(goalId, expected, `the stored event says goal ${event.goalId}, seq ${event.seq}`)
     }
-    return Effect.succeed(events)
-  })
+    events[i] = event
+  }
+  return Effect.succeed(events)
+}
 
 const decodeStateJson = Schema.decodeUnknownEither(Schema.parseJson(State.State))
 const encodeStateJson = Schema.encodeEither(Schema.parseJson(State.State))

@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Either, Fiber, Layer, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Event, Replay, Runner, State, StateStore, StoreConformance } from "@rx/kernel"
+import { Event, GoalSummary, Replay, Runner, State, StateStore, StoreConformance } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
 import { contiguous, echoRun, endsOnce, submitted } from "./fixtures.js"
 import { exec, layerWithClient, tempDb, tempDir } from "./helpers.js"
@@ -149,6 +149,28 @@ describe("SqliteStore", () => {
       expect((yield* Effect.provide(loadAll("b"), store)).length).toBe(2)
       yield* append(2, 4)
       expect((yield* Effect.provide(loadAll("b"), store)).length).toBe(4)
+    }))
+
+  it.scoped("an append after another connection's is a conflict at the real log end; the summary stays exact", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      const a = yield* Layer.build(SqliteStore.layer({ filename }))
+      const b = yield* Layer.build(SqliteStore.layer({ filename }))
+      const log = StoreConformance.sampleLog("s")
+      const append = (store: typeof a, from: number, to: number) =>
+        Effect.flatMap(StateStore.StateStore, (s) => s.append("s", from, log.slice(from, to))).pipe(Effect.provide(store))
+      // `a` knows the goal at seq 2; `b` appends behind its back.
+      yield* append(a, 0, 1)
+      yield* append(a, 1, 2)
+      yield* append(b, 2, 3)
+      const conflict = yield* Effect.flip(append(a, 2, 3))
+      expect(conflict).toMatchObject({ _tag: "AppendConflict", goalId: "s", expectedSeq: 2, actualSeq: 3 })
+      yield* append(a, 3, 4)
+      yield* append(b, 4, log.length)
+      const events = yield* Effect.provide(loadAll("s"), a)
+      expect(events).toEqual(log)
+      const summary = yield* Effect.flatMap(StateStore.StateStore, (s) => s.goal("s")).pipe(Effect.provide(a))
+      expect(summary).toEqual(Option.some(GoalSummary.updateAll(undefined, log)))
     }))
 
   it.scopedLive("changes sees appends made through another connection", () =>

@@ -1,15 +1,8 @@
 import { Effect, Layer, Schema } from "effect"
 import { Event, LanguageModel, Options, Tool, ToolRegistry } from "@rx/kernel"
 
-/** Echoes its input: idempotent. */
-export const echo = Tool.make({
-  name: "echo",
-  description: "Echo the text back.",
-  input: Schema.Struct({ text: Schema.String }),
-  output: Schema.Struct({ text: Schema.String }),
-  idempotent: true,
-  execute: ({ text }) => Effect.succeed({ text })
-})
+/** The kernel's `echo` tool: echoes its input, idempotent. */
+export const echo = Tool.echo
 
 /** A model that echoes `n` times (each answer after a short sleep, so runs interleave), then is done. */
 export const echoModel = (n: number, pauseMs = 0) =>

@@ -22,8 +22,11 @@ export const atomically = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, 
   Effect.suspend(() => Effect.runSyncExit(effect))
 
 /** A statement through the client's prepared-statement cache. */
-export const query = (conn: Connection, sql: string, params: ReadonlyArray<unknown> = []) =>
-  Effect.map(conn.execute(sql, params, undefined), (rows): ReadonlyArray<unknown> => rows)
+export const query = (
+  conn: Connection,
+  sql: string,
+  params: ReadonlyArray<unknown> = []
+): Effect.Effect<ReadonlyArray<unknown>, SqlError> => conn.execute(sql, params, undefined)
 
 /**
  * Run `body` in a `BEGIN IMMEDIATE` transaction: the write lock is taken first (waiting up to
