@@ -60,6 +60,10 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
       byName.set(name, tool as Tool.Tool<R>)
     }
     const context = yield* Effect.context<R>()
+    // Providing a context costs a FiberRef change per call; tools that need nothing skip it.
+    const withContext = context.unsafeMap.size === 0
+      ? <A>(effect: Effect.Effect<A, never, R>) => effect as Effect.Effect<A>
+      : <A>(effect: Effect.Effect<A, never, R>) => Effect.provide(effect, context)
     const unknownTool = (name: string) =>
       `there is no tool named "${name}"; available: ${[...byName.keys(), doneName].join(", ")}`
     // The runner decodes a call's input, then invokes it: the decoded input is kept for that one call.
@@ -83,7 +87,7 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
         if (tool === undefined) return Effect.succeed(Tool.failure("recoverable", unknownTool(call.tool)))
         return Either.match(decode(tool, call), {
           onLeft: (reason) => Effect.succeed(Tool.failure("recoverable", `invalid input for ${call.tool}: ${reason}`)),
-          onRight: (input) => Effect.provide(tool.run(input, { callId: call.callId }), context)
+          onRight: (input) => withContext(tool.run(input, { callId: call.callId }))
         })
       }
     })
