@@ -49,6 +49,26 @@ describe("SqliteStore", () => {
       }).pipe(Effect.provide(layer))
     }))
 
+  it.scoped("stores payloads without _tag, goalId and seq (the row holds them) and still reads full payloads", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      yield* Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const log = StoreConformance.sampleLog("g")
+        yield* store.append("g", 0, log)
+        const rows = (yield* exec("SELECT payload FROM events WHERE goal_id = 'g' ORDER BY seq")) as ReadonlyArray<{ payload: string }>
+        for (const row of rows) expect(Object.keys(JSON.parse(row.payload)).filter((k) => ["_tag", "goalId", "seq"].includes(k))).toEqual([])
+        // A row written in the full format (goalId and seq in the payload) reads the same.
+        const full = Event.encodeJson(log[3] as Event.Event)
+        yield* exec(`UPDATE events SET payload = '${full.replaceAll("'", "''")}' WHERE goal_id = 'g' AND seq = 3`)
+        const loaded = yield* store.load("g")
+        expect(loaded).toEqual(log)
+        // A full payload naming another seq than its row is refused.
+        yield* exec(`UPDATE events SET payload = '${Event.encodeJson({ ...(log[3] as Event.Event), seq: 9 }).replaceAll("'", "''")}' WHERE goal_id = 'g' AND seq = 3`)
+        expect((yield* Effect.flip(store.load("g"))).message).toContain("seq 9")
+      }).pipe(Effect.provide(layerWithClient({ filename })))
+    }))
+
   it.scoped("refuses a file that is not an rx database or has a newer schema, and leaves it untouched", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
