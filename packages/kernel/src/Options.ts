@@ -24,7 +24,7 @@ export const Options = Schema.Struct({
   metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), { default: () => ({}) })
 })
 export type Options = typeof Options.Type
-/** What a caller may pass: any subset, the rest defaulted. */
+/** What a caller may pass (some fields or none; the rest defaulted). */
 export type Input = typeof Options.Encoded
 
 /** Options that do not decode: the message names each offending field. */

@@ -126,7 +126,7 @@ const copy = (s: State, seq: number, iteration: number): Mutable => ({
   terminated: s.terminated
 })
 
-/** Apply one event. Pure and total: any event in any state gives a new State. */
+/** Apply one event. Pure and total: every event in every State gives a new State. */
 export const reduce = (state: State, event: Event.Event): State => {
   const iteration = event.iteration
   const next = copy(state, event.seq + 1, iteration)
