@@ -37,6 +37,19 @@ const storeLayer = (db: string) =>
     })
   )
 
+/** An existing log, opened read-only: commands that only read never create a database. */
+const readStoreLayer = (db: string) =>
+  Layer.unwrapEffect(
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const path = yield* Path.Path
+      const file = path.resolve(db)
+      const exists = yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false))
+      if (!exists) return yield* new UsageError({ message: `no rx database at ${file} (rx run creates one; pass --db or set RX_DB)` })
+      return SqliteStore.layer({ filename: file, readonly: true })
+    })
+  )
+
 /** Load a goal's log, or fail with a message naming the id. */
 const loadGoal = (goalId: string) =>
   Effect.gen(function*() {
@@ -171,7 +184,7 @@ const replay = Command.make("replay", { db: Settings.db, goalId }, (flags) =>
     const error = outcome.left
     yield* Console.log(error._tag === "NonDeterminism" ? error.message : `replay of goal ${flags.goalId} failed: ${error.message}`)
     yield* setExit(ExitCode.diverged)
-  }).pipe(Effect.provide(storeLayer(flags.db)))
+  }).pipe(Effect.provide(readStoreLayer(flags.db)))
 ).pipe(Command.withDescription("verify a goal's log by replaying it with no live calls; exit 8 names the first divergence"))
 
 const inspect = Command.make(
@@ -181,7 +194,7 @@ const inspect = Command.make(
     Effect.gen(function*() {
       const events = yield* loadGoal(flags.goalId)
       yield* Console.log(Render.inspect(events, Option.getOrUndefined(flags.step)).join("\n"))
-    }).pipe(Effect.provide(storeLayer(flags.db)))
+    }).pipe(Effect.provide(readStoreLayer(flags.db)))
 ).pipe(Command.withDescription("the goal, each step, the tool trace and the termination audit"))
 
 const events = Command.make(
@@ -196,7 +209,7 @@ const events = Command.make(
         ? store.changes(flags.goalId, 0).pipe(Stream.takeUntil((e) => e._tag === "Terminated"))
         : Stream.fromIterable(yield* store.load(flags.goalId))
       yield* Stream.runForEach(stream, (event) => Console.log(Event.encodeJson(event)))
-    }).pipe(Effect.provide(storeLayer(flags.db)))
+    }).pipe(Effect.provide(readStoreLayer(flags.db)))
 ).pipe(Command.withDescription("print a goal's events as JSON lines"))
 
 const encodeSummary = Schema.encodeSync(GoalSummary.GoalSummary)
@@ -206,7 +219,7 @@ const list = Command.make("list", { db: Settings.db, json: Settings.json }, (fla
     const goals = yield* Effect.flatMap(StateStore.StateStore, (store) => store.goals())
     if (flags.json) return yield* Effect.forEach(goals, (g) => Console.log(JSON.stringify(encodeSummary(g))), { discard: true })
     yield* Console.log(goals.length === 0 ? "no goals yet (rx run \"<goal>\" starts one)" : [Render.listHeader, ...goals.map(Render.listLine)].join("\n"))
-  }).pipe(Effect.provide(storeLayer(flags.db)))
+  }).pipe(Effect.provide(readStoreLayer(flags.db)))
 ).pipe(Command.withDescription("the goals in the database, newest first"))
 
 const cancel = Command.make("cancel", { db: Settings.db, goalId }, (flags) =>

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect } from "effect"
-import { readFileSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
 import { jsonLines, rx, sandbox, start, until } from "./helpers.js"
@@ -82,10 +82,10 @@ describe("rx run", () => {
       const badFlag = yield* rx(["run", "x", "--max-iterations", "many", "--db", box.db])
       expect(badFlag.code).toBe(1)
       expect(badFlag.stdout + badFlag.stderr).not.toMatch(/\n\s+at /)
-      const badDb = yield* rx(["list", "--db", join(box.workspace, "hello.txt", "rx.db")])
+      // A database that cannot be created (its folder would be inside a file).
+      const badDb = yield* rx(["run", "x", "--model", "m", "--db", join(box.workspace, "hello.txt", "rx.db")])
       expect(badDb.code).toBe(1)
-      expect(badDb.stderr).toMatch(/^rx: /)
-      expect(badDb.stderr).toContain("hello.txt")
+      expect(badDb.stderr).toMatch(/^rx: cannot create the folder of the database .*hello\.txt/)
     }))
 })
 
@@ -122,10 +122,17 @@ describe("rx inspect, list, events, replay", () => {
       expect(diverged.stdout).toContain(`diverged at seq ${row.seq + 1}`)
     }))
 
-  it.scopedLive("an unknown goal id is a clear error", () =>
+  it.scopedLive("a missing database and an unknown goal id are clear errors; reading creates no file", () =>
     Effect.gen(function*() {
       const box = sandbox()
-      for (const command of ["inspect", "events", "replay", "resume", "cancel"]) {
+      for (const command of ["inspect", "events", "replay"]) {
+        const ran = yield* rx([command, "g-nope", "--db", box.db])
+        expect(ran.code, command).toBe(1)
+        expect(ran.stderr, command).toContain(`no rx database at ${box.db}`)
+      }
+      expect((yield* rx(["list", "--db", box.db])).stderr).toContain("no rx database")
+      expect(existsSync(box.db)).toBe(false)
+      for (const command of ["cancel", "inspect", "events", "replay", "resume"]) {
         const ran = yield* rx([command, "g-nope", "--db", box.db])
         expect(ran.code, command).toBe(1)
         expect(ran.stderr, command).toContain("no goal with id g-nope")
