@@ -67,12 +67,19 @@ export const config = (input: Input): Effect.Effect<Config, InvalidConfig> =>
 
 const trimSlashes = (url: string) => url.replace(/\/+$/, "")
 
+/** The server that usually listens on a local URL's port, to name it when it cannot be reached. */
+export const likelyServer = (url: string): string => {
+  const match = /^https?:\/\/(?:127\.0\.0\.1|localhost|\[::1\]):(\d+)(?:\/|$)/.exec(url)
+  const byPort: Record<string, string> = { "11434": "Ollama", "8080": "the llama.cpp server", "8000": "vLLM", "1234": "LM Studio" }
+  return (match?.[1] === undefined ? undefined : byPort[match[1]]) ?? "the model server"
+}
+
 /** Why an attempt failed, in words a user can act on. */
 const describe = (server: string, config: Config, error: Attempt.AttemptError): string => {
   switch (error._tag) {
     case "Transport":
       return error.refused
-        ? `cannot reach ${server}: is the model server running? (pass --base-url) [${error.detail}]`
+        ? `cannot reach ${server}: is ${likelyServer(server)} running? (pass --base-url) [${error.detail}]`
         : `the connection to ${server} failed: ${error.detail}`
     case "Idle":
       return `${server} sent nothing for ${config.idleTimeoutMs} ms (idle timeout, ${

@@ -406,6 +406,15 @@ describe("OpenAiCompatible (resilience)", () => {
         assert.include(error.message, "idle timeout, waiting for the answer to start")
       })))
 
+  it("names the server a local port usually belongs to", () => {
+    assert.strictEqual(OpenAiCompatible.likelyServer("http://127.0.0.1:11434/v1"), "Ollama")
+    assert.strictEqual(OpenAiCompatible.likelyServer("http://localhost:8080/v1"), "the llama.cpp server")
+    assert.strictEqual(OpenAiCompatible.likelyServer("http://127.0.0.1:8000/v1"), "vLLM")
+    assert.strictEqual(OpenAiCompatible.likelyServer("http://127.0.0.1:1234/v1"), "LM Studio")
+    assert.strictEqual(OpenAiCompatible.likelyServer("http://127.0.0.1:9999/v1"), "the model server")
+    assert.strictEqual(OpenAiCompatible.likelyServer("https://api.example.com:11434/v1"), "the model server")
+  })
+
   it.live("says the server cannot be reached when nothing listens", () =>
     Effect.gen(function*() {
       const port = yield* Fake.freePort
