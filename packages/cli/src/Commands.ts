@@ -108,6 +108,41 @@ const modelLayer = (s: { readonly baseUrl: string; readonly model: string; reado
     ...(Option.isSome(s.apiKey) ? { apiKey: s.apiKey.value } : {})
   })
 
+/**
+ * The settings of a run, flags first, then what the goal recorded, then the defaults; and the
+ * Layers they give (the built-in tools and the model).
+ */
+const prepare = (
+  flags: {
+    readonly workspace: Option.Option<string>
+    readonly sandbox: Option.Option<"auto" | "bwrap" | "none">
+    readonly baseUrl: Option.Option<string>
+    readonly model: Option.Option<string>
+    readonly mode: Option.Option<"tools" | "json">
+    readonly apiKey: Option.Option<Redacted.Redacted>
+  },
+  recorded: Settings.Recorded
+) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const model = Option.orElse(flags.model, () => Option.fromNullable(recorded.model))
+    if (Option.isNone(model)) {
+      return yield* new UsageError({ message: "which model? pass --model (or set RX_MODEL), e.g. --model qwen2.5-coder:7b for Ollama" })
+    }
+    const settings = {
+      workspace: path.resolve(Option.getOrElse(flags.workspace, () => recorded.workspace ?? ".")),
+      sandbox: Option.getOrElse(flags.sandbox, () => recorded.sandbox ?? "auto"),
+      baseUrl: Option.getOrElse(flags.baseUrl, () => recorded.baseUrl ?? Settings.defaultBaseUrl),
+      model: model.value,
+      mode: Option.getOrElse(flags.mode, () => recorded.mode ?? "tools")
+    }
+    const services = Layer.mergeAll(
+      Builtins.layer({ workspace: settings.workspace, sandbox: settings.sandbox }),
+      modelLayer({ ...settings, apiKey: flags.apiKey })
+    )
+    return { services, settings }
+  })
+
 const common = {
   db: Settings.db,
   workspace: Settings.workspace,
@@ -124,22 +159,7 @@ const run = Command.make(
   { ...common, maxIterations: Settings.maxIterations, goal: Args.text({ name: "goal" }).pipe(Args.withDescription("what to achieve")) },
   (flags) =>
     Effect.gen(function*() {
-      const path = yield* Path.Path
-      const model = yield* Option.match(flags.model, {
-        onNone: () => new UsageError({ message: "which model? pass --model (or set RX_MODEL), e.g. --model qwen2.5-coder:7b for Ollama" }),
-        onSome: Effect.succeed
-      })
-      const settings = {
-        workspace: path.resolve(Option.getOrElse(flags.workspace, () => ".")),
-        sandbox: Option.getOrElse(flags.sandbox, () => "auto" as const),
-        baseUrl: Option.getOrElse(flags.baseUrl, () => Settings.defaultBaseUrl),
-        model,
-        mode: Option.getOrElse(flags.mode, () => "tools" as const)
-      }
-      const services = Layer.mergeAll(
-        Builtins.layer({ workspace: settings.workspace, sandbox: settings.sandbox }),
-        modelLayer({ ...settings, apiKey: flags.apiKey })
-      )
+      const { services, settings } = yield* prepare(flags, {})
       const options = {
         ...(Option.isSome(flags.maxIterations) ? { maxIterations: flags.maxIterations.value } : {}),
         metadata: settings
@@ -152,23 +172,9 @@ const goalId = Args.text({ name: "goal-id" })
 
 const resume = Command.make("resume", { ...common, goalId }, (flags) =>
   Effect.gen(function*() {
-    const events = yield* loadGoal(flags.goalId)
-    const first = events[0]
-    const recorded = first?._tag === "GoalSubmitted" ? Settings.recorded(first.options.metadata) : {}
-    const path = yield* Path.Path
-    const model = Option.orElse(flags.model, () => Option.fromNullable(recorded.model))
-    if (Option.isNone(model)) return yield* new UsageError({ message: "the goal recorded no model: pass --model" })
-    const settings = {
-      workspace: Option.match(flags.workspace, { onNone: () => recorded.workspace ?? path.resolve("."), onSome: (w) => path.resolve(w) }),
-      sandbox: Option.getOrElse(flags.sandbox, () => recorded.sandbox ?? "auto"),
-      baseUrl: Option.getOrElse(flags.baseUrl, () => recorded.baseUrl ?? Settings.defaultBaseUrl),
-      model: model.value,
-      mode: Option.getOrElse(flags.mode, () => recorded.mode ?? "tools")
-    }
-    const services = Layer.mergeAll(
-      Builtins.layer({ workspace: settings.workspace, sandbox: settings.sandbox }),
-      modelLayer({ ...settings, apiKey: flags.apiKey })
-    )
+    const state = yield* Runner.restore(flags.goalId)
+    if (state.seq === 0) return yield* new UsageError({ message: `no goal with id ${flags.goalId} in this database (rx list shows the goals)` })
+    const { services } = yield* prepare(flags, Settings.recorded(state.options.metadata))
     yield* runWithCancel((observe) => Runner.resume(flags.goalId, { observe }).pipe(Effect.provide(services)), flags.json)
   }).pipe(Effect.provide(storeLayer(flags.db)))
 ).pipe(Command.withDescription("continue an unfinished goal with its recorded settings (flags override model, server, workspace, sandbox)"))

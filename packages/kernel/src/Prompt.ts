@@ -6,7 +6,6 @@
 import type * as LanguageModel from "./LanguageModel.js"
 import { truncate } from "./internal/json.js"
 import type * as State from "./State.js"
-import type * as Tool from "./Tool.js"
 import * as ToolRegistry from "./ToolRegistry.js"
 
 export const system = [
@@ -35,7 +34,7 @@ export const size = (request: LanguageModel.Request): number => {
 /** Build the request for the next model call. */
 export const build = (state: State.State): LanguageModel.Request => {
   const budget = state.options.promptBudget
-  const goal = goalText(state.goal, budget)
+  const goal = `Goal:\n${truncate(state.goal, Math.floor(budget / 4))}`
   // Room for the omitted-turns note, whatever its count.
   let used = system.length + goal.length + 80
   const turns = state.turns
@@ -53,7 +52,7 @@ export const build = (state: State.State): LanguageModel.Request => {
   for (let rank = shown - 1; rank >= 0; rank--) {
     for (const message of rendered(turns[turns.length - 1 - rank] as State.Turn, rank, budget).messages) messages.push(message)
   }
-  return { system, messages, tools: toolsWithDone(state.tools) }
+  return { system, messages, tools: [...state.tools, ToolRegistry.doneSpec] }
 }
 
 /** How much of a turn's output to show, by age: the newest in full, older ones less. */
@@ -86,26 +85,6 @@ const rendered = (turn: State.Turn, rank: number, budget: number): Rendered => {
     byLevel[level] = entry
   }
   return entry
-}
-
-/** The goal as the first message shows it; the last result is kept, as goals rarely change. */
-let lastGoal = { goal: "", budget: 0, text: "Goal:\n" }
-const goalText = (goal: string, budget: number): string => {
-  if (lastGoal.goal !== goal || lastGoal.budget !== budget) {
-    lastGoal = { goal, budget, text: `Goal:\n${truncate(goal, Math.floor(budget / 4))}` }
-  }
-  return lastGoal.text
-}
-
-/** The tools a run was given, plus `done`; one array per tool list. */
-const withDone = new WeakMap<ReadonlyArray<Tool.Spec>, ReadonlyArray<Tool.Spec>>()
-const toolsWithDone = (tools: ReadonlyArray<Tool.Spec>): ReadonlyArray<Tool.Spec> => {
-  let all = withDone.get(tools)
-  if (all === undefined) {
-    all = [...tools, ToolRegistry.doneSpec]
-    withDone.set(tools, all)
-  }
-  return all
 }
 
 /** A turn as messages: an assistant message and its result, never one without the other. */

@@ -76,11 +76,10 @@ export const resume = (
   hooks: { readonly observe?: Observer } = {}
 ): Effect.Effect<Result, RunError | GoalNotFound, Services> =>
   Effect.gen(function*() {
-    const known = yield* restore(goalId)
-    if (known.seq === 0) return yield* new GoalNotFound({ goalId })
-    if (known.terminated !== null) return result(known)
-    yield* lease(goalId)
-    // Read again under the lease: the last holder may have appended before letting go.
+    const summary = yield* Effect.flatMap(StateStore, (store) => store.goal(goalId))
+    if (Option.isNone(summary)) return yield* new GoalNotFound({ goalId })
+    // An open goal is read under the lease: the last holder may have appended before letting go.
+    if (summary.value.status === "open") yield* lease(goalId)
     const state = yield* restore(goalId)
     if (state.terminated !== null) return result(state)
     return yield* supervise(yield* makeSession(state, hooks.observe))
