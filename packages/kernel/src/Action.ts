@@ -5,7 +5,7 @@
  */
 import { Either, ParseResult, Schema } from "effect"
 import type * as Event from "./Event.js"
-import { truncate } from "./internal/json.js"
+import { deeperThan, truncate } from "./internal/json.js"
 import type * as LanguageModel from "./LanguageModel.js"
 import type * as Tool from "./Tool.js"
 import * as ToolRegistry from "./ToolRegistry.js"
@@ -33,8 +33,16 @@ const decodeDone = Schema.decodeUnknownEither(ToolRegistry.DoneInput, { onExcess
 export const decide = (
   response: LanguageModel.Response,
   tools: ReadonlyArray<Tool.Spec>,
-  validate: (tool: string, input: unknown) => Either.Either<unknown, string>
+  validate: (tool: string, input: unknown) => Either.Either<unknown, string>,
+  limits: { readonly maxInputDepth: number } = { maxInputDepth: 64 }
 ): Decision => {
+  if (response.oversize !== undefined) {
+    return reject(
+      "too_large",
+      `your reply was ${response.oversize} characters long, more than this run allows, so it was cut and not executed; send less at once (write a large file in parts with edit_file)`,
+      response.toolCalls[0]?.arguments ?? response.text
+    )
+  }
   if (response.finishReason === "length") {
     return reject(
       "cut_off",
@@ -46,6 +54,9 @@ export const decide = (
   const parsed = call !== undefined ? parseArguments(call) : parseTextAction(response.text)
   if (Either.isLeft(parsed)) return parsed.left
   const { input, tool } = parsed.right
+  if (deeperThan(input, limits.maxInputDepth)) {
+    return reject("invalid_input", `the input of ${tool} nests more than ${limits.maxInputDepth} levels deep; send a flatter input`, tool)
+  }
   if (tool === ToolRegistry.doneName) {
     return Either.match(decodeDone(input), {
       onLeft: (error) =>

@@ -26,12 +26,21 @@ export const Reason = Schema.Literal(
   "repeated_failure",
   "malformed_output",
   "no_progress",
-  "cancelled"
+  "cancelled",
+  "token_budget"
 )
 export type Reason = typeof Reason.Type
 
 /** Why an answer was not executed. */
-export const RejectionKind = Schema.Literal("cut_off", "no_action", "bad_json", "unknown_tool", "invalid_input")
+export const RejectionKind = Schema.Literal(
+  "cut_off",
+  "no_action",
+  "bad_json",
+  "unknown_tool",
+  "invalid_input",
+  /** Longer than `maxAnswerChars`: cut before it was recorded. */
+  "too_large"
+)
 export type RejectionKind = typeof RejectionKind.Type
 
 /** The state after an iteration, as recorded for inspection. */
@@ -51,7 +60,9 @@ export const GoalSubmitted = Schema.TaggedStruct("GoalSubmitted", {
   ...Base,
   goal: Schema.String,
   options: Options,
-  tools: Schema.Array(Tool.Spec)
+  tools: Schema.Array(Tool.Spec),
+  /** The kernel behaviour version whose rules run this goal (`Behaviour`); absent in rx 0.1 logs. */
+  behaviour: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 1 })
 })
 export const ModelResponded = Schema.TaggedStruct("ModelResponded", {
   ...Base,
@@ -98,6 +109,11 @@ export const CancelRequested = Schema.TaggedStruct("CancelRequested", {
   ...Base,
   reason: Schema.String
 })
+/** The goal's options from here on (a resume with other settings, a raised limit); appended by any process. */
+export const OptionsChanged = Schema.TaggedStruct("OptionsChanged", {
+  ...Base,
+  options: Options
+})
 export const Terminated = Schema.TaggedStruct("Terminated", {
   ...Base,
   reason: Reason,
@@ -114,6 +130,7 @@ export const Event = Schema.Union(
   ToolFailed,
   IterationCompleted,
   CancelRequested,
+  OptionsChanged,
   Terminated
 )
 export type Event = typeof Event.Type
@@ -123,7 +140,7 @@ export type Encoded = typeof Event.Encoded
 export type Of<Tag extends Event["_tag"]> = Extract<Event, { readonly _tag: Tag }>
 
 /** Events appended by someone other than the runner (a transport); the runner folds them in. */
-export const isExternal = (event: Event): boolean => event._tag === "CancelRequested"
+export const isExternal = (event: Event): boolean => event._tag === "CancelRequested" || event._tag === "OptionsChanged"
 
 /** Upcasters from each older version to the next; index `v` upgrades version `v` to `v + 1`. */
 const upcasters: ReadonlyArray<(encoded: unknown) => unknown> = []

@@ -49,7 +49,9 @@ export const Response = Schema.Struct({
   text: Schema.String,
   toolCalls: Schema.Array(ToolCall),
   finishReason: FinishReason,
-  usage: Usage
+  usage: Usage,
+  /** Set when the answer was longer than allowed and cut: its original length in characters. */
+  oversize: Schema.optional(Schema.NonNegativeInt)
 })
 export type Response = typeof Response.Type
 

@@ -20,6 +20,10 @@ export const Options = Schema.Struct({
   noProgressWindow: count(8),
   /** Characters of conversation text a prompt may hold; older tool output is compacted to fit. */
   promptBudget: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(2_000)), { default: () => 32_000 }),
+  /** Characters a model answer may hold (text and call arguments); a longer one is cut and rejected. */
+  maxAnswerChars: count(1_000_000),
+  /** Input plus output tokens the run may spend, as the model reports them; unlimited when absent. */
+  maxTotalTokens: Schema.optional(Schema.Int.pipe(Schema.positive())),
   /** Free-form settings of the transport (workspace, sandbox, model), recorded for audit. */
   metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), { default: () => ({}) })
 })

@@ -5,6 +5,7 @@
  * No live call is made. The first difference is a `NonDeterminism` naming its seq.
  */
 import { Clock, Context, Duration, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import * as Behaviour from "./Behaviour.js"
 import * as Event from "./Event.js"
 import * as GoalSummary from "./GoalSummary.js"
 import { canonical } from "./internal/json.js"
@@ -34,7 +35,7 @@ export class ReplayError extends Schema.TaggedError<ReplayError>()("ReplayError"
 /** Replay `events` (one goal's whole log) and check the runner reproduces them exactly. */
 export const verify = (
   events: ReadonlyArray<Event.Event>
-): Effect.Effect<Runner.Result, NonDeterminism | ReplayError> =>
+): Effect.Effect<Runner.Result, NonDeterminism | ReplayError | Behaviour.UnsupportedBehaviour> =>
   Effect.gen(function*() {
     const first = events[0]
     if (first === undefined || first._tag !== "GoalSubmitted") {
@@ -108,7 +109,8 @@ export const verify = (
         return verdict === undefined ? Either.right(call.input) : Either.left(verdict)
       },
       invoke: (call) =>
-        Effect.succeed(outcomes.get(call.callId) ?? Tool.failure("unknown", `the log holds no outcome for call ${call.callId}`))
+        Effect.succeed(outcomes.get(call.callId) ?? Tool.failure("unknown", `the log holds no outcome for call ${call.callId}`)),
+      recover: (call) => Effect.succeed(Option.fromNullable(outcomes.get(call.callId)))
     })
 
     // The runner reads the clock once per event it drafts (synchronously); each read gives the
@@ -128,13 +130,16 @@ export const verify = (
     const layers = Layer.succeedContext(
       Context.make(StateStore, store).pipe(Context.add(LanguageModel.LanguageModel, model), Context.add(ToolRegistry, registry))
     )
-    const outcome = yield* Runner.run({ goal: first.goal, options: first.options, goalId }).pipe(
+    const outcome = yield* Runner.run({ goal: first.goal, options: first.options, goalId, behaviour: first.behaviour }).pipe(
       Effect.provide(layers),
       Effect.withClock(clock),
       Effect.either
     )
     if (divergence !== undefined) return yield* divergence
-    if (Either.isLeft(outcome)) return yield* new ReplayError({ message: `replay failed: ${outcome.left.message}` })
+    if (Either.isLeft(outcome)) {
+      if (outcome.left._tag === "@rx/kernel/UnsupportedBehaviour") return yield* outcome.left
+      return yield* new ReplayError({ message: `replay failed: ${outcome.left.message}` })
+    }
     if (position < events.length) return yield* new NonDeterminism({ goalId, seq: position, expected: encode(events[position]), actual: null })
     return outcome.right
   })

@@ -4,11 +4,12 @@
  * before it runs and its outcome before the next model call, so a crash never repeats a
  * side effect. Cancellation is an event (`CancelRequested`) any transport may append.
  */
-import { Clock, Effect, Either, Exit, Fiber, Option, Schema, Stream } from "effect"
+import { Clock, Effect, Either, Exit, Fiber, Option, Predicate, Schema, Stream } from "effect"
 import * as Action from "./Action.js"
+import * as Behaviour from "./Behaviour.js"
 import * as Event from "./Event.js"
-import { fingerprint } from "./internal/json.js"
-import { LanguageModel } from "./LanguageModel.js"
+import { fingerprint, truncate } from "./internal/json.js"
+import * as LanguageModel from "./LanguageModel.js"
 import * as Options from "./Options.js"
 import * as Prompt from "./Prompt.js"
 import * as State from "./State.js"
@@ -45,8 +46,8 @@ const lease = (goalId: string) =>
   Effect.flatMap(StateStore, (store) =>
     Effect.catchTag(store.lease(goalId), "LeaseHeld", (held) => Effect.fail(new GoalBusy({ goalId, reason: held.holder }))))
 
-export type RunError = StoreError | GoalBusy | Options.InvalidOptions
-export type Services = LanguageModel | ToolRegistry | StateStore
+export type RunError = StoreError | GoalBusy | Options.InvalidOptions | Behaviour.UnsupportedBehaviour
+export type Services = LanguageModel.LanguageModel | ToolRegistry | StateStore
 
 /** Called with each event once it is committed (live output, JSON lines, metrics). */
 export type Observer = (event: Event.Event) => Effect.Effect<void>
@@ -57,15 +58,19 @@ export const run = (input: {
   readonly options?: Options.Input
   readonly goalId?: string
   readonly observe?: Observer
+  /** The behaviour version to run under; today's unless replaying an older log. */
+  readonly behaviour?: number
 }): Effect.Effect<Result, RunError, Services> =>
   Effect.gen(function*() {
     const options = yield* Options.decode(input.options ?? {})
+    const behaviour = input.behaviour ?? Behaviour.current
     const registry = yield* ToolRegistry
     const at = yield* Clock.currentTimeMillis
     const goalId = input.goalId ?? deriveGoalId(input.goal, at)
+    if (!Behaviour.isSupported(behaviour)) return yield* new Behaviour.UnsupportedBehaviour({ goalId, version: behaviour })
     yield* lease(goalId)
     const session = yield* makeSession(State.empty(goalId), input.observe)
-    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools: registry.specs }
+    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools: registry.specs, behaviour }
     yield* session.commit([submitted], "start")
     return yield* supervise(session)
   }).pipe(Effect.scoped)
@@ -82,6 +87,7 @@ export const resume = (
     if (summary.value.status === "open") yield* lease(goalId)
     const state = yield* restore(goalId)
     if (state.terminated !== null) return result(state)
+    if (!Behaviour.isSupported(state.behaviour)) return yield* new Behaviour.UnsupportedBehaviour({ goalId, version: state.behaviour })
     return yield* supervise(yield* makeSession(state, hooks.observe))
   }).pipe(Effect.scoped)
 
@@ -99,22 +105,53 @@ export const cancel = (
   goalId: string,
   reason = "cancelled on request"
 ): Effect.Effect<"requested" | "already_terminated", StoreError | GoalNotFound, StateStore> =>
+  appendExternal(goalId, "a cancel request", ({ goalId, seq, iteration, at }) =>
+    Effect.succeed({ _tag: "CancelRequested", goalId, seq, iteration, at, reason }))
+
+/**
+ * Change an open goal's options from here on, from any process: appends `OptionsChanged` with
+ * `change(current)`, which its runner (this or a later one) follows. Nothing is appended when
+ * nothing changes.
+ */
+export const changeOptions = (
+  goalId: string,
+  change: (current: Options.Options) => Options.Input
+): Effect.Effect<"changed" | "unchanged" | "already_terminated", StoreError | GoalNotFound | Options.InvalidOptions, StateStore> =>
+  Effect.gen(function*() {
+    let unchanged = false
+    const outcome = yield* appendExternal(goalId, "an options change", ({ goalId, seq, iteration, at }) =>
+      Effect.gen(function*() {
+        const current = (yield* restore(goalId)).options
+        const options = yield* Options.decode(change(current))
+        unchanged = Schema.equivalence(Options.Options)(current, options)
+        return unchanged ? undefined : { _tag: "OptionsChanged", goalId, seq, iteration, at, options }
+      }))
+    return outcome === "requested" ? (unchanged ? "unchanged" : "changed") : outcome
+  })
+
+/**
+ * Append one event drafted at the log's end, from outside the runner; a conflict with a
+ * concurrent append is retried at the new end. `draft` may decline (`undefined`).
+ */
+const appendExternal = <E>(
+  goalId: string,
+  what: string,
+  draft: (at: { goalId: string; seq: number; iteration: number; at: number }) => Effect.Effect<Event.Event | undefined, E, StateStore>
+): Effect.Effect<"requested" | "already_terminated", StoreError | GoalNotFound | E, StateStore> =>
   Effect.gen(function*() {
     const store = yield* StateStore
-    for (let attempt = 0; attempt < 50; attempt++) {
-      const summary = yield* store.goal(goalId)
-      if (Option.isNone(summary)) return yield* new GoalNotFound({ goalId })
-      if (summary.value.status === "terminated") return "already_terminated" as const
-      const { lastIteration: iteration, nextSeq: seq } = summary.value
-      const at = yield* Clock.currentTimeMillis
-      const appended = yield* Effect.either(
-        store.append(goalId, seq, [{ _tag: "CancelRequested", goalId, seq, iteration, at, reason }])
-      )
-      if (Either.isRight(appended)) return "requested" as const
-      if (appended.left._tag === "StoreError") return yield* appended.left
-    }
-    return yield* new StoreError({ message: `could not append a cancel request to goal ${goalId}: the log kept moving`, goalId })
-  })
+    const summary = yield* store.goal(goalId)
+    if (Option.isNone(summary)) return yield* new GoalNotFound({ goalId })
+    if (summary.value.status === "terminated") return "already_terminated" as const
+    const { lastIteration: iteration, nextSeq: seq } = summary.value
+    const event = yield* draft({ goalId, seq, iteration, at: yield* Clock.currentTimeMillis })
+    if (event !== undefined) yield* store.append(goalId, seq, [event])
+    return "requested" as const
+  }).pipe(
+    Effect.retry({ times: 50, while: (error) => Predicate.isTagged(error, "AppendConflict") }),
+    Effect.catchTag("AppendConflict", () =>
+      new StoreError({ message: `could not append ${what} to goal ${goalId}: the log kept moving`, goalId }))
+  )
 
 /** `g` + time (base 36) + a fingerprint of the goal: sortable, stable under replay. */
 export const deriveGoalId = (goal: string, at: number): string =>
@@ -141,7 +178,7 @@ type Session = Effect.Effect.Success<ReturnType<typeof makeSession>>
 const makeSession = (initial: State.State, observe: Observer | undefined) =>
   Effect.gen(function*() {
     const store = yield* StateStore
-    const model = yield* LanguageModel
+    const model = yield* LanguageModel.LanguageModel
     const registry = yield* ToolRegistry
     // Each drafted event reads the clock once, synchronously: replay feeds the recorded times back in order.
     const clock = yield* Effect.clock
@@ -280,9 +317,10 @@ const drive = (session: Session): Effect.Effect<Result, RunError> =>
         yield* session.commit([failed], "start")
         continue
       }
-      const response = answer.right
+      const rules = Behaviour.rules(state.behaviour)
+      const response = rules.answerCap ? capAnswer(answer.right, state.options.maxAnswerChars) : answer.right
       const callId = `${goalId}:${iteration}`
-      const decision = Action.decide(response, state.tools, (tool, input) => session.registry.decode({ callId, tool, input }))
+      const decision = Action.decide(response, state.tools, (tool, input) => session.registry.decode({ callId, tool, input }), rules)
       const responded: Event.Event = { _tag: "ModelResponded", goalId, seq, iteration, at: session.now(), response }
       switch (decision._tag) {
         case "Reject": {
@@ -323,19 +361,41 @@ const execute = (session: Session, call: State.Pending) =>
     (outcome) => finish(session, call, outcome)
   )
 
-/** After a crash inside a call: an idempotent tool runs again; for any other the effect is unknown. */
+/**
+ * After a crash inside a call: a goal cancelled meanwhile runs nothing more; an idempotent
+ * tool runs again; any other is asked whether the call took effect, and if it cannot tell,
+ * the effect is recorded as unknown.
+ */
 const recover = (session: Session, call: State.Pending) => {
-  const spec = session.registry.specs.find((s) => s.name === call.tool)
-  return spec?.idempotent === true
-    ? execute(session, call)
-    : finish(
+  const { callId, tool } = call
+  if (session.state.cancelRequested !== null) {
+    return finish(session, call, Tool.failure("unknown", `rx stopped while ${tool} was running (call ${callId}) and the goal was cancelled before it ran again; whether it took effect is unknown`))
+  }
+  const spec = session.registry.specs.find((s) => s.name === tool)
+  if (spec?.idempotent === true) return execute(session, call)
+  return Effect.flatMap(session.registry.recover({ callId, tool, input: call.input }), (known) =>
+    finish(
       session,
       call,
-      Tool.failure(
-        "unknown",
-        `rx stopped while ${call.tool} was running (call ${call.callId}); whether it took effect is unknown, so check before repeating it`
-      )
-    )
+      Option.getOrElse(known, () =>
+        Tool.failure("unknown", `rx stopped while ${tool} was running (call ${callId}); whether it took effect is unknown, so check before repeating it`))
+    ))
+}
+
+/** Characters of each text an oversized answer keeps in the log. */
+const oversizeKept = 2_000
+
+/** An answer longer than `max` characters, cut to what the log keeps and marked, so it is rejected. */
+const capAnswer = (response: LanguageModel.Response, max: number): LanguageModel.Response => {
+  let size = response.text.length
+  for (const call of response.toolCalls) size += call.name.length + call.arguments.length
+  if (size <= max) return response
+  return {
+    ...response,
+    text: truncate(response.text, oversizeKept),
+    toolCalls: response.toolCalls.map((call) => ({ ...call, arguments: truncate(call.arguments, oversizeKept) })),
+    oversize: size
+  }
 }
 
 /** Record a call's outcome and the end of its iteration, in one commit. */

@@ -37,6 +37,8 @@ export const State = Schema.Struct({
   goal: Schema.String,
   options: Options.Options,
   tools: Schema.Array(Tool.Spec),
+  /** The behaviour version whose rules run the goal (`Behaviour`). */
+  behaviour: Schema.Int,
   /** The seq the next event takes: the number of events folded. */
   seq: Schema.NonNegativeInt,
   /** The iteration of the last event. */
@@ -56,6 +58,8 @@ export const State = Schema.Struct({
   progressed: Schema.Boolean,
   /** Fingerprint of the last call and its result, and how many times in a row it was seen. */
   repeat: Schema.Struct({ signature: Schema.String, count: Schema.NonNegativeInt }),
+  /** Fingerprints of the latest calls and results, oldest first, for cycle detection. */
+  recent: Schema.Array(Schema.String),
   last: Event.Summary.fields.last,
   fatal: Schema.NullOr(Tool.Failure),
   /** The model could not answer (after the adapter's own retries). */
@@ -67,7 +71,7 @@ export const State = Schema.Struct({
 export type State = typeof State.Type
 
 /** The version of the State encoding; a snapshot of another version is ignored and rebuilt. */
-export const version = 1
+export const version = 2
 
 /** The State before any event. */
 export const empty = (goalId: string): State => ({
@@ -75,6 +79,7 @@ export const empty = (goalId: string): State => ({
   goal: "",
   options: Options.defaults,
   tools: [],
+  behaviour: 1,
   seq: 0,
   iteration: 0,
   completed: 0,
@@ -87,6 +92,7 @@ export const empty = (goalId: string): State => ({
   idleIterations: 0,
   progressed: false,
   repeat: { signature: "", count: 0 },
+  recent: [],
   last: "none",
   fatal: null,
   modelFailure: null,
@@ -106,6 +112,7 @@ const copy = (s: State, seq: number, iteration: number): Mutable => ({
   goal: s.goal,
   options: s.options,
   tools: s.tools,
+  behaviour: s.behaviour,
   seq,
   iteration,
   completed: s.completed,
@@ -118,6 +125,7 @@ const copy = (s: State, seq: number, iteration: number): Mutable => ({
   idleIterations: s.idleIterations,
   progressed: s.progressed,
   repeat: s.repeat,
+  recent: s.recent,
   last: s.last,
   fatal: s.fatal,
   modelFailure: s.modelFailure,
@@ -136,6 +144,7 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.goal = event.goal
       next.options = event.options
       next.tools = event.tools
+      next.behaviour = event.behaviour
       return next
     case "ModelResponded": {
       const { response } = event
@@ -171,6 +180,7 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.consecutiveFailures = 0
       next.progressed = true
       next.repeat = repeatOf(state, event.tool, "ok", full)
+      next.recent = remember(state.recent, next.repeat.signature)
       next.last = "ok"
       return next
     }
@@ -181,6 +191,7 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.consecutiveFailures = state.consecutiveFailures + 1
       if (event.error.kind === "fatal") next.fatal = event.error
       next.repeat = repeatOf(state, event.tool, "error", full + canonical(event.error.details ?? null))
+      next.recent = remember(state.recent, next.repeat.signature)
       next.last = "error"
       return next
     }
@@ -191,6 +202,9 @@ export const reduce = (state: State, event: Event.Event): State => {
       return next
     case "CancelRequested":
       next.cancelRequested = state.cancelRequested ?? event.reason
+      return next
+    case "OptionsChanged":
+      next.options = event.options
       return next
     case "Terminated":
       next.pending = null
@@ -232,6 +246,12 @@ const updateTurn = (turns: ReadonlyArray<Turn>, iteration: number, f: (turn: Tur
 
 const withResult = (turns: ReadonlyArray<Turn>, iteration: number, result: NonNullable<Turn["result"]>) =>
   updateTurn(turns, iteration, (turn) => ({ ...turn, result }))
+
+/** Fingerprints kept in `recent`: enough for the longest cycle period at any sensible `maxRepeats`. */
+export const maxRecent = 64
+
+const remember = (recent: ReadonlyArray<string>, signature: string): ReadonlyArray<string> =>
+  recent.length >= maxRecent ? [...recent.slice(1), signature] : [...recent, signature]
 
 const repeatOf = (state: State, tool: string, status: string, content: string): State["repeat"] => {
   const input = state.pending?.tool === tool ? canonical(state.pending.input) : ""

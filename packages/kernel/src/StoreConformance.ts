@@ -34,7 +34,7 @@ const freshGoal = (name: string) => `conformance-${name}-${counter++}`
 export const sampleLog = (goalId: string, at = 1_000): ReadonlyArray<Event.Event> => {
   const base = { goalId, at }
   return [
-    { ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "say hi", options: Options.defaults, tools: [] },
+    { ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "say hi", options: Options.defaults, tools: [], behaviour: 2 },
     {
       ...base,
       _tag: "ModelResponded",

@@ -3,7 +3,7 @@
  * idempotent, and an `execute` Effect. The kernel never runs side effects itself; it asks the
  * `ToolRegistry` to invoke tools by name.
  */
-import { Effect, Either, JSONSchema, ParseResult, Schema } from "effect"
+import { Effect, Either, JSONSchema, Option, ParseResult, Schema } from "effect"
 
 /** How a tool failed. `unknown`: rx stopped while the call ran, so its effect is unknown. */
 export const FailureKind = Schema.Literal("recoverable", "fatal", "unknown")
@@ -72,6 +72,11 @@ export interface Tool<R = never> {
   readonly decode: (input: unknown) => Either.Either<unknown, string>
   /** Run with an input `decode` accepted; never fails, never dies on tool errors. */
   readonly run: (input: unknown, context: Context) => Effect.Effect<Outcome, never, R>
+  /**
+   * After rx stopped during a call of this (non-idempotent) tool: its outcome if the tool can
+   * tell for certain that the call took effect, `None` if that is unknown. Never fails.
+   */
+  readonly recover: (input: unknown, context: Context) => Effect.Effect<Option.Option<Outcome>, never, R>
 }
 
 /** Any tool, whatever it requires. */
@@ -92,6 +97,13 @@ export const make = <I, IE, O, OE, R>(definition: {
   /** True only if running the call twice has the effect of running it once. */
   readonly idempotent: boolean
   readonly execute: (input: I, context: Context) => Effect.Effect<O, ToolError, R>
+  /**
+   * Called on resume for a non-idempotent call that was started but has no recorded outcome:
+   * `Some(output)` when the call certainly took effect (recorded as its success), `None` when
+   * that cannot be known (recorded as outcome `unknown`). It may clean up what the interrupted
+   * call left behind. An error counts as `None`.
+   */
+  readonly recover?: (input: I, context: Context) => Effect.Effect<Option.Option<O>, ToolError, R>
 }): Tool<R> => {
   const decodeInput = Schema.decodeUnknownEither(definition.input, { errors: "all", onExcessProperty: "error" })
   const encodeOutput = Schema.encodeEither(definition.output)
@@ -99,18 +111,24 @@ export const make = <I, IE, O, OE, R>(definition: {
   const parameters: Record<string, unknown> = Object.fromEntries(
     Object.entries(JSONSchema.make(definition.input)).filter(([key]) => key !== "$schema")
   )
+  const succeed = (output: O): Outcome =>
+    Either.match(encodeOutput(output), {
+      onLeft: (error) => failure("fatal", `tool ${definition.name} returned an output its Schema rejects: ${error.message}`),
+      onRight: (encoded) => ({ _tag: "Success", output: encoded })
+    })
+  const recover = definition.recover
   return {
     spec: { name: definition.name, description: definition.description, parameters, idempotent: definition.idempotent },
+    recover: (input, context) =>
+      recover === undefined ? Effect.succeed(Option.none()) : recover(input as I, context).pipe(
+        Effect.map(Option.map(succeed)),
+        Effect.catchAllCause(() => Effect.succeed(Option.none()))
+      ),
     decode: (input) =>
       Either.mapLeft(decodeInput(input), (error) => ParseResult.TreeFormatter.formatErrorSync(error)),
     run: (input, context) =>
       definition.execute(input as I, context).pipe(
-        Effect.map((output): Outcome =>
-          Either.match(encodeOutput(output), {
-            onLeft: (error) => failure("fatal", `tool ${definition.name} returned an output its Schema rejects: ${error.message}`),
-            onRight: (encoded) => ({ _tag: "Success", output: encoded })
-          })
-        ),
+        Effect.map(succeed),
         Effect.catchAll((error) =>
           Effect.succeed(failure(error.recoverable ? "recoverable" : "fatal", error.message, error.details))
         ),

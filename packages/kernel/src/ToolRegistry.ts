@@ -2,7 +2,7 @@
  * The tools a run may call, by name. The kernel validates an action with `decode` before it
  * records `ToolStarted`, then calls `invoke`, which never fails: errors become outcomes.
  */
-import { Context, Effect, Either, Layer, Schema } from "effect"
+import { Context, Effect, Either, Layer, Option, Schema } from "effect"
 import * as Tool from "./Tool.js"
 
 /** The name of the kernel's own action that ends a run; no tool may take it. */
@@ -36,6 +36,8 @@ export class ToolRegistry extends Context.Tag("@rx/kernel/ToolRegistry")<ToolReg
   readonly decode: (call: Tool.Call) => Either.Either<unknown, string>
   /** Run a call whose input `decode` accepted. */
   readonly invoke: (call: Tool.Call) => Effect.Effect<Tool.Outcome>
+  /** After rx stopped during a non-idempotent call: its outcome if the tool can tell, else `None`. */
+  readonly recover: (call: Tool.Call) => Effect.Effect<Option.Option<Tool.Outcome>>
 }>() {}
 
 /** A registry over a list of tools; each call runs with the context the tools require. */
@@ -88,6 +90,14 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
         return Either.match(decode(tool, call), {
           onLeft: (reason) => Effect.succeed(Tool.failure("recoverable", `invalid input for ${call.tool}: ${reason}`)),
           onRight: (input) => withContext(tool.run(input, { callId: call.callId }))
+        })
+      },
+      recover: (call) => {
+        const tool = byName.get(call.tool)
+        if (tool === undefined) return Effect.succeed(Option.none())
+        return Either.match(tool.decode(call.input), {
+          onLeft: () => Effect.succeed(Option.none()),
+          onRight: (input) => withContext(tool.recover(input, { callId: call.callId }))
         })
       }
     })

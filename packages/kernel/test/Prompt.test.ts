@@ -68,7 +68,7 @@ describe("Prompt.build", () => {
   it("a rejected answer is shown as text plus the reason, never as an unanswered tool call", () => {
     const base = { goalId: "g", at: 0 }
     const state = State.fromEvents("g", [
-      { ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "g", options: State.empty("g").options, tools: [] },
+      { ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "g", options: State.empty("g").options, tools: [], behaviour: 2 },
       { ...base, _tag: "ModelResponded", seq: 1, iteration: 1, response: LanguageModel.callToolRaw("echo", "{bad") },
       { ...base, _tag: "ActionRejected", seq: 2, iteration: 1, kind: "bad_json", reason: "not JSON", raw: "{bad" }
     ])

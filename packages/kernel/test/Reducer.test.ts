@@ -22,7 +22,7 @@ describe("State.reduce", () => {
   const at = 5
   const base = { goalId: "g", at }
   const submitted = State.reduce(State.empty("g"), {
-    ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "do it", options: Options.defaults, tools: []
+    ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "do it", options: Options.defaults, tools: [], behaviour: 2
   })
 
   it("GoalSubmitted sets the goal, options and tools", () => {

@@ -24,7 +24,8 @@ export const submitted = (goalId: string, options: Options.Input = {}): Event.Ev
   at: 1_000,
   goal: "echo things",
   options: Schema.decodeSync(Options.Options)(options),
-  tools: [echo.spec]
+  tools: [echo.spec],
+  behaviour: 2
 })
 
 /** Seqs are 0..n-1 and exactly one Terminated ends the log. */

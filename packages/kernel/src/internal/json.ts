@@ -37,3 +37,17 @@ export const truncate = (text: string, max: number): string => {
   const tail = room - head
   return text.slice(0, head) + marker(text.length - room) + (tail > 0 ? text.slice(text.length - tail) : "")
 }
+
+/** Whether `value` nests arrays and objects deeper than `max` levels; iterative, so any depth is safe. */
+export const deeperThan = (value: unknown, max: number): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const top = stack.pop()
+    if (top === undefined) break
+    const [current, depth] = top
+    if (current === null || typeof current !== "object") continue
+    if (depth >= max) return true
+    for (const child of Array.isArray(current) ? current : Object.values(current)) stack.push([child, depth + 1])
+  }
+  return false
+}

@@ -1,0 +1,40 @@
+/**
+ * The kernel's behaviour version: which rules decided a log. `GoalSubmitted` records the
+ * version that wrote it, and the runner applies that version's rules for the goal's whole
+ * life, so a log is resumed and replayed by the rules it was written under. A rule that would
+ * decide differently (another rejection, another termination) is added under a new version;
+ * a log of a newer version than this rx knows is refused, never misread.
+ */
+import { Schema } from "effect"
+
+/** The version this rx writes. 1 is rx 0.1 (logs without the field). */
+export const current = 2
+
+/** What a version decides differently. */
+export interface Rules {
+  /** Answers above `maxAnswerChars` are cut before they are recorded, and rejected. */
+  readonly answerCap: boolean
+  /** Deepest nesting of a call's arguments accepted; deeper ones are rejected. */
+  readonly maxInputDepth: number
+  /** Short cycles of calls and results (A, B, A, B, ...) end a run as `no_progress`. */
+  readonly cycles: boolean
+}
+
+const v1: Rules = { answerCap: false, maxInputDepth: 10_000, cycles: false }
+const v2: Rules = { answerCap: true, maxInputDepth: 64, cycles: true }
+
+/** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
+export const rules = (version: number): Rules => (version === 1 ? v1 : v2)
+
+/** A log written by a newer rx than this one. */
+export class UnsupportedBehaviour extends Schema.TaggedError<UnsupportedBehaviour>()("@rx/kernel/UnsupportedBehaviour", {
+  goalId: Schema.String,
+  version: Schema.Number
+}) {
+  override get message() {
+    return `goal ${this.goalId} was written by a newer rx (behaviour version ${this.version}; this rx knows 1 to ${current}): upgrade rx to resume or replay it`
+  }
+}
+
+/** Whether this rx can run a log of `version`. */
+export const isSupported = (version: number): boolean => Number.isInteger(version) && version >= 1 && version <= current
