@@ -45,6 +45,11 @@ export const Config = Schema.Struct({
   timeoutMs: Schema.optionalWith(PositiveInt, { default: () => 600_000 }),
   /** The longest silence in one attempt: before the answer starts, or inside it. */
   idleTimeoutMs: Schema.optionalWith(PositiveInt, { default: () => 300_000 }),
+  /**
+   * Bytes of an answer read at most; a longer one is not read further and reaches the kernel as
+   * an oversized answer (`Response.oversize`), which it rejects with a reason the model sees.
+   */
+  maxResponseBytes: Schema.optionalWith(PositiveInt, { default: () => 8 * 1024 * 1024 }),
   retry: Schema.optionalWith(Retry.Policy, { default: () => Retry.defaultPolicy })
 })
 export type Config = typeof Config.Type
@@ -103,6 +108,15 @@ const classify = (server: string, config: Config, error: Attempt.AttemptError): 
   ...(error._tag === "Status" ? { status: error.status, headers: error.headers } : {})
 })
 
+/** An answer too large to read: the kernel rejects it as `too_large` and tells the model. */
+export const oversized = (bytes: number): LanguageModel.Response => ({
+  text: "",
+  toolCalls: [],
+  finishReason: "length",
+  usage: { inputTokens: 0, outputTokens: 0 },
+  oversize: bytes
+})
+
 /** A `LanguageModel` that speaks Chat Completions through the `HttpClient` in context. */
 export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["Type"], InvalidConfig, HttpClient.HttpClient> =>
   Effect.gen(function*() {
@@ -149,10 +163,10 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
           Effect.catchAll((error) => fail(`cannot encode the request: ${error.message}`))
         )
         const httpRequest = HttpClientRequest.bodyText(base, JSON.stringify(encoded), "application/json")
-        const once = Attempt.attempt(client, httpRequest, idle).pipe(
+        const once = Attempt.attempt(client, httpRequest, idle, cfg.maxResponseBytes).pipe(
           Effect.mapError((error) => classify(server, cfg, error)),
           Effect.flatMap((answer) =>
-            Either.match(decode(answer.body), {
+            answer.oversize !== undefined ? Effect.succeed(oversized(answer.oversize)) : Either.match(decode(answer.body), {
               onLeft: (problem) =>
                 Effect.fail(
                   problem.dropped

@@ -1,6 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { LanguageModel } from "@rx/kernel"
+import { Action, LanguageModel } from "@rx/kernel"
 import { Cause, Chunk, Effect, Either, Exit, Fiber, Option, Redacted, TestClock } from "effect"
 import { OpenAiCompatible } from "../src/index.js"
 import * as Fake from "./FakeServer.js"
@@ -165,6 +165,21 @@ describe("OpenAiCompatible (tools mode)", () => {
           const response = yield* model.generate(first)
           assert.strictEqual(response.finishReason, "length")
           assert.strictEqual(response.toolCalls[0]?.arguments, "{\"pa")
+        })
+    ))
+
+  it.live("stops reading an answer past maxResponseBytes and hands the kernel an oversized answer", () =>
+    withServer(
+      [Fake.completion({ toolCalls: [{ name: "write_file", arguments: JSON.stringify({ path: "a", content: "x".repeat(3_000_000) }) }] })],
+      { maxResponseBytes: 1_000_000 },
+      (model) =>
+        Effect.gen(function*() {
+          const response = yield* model.generate(first)
+          assert.strictEqual(response.text, "")
+          assert.deepStrictEqual(response.toolCalls, [])
+          assert.isAbove(response.oversize ?? 0, 1_000_000)
+          const decision = Action.decide(response, [], () => Either.right({}))
+          assert.strictEqual(decision._tag === "Reject" ? decision.kind : decision._tag, "too_large")
         })
     ))
 

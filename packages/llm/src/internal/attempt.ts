@@ -3,7 +3,7 @@
  * timeout, and classify what went wrong so the caller can decide whether to try again.
  */
 import type { HttpClient, HttpClientError, HttpClientRequest } from "@effect/platform"
-import { Chunk, Data, Duration, Effect, Predicate, Stream } from "effect"
+import { Data, Duration, Effect, Predicate, Stream } from "effect"
 import { isRetryableStatus } from "../Retry.js"
 
 /** The server could not be reached, or the connection broke. Worth another attempt. */
@@ -26,10 +26,12 @@ export class Idle extends Data.TaggedError("Idle")<{
 
 export type AttemptError = Transport | Status | Idle
 
-/** A successful answer: status 2xx and its whole body. */
+/** A successful answer: status 2xx and its whole body, or only its size when that passed the cap. */
 export interface Answer {
   readonly status: number
   readonly body: string
+  /** Bytes read before reading stopped at the cap; the body is then empty. */
+  readonly oversize?: number
 }
 
 /** Connection errors that mean nothing is listening at the address. */
@@ -65,8 +67,7 @@ const transport = (error: HttpClientError.HttpClientError): Transport => {
   return new Transport({ refused, detail: detail === "" ? error.message : detail })
 }
 
-const concat = (chunks: Chunk.Chunk<Uint8Array>): Uint8Array => {
-  const parts = Chunk.toReadonlyArray(chunks)
+const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
   const out = new Uint8Array(parts.reduce((size, part) => size + part.length, 0))
   let offset = 0
   for (const part of parts) {
@@ -77,29 +78,41 @@ const concat = (chunks: Chunk.Chunk<Uint8Array>): Uint8Array => {
 }
 
 /**
- * Send `request` and read the whole body. Silence longer than `idle` (before the headers, or
- * between two body chunks) fails with `Idle`; interrupting the attempt aborts the request.
+ * Send `request` and read the whole body, at most `maxBytes` of it: past that, reading stops
+ * (the request is aborted) and only the size is kept, so memory stays bounded whatever the
+ * server sends. Silence longer than `idle` (before the headers, or between two body chunks)
+ * fails with `Idle`; interrupting the attempt aborts the request.
  */
 export const attempt = (
   client: HttpClient.HttpClient,
   request: HttpClientRequest.HttpClientRequest,
-  idle: Duration.Duration
+  idle: Duration.Duration,
+  maxBytes: number
 ): Effect.Effect<Answer, AttemptError> =>
   Effect.gen(function*() {
     const response = yield* client.execute(request).pipe(
       Effect.mapError(transport),
       Effect.timeoutFail({ duration: idle, onTimeout: () => new Idle({ phase: "headers" }) })
     )
-    const chunks = yield* response.stream.pipe(
+    const read = yield* response.stream.pipe(
       Stream.mapError(transport),
       Stream.timeoutFail(() => new Idle({ phase: "body" }), idle),
-      Stream.runCollect
+      Stream.runFoldWhile(
+        { parts: [] as Array<Uint8Array>, size: 0 },
+        (acc) => acc.size <= maxBytes,
+        (acc, chunk) => {
+          acc.parts.push(chunk)
+          acc.size += chunk.length
+          return acc
+        }
+      )
     )
-    const body = new TextDecoder().decode(concat(chunks))
+    const over = read.size > maxBytes
+    const body = new TextDecoder().decode(concat(over ? [] : read.parts))
     if (response.status < 200 || response.status > 299) {
-      return yield* new Status({ status: response.status, body, headers: response.headers })
+      return yield* new Status({ status: response.status, body: over ? `(an error body over ${maxBytes} bytes)` : body, headers: response.headers })
     }
-    return { status: response.status, body }
+    return over ? { status: response.status, body: "", oversize: read.size } : { status: response.status, body }
   })
 
 /** Whether another attempt may help. */
