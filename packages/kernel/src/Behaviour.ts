@@ -18,10 +18,12 @@ export interface Rules {
   readonly maxInputDepth: number
   /** Short cycles of calls and results (A, B, A, B, ...) end a run as `no_progress`. */
   readonly cycles: boolean
+  /** A started call's long arguments are recorded once, in `ToolStarted`, not again in `ModelResponded`. */
+  readonly inputOnce: boolean
 }
 
-const v1: Rules = { answerCap: false, maxInputDepth: 10_000, cycles: false }
-const v2: Rules = { answerCap: true, maxInputDepth: 64, cycles: true }
+const v1: Rules = { answerCap: false, maxInputDepth: 10_000, cycles: false, inputOnce: false }
+const v2: Rules = { answerCap: true, maxInputDepth: 64, cycles: true, inputOnce: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
 export const rules = (version: number): Rules => (version === 1 ? v1 : v2)

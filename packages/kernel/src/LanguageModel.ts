@@ -10,7 +10,12 @@ import * as Tool from "./Tool.js"
 export const ToolCall = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
-  arguments: Schema.String
+  arguments: Schema.String,
+  /**
+   * In the log only: the arguments were left out of `ModelResponded` because the call's
+   * `ToolStarted` holds them as its input, so a large input is stored once.
+   */
+  argumentsInToolStarted: Schema.optional(Schema.Literal(true))
 })
 export type ToolCall = typeof ToolCall.Type
 

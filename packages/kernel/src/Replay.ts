@@ -80,9 +80,9 @@ export const verify = (
       lease: () => Effect.void
     })
 
-    const answers = events.flatMap((e): ReadonlyArray<Effect.Effect<LanguageModel.Response, ModelError>> =>
+    const answers = events.flatMap((e, i): ReadonlyArray<Effect.Effect<LanguageModel.Response, ModelError>> =>
       e._tag === "ModelResponded"
-        ? [Effect.succeed(e.response)]
+        ? [Effect.succeed(withArguments(e.response, events[i + 1]))]
         : e._tag === "ModelFailed"
         ? [Effect.fail(new ModelError({ message: e.message, ...(e.server === undefined ? {} : { server: e.server }), ...(e.status === undefined ? {} : { status: e.status }) }))]
         : []
@@ -143,3 +143,10 @@ export const verify = (
     if (position < events.length) return yield* new NonDeterminism({ goalId, seq: position, expected: encode(events[position]), actual: null })
     return outcome.right
   })
+
+/** The answer as the model gave it: arguments the log keeps only in `ToolStarted` put back. */
+const withArguments = (response: LanguageModel.Response, next: Event.Event | undefined): LanguageModel.Response => {
+  const [call, ...rest] = response.toolCalls
+  if (call?.argumentsInToolStarted !== true || next?._tag !== "ToolStarted") return response
+  return { ...response, toolCalls: [{ id: call.id, name: call.name, arguments: JSON.stringify(next.input) }, ...rest] }
+}

@@ -346,7 +346,8 @@ const drive = (session: Session): Effect.Effect<Result, RunError> =>
         case "Call": {
           const { input, tool } = decision
           const started: Event.Event = { _tag: "ToolStarted", goalId, seq: seq + 1, iteration, at: session.now(), callId, tool, input }
-          if (!(yield* session.commit([responded, started], "start"))) break
+          const answered = rules.inputOnce ? { ...responded, response: elideArguments(response) } : responded
+          if (!(yield* session.commit([answered, started], "start"))) break
           const call = session.state.pending
           if (call !== null) yield* execute(session, call)
         }
@@ -380,6 +381,16 @@ const recover = (session: Session, call: State.Pending) => {
       Option.getOrElse(known, () =>
         Tool.failure("unknown", `rx stopped while ${tool} was running (call ${callId}); whether it took effect is unknown, so check before repeating it`))
     ))
+}
+
+/** Arguments longer than this are recorded once, as the `ToolStarted` input. */
+const inlineArguments = 1_024
+
+/** The answer as the log keeps it beside its `ToolStarted`: the started call's long arguments left out. */
+const elideArguments = (response: LanguageModel.Response): LanguageModel.Response => {
+  const [call, ...rest] = response.toolCalls
+  if (call === undefined || call.arguments.length <= inlineArguments) return response
+  return { ...response, toolCalls: [{ ...call, arguments: "", argumentsInToolStarted: true }, ...rest] }
 }
 
 /** Characters of each text an oversized answer keeps in the log. */

@@ -41,6 +41,19 @@ describe("Runner: answers that could crash it", () => {
       expect((yield* Replay.verify(events)).reason).toBe("done")
     }).pipe(Effect.provide(layers([callTool("echo", { text: "x".repeat(5_000_000) }), done("ok")]))))
 
+  it.effect("a call's large input is stored once, in ToolStarted, and replay restores the answer", () =>
+    Effect.gen(function*() {
+      const big = "y".repeat(50_000)
+      const { events, result } = yield* runGoal("big input")
+      expect(result.reason).toBe("done")
+      const responded = events[1] as Event.Of<"ModelResponded">
+      expect(responded.response.toolCalls[0]).toMatchObject({ arguments: "", argumentsInToolStarted: true })
+      expect(events[2]).toMatchObject({ _tag: "ToolStarted", input: { text: big } })
+      const stored = events.reduce((n, e) => n + Event.encodeJson(e).length, 0)
+      expect(stored).toBeLessThan(2.5 * big.length)
+      expect((yield* Replay.verify(events)).reason).toBe("done")
+    }).pipe(Effect.provide(layers([callTool("echo", { text: "y".repeat(50_000) }), done("ok")]))))
+
   it.effect("a goal of behaviour 1 (rx 0.1) keeps its rules: no answer cap, no cycle rule", () =>
     Effect.gen(function*() {
       const result = yield* Runner.run({ goal: "old", goalId: "old", options: { maxAnswerChars: 10, maxIterations: 7 }, behaviour: 1 })
