@@ -10,14 +10,24 @@ import type * as LanguageModel from "./LanguageModel.js"
 import type * as Tool from "./Tool.js"
 import * as ToolRegistry from "./ToolRegistry.js"
 
-export type Decision =
-  | { readonly _tag: "Call"; readonly tool: string; readonly input: unknown }
+/** What to do with an answer. `A` is what validating a call gives (the registry's prepared call). */
+export type Decision<A = unknown> =
+  | { readonly _tag: "Call"; readonly tool: string; readonly input: unknown; readonly prepared: A }
   | { readonly _tag: "Done"; readonly summary: string }
-  | { readonly _tag: "Reject"; readonly kind: Event.RejectionKind; readonly reason: string; readonly raw: string }
+  | {
+    readonly _tag: "Reject"
+    readonly kind: Event.RejectionKind
+    readonly reason: string
+    readonly raw: string
+    /** The tool's own verdict on an invalid input, as its validator worded it. */
+    readonly validation?: string
+  }
 
 const rawCap = 2_000
 
-const reject = (kind: Event.RejectionKind, reason: string, raw: string): Decision => ({
+type Reject = Extract<Decision<never>, { readonly _tag: "Reject" }>
+
+const reject = (kind: Event.RejectionKind, reason: string, raw: string): Reject => ({
   _tag: "Reject",
   kind,
   reason,
@@ -30,12 +40,12 @@ const decodeDone = Schema.decodeUnknownEither(ToolRegistry.DoneInput, { onExcess
  * Decide what an answer asks for. `tools` are the specs the model was shown; `validate`
  * checks an input against its tool's Schema (the registry's `decode`).
  */
-export const decide = (
+export const decide = <A>(
   response: LanguageModel.Response,
   tools: ReadonlyArray<Tool.Spec>,
-  validate: (tool: string, input: unknown) => Either.Either<unknown, string>,
+  validate: (tool: string, input: unknown) => Either.Either<A, string>,
   limits: { readonly maxInputDepth: number } = { maxInputDepth: 64 }
-): Decision => {
+): Decision<A> => {
   if (response.oversize !== undefined) {
     return reject(
       "too_large",
@@ -69,12 +79,15 @@ export const decide = (
     return reject("unknown_tool", `there is no tool named "${tool}"; available tools: ${names}`, tool)
   }
   return Either.match(validate(tool, input), {
-    onLeft: (reason) => reject("invalid_input", `invalid input for ${tool}: ${reason}`, JSON.stringify(input)),
-    onRight: (): Decision => ({ _tag: "Call", tool, input })
+    onLeft: (validation): Decision<A> => ({
+      ...reject("invalid_input", `invalid input for ${tool}: ${validation}`, JSON.stringify(input)),
+      validation
+    }),
+    onRight: (prepared): Decision<A> => ({ _tag: "Call", tool, input, prepared })
   })
 }
 
-type Parsed = Either.Either<{ readonly tool: string; readonly input: unknown }, Decision>
+type Parsed = Either.Either<{ readonly tool: string; readonly input: unknown }, Decision<never>>
 
 const parseArguments = (call: LanguageModel.ToolCall): Parsed => {
   const text = call.arguments.trim() === "" ? "{}" : call.arguments
@@ -124,3 +137,29 @@ const parseJson = (text: string): Either.Either<unknown, string> =>
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === "object" && !Array.isArray(value)
+
+/** Arguments longer than this are recorded once, as the `ToolStarted` input. */
+const inlineArguments = 1_024
+
+/** The answer as the log keeps it beside its `ToolStarted`: the started call's long arguments left out. */
+export const withoutArguments = (response: LanguageModel.Response): LanguageModel.Response => {
+  const [call, ...rest] = response.toolCalls
+  if (call === undefined || call.arguments.length <= inlineArguments) return response
+  return { ...response, toolCalls: [{ ...call, arguments: "", argumentsInToolStarted: true }, ...rest] }
+}
+
+/** Characters of each text an oversized answer keeps in the log. */
+const oversizeKept = 2_000
+
+/** An answer longer than `max` characters, cut to what the log keeps and marked, so it is rejected. */
+export const cap = (response: LanguageModel.Response, max: number): LanguageModel.Response => {
+  let size = response.text.length
+  for (const call of response.toolCalls) size += call.name.length + call.arguments.length
+  if (size <= max) return response
+  return {
+    ...response,
+    text: truncate(response.text, oversizeKept),
+    toolCalls: response.toolCalls.map((call) => ({ ...call, arguments: truncate(call.arguments, oversizeKept) })),
+    oversize: size
+  }
+}

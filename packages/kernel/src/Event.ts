@@ -8,8 +8,11 @@ import * as LanguageModel from "./LanguageModel.js"
 import { Options } from "./Options.js"
 import * as Tool from "./Tool.js"
 
-/** The version of the event encoding written by this rx; older versions are upcast on read. */
-export const version = 1
+/**
+ * The version of the event encoding written by this rx; older versions are upcast on read.
+ * 1: rx 0.1. 2: `GoalSubmitted.behaviour`, `ActionRejected.validation`.
+ */
+export const version = 2
 
 const Base = {
   goalId: Schema.String,
@@ -61,8 +64,8 @@ export const GoalSubmitted = Schema.TaggedStruct("GoalSubmitted", {
   goal: Schema.String,
   options: Options,
   tools: Schema.Array(Tool.Spec),
-  /** The kernel behaviour version whose rules run this goal (`Behaviour`); absent in rx 0.1 logs. */
-  behaviour: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 1 })
+  /** The kernel behaviour version whose rules run this goal (`Behaviour`). */
+  behaviour: Schema.Int.pipe(Schema.positive())
 })
 export const ModelResponded = Schema.TaggedStruct("ModelResponded", {
   ...Base,
@@ -77,7 +80,10 @@ export const ModelFailed = Schema.TaggedStruct("ModelFailed", {
 export const ActionRejected = Schema.TaggedStruct("ActionRejected", {
   ...Base,
   kind: RejectionKind,
+  /** What the model is told. */
   reason: Schema.String,
+  /** For `invalid_input`: the tool's own verdict, as its validator worded it (replay hands it back). */
+  validation: Schema.optional(Schema.String),
   /** The rejected text or arguments, capped. */
   raw: Schema.String
 })
@@ -142,12 +148,34 @@ export type Of<Tag extends Event["_tag"]> = Extract<Event, { readonly _tag: Tag 
 /** Events appended by someone other than the runner (a transport); the runner folds them in. */
 export const isExternal = (event: Event): boolean => event._tag === "CancelRequested" || event._tag === "OptionsChanged"
 
-/** Upcasters from each older version to the next; index `v` upgrades version `v` to `v + 1`. */
-const upcasters: ReadonlyArray<(encoded: unknown) => unknown> = []
+const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** rx 0.1 prefixed a tool's verdict on an invalid input with this; version 2 keeps the verdict apart. */
+const invalidInputPrefix = /^invalid input for [^:]*: ([\s\S]*)$/
+
+/**
+ * 1 to 2: rx 0.1 ran every goal under behaviour 1, and worded an invalid input's rejection as
+ * `invalid input for <tool>: <verdict>`.
+ */
+const fromV1 = (encoded: unknown): unknown => {
+  if (!isRecord(encoded)) return encoded
+  if (encoded["_tag"] === "GoalSubmitted") return { ...encoded, behaviour: 1 }
+  if (encoded["_tag"] === "ActionRejected" && encoded["kind"] === "invalid_input" && typeof encoded["reason"] === "string") {
+    const verdict = invalidInputPrefix.exec(encoded["reason"])?.[1]
+    return verdict === undefined ? encoded : { ...encoded, validation: verdict }
+  }
+  return encoded
+}
+
+/** Upcasters from each older version to the next; index `v - 1` upgrades version `v` to `v + 1`. */
+const upcasters: ReadonlyArray<(encoded: unknown) => unknown> = [fromV1]
 
 /** Bring an encoded event of `fromVersion` to the current version. */
 export const upcast = (fromVersion: number, encoded: unknown): Either.Either<unknown, string> => {
-  if (!Number.isInteger(fromVersion) || fromVersion < 1 || fromVersion > version) {
+  if (Number.isInteger(fromVersion) && fromVersion > version) {
+    return Either.left(`written by a newer rx (event version ${fromVersion}; this rx reads 1 to ${version}): upgrade rx to read it`)
+  }
+  if (!Number.isInteger(fromVersion) || fromVersion < 1) {
     return Either.left(`event version ${fromVersion} is not supported by this rx (it reads versions 1 to ${version})`)
   }
   let value = encoded

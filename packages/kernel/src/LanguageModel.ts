@@ -67,9 +67,12 @@ export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
   status: Schema.optional(Schema.Number)
 }) {}
 
-export class LanguageModel extends Context.Tag("@rx/kernel/LanguageModel")<LanguageModel, {
+export interface Service {
+  /** The next answer for a request; `ModelError` once the adapter's own retries are spent. */
   readonly generate: (request: Request) => Effect.Effect<Response, ModelError>
-}>() {}
+}
+
+export class LanguageModel extends Context.Tag("@rx/kernel/LanguageModel")<LanguageModel, Service>() {}
 
 const noUsage: Usage = { inputTokens: 0, outputTokens: 0 }
 

@@ -2,7 +2,10 @@
  * Verify a recorded log by running the same runner again under replay Layers: the model
  * answers with the recorded responses, tools return the recorded outcomes, the clock gives
  * the recorded times, and a verifying store compares each appended event with the log.
- * No live call is made. The first difference is a `NonDeterminism` naming its seq.
+ * No live call is made. The runner applies the rules of the behaviour version that wrote the
+ * log, and only decisions are compared (which call, which input, which outcome, which
+ * rejection kind, which termination), never wording, times or counters shown for inspection:
+ * the first decision that differs is a `NonDeterminism` naming its seq.
  */
 import { Clock, Context, Duration, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import * as Behaviour from "./Behaviour.js"
@@ -32,24 +35,63 @@ export class NonDeterminism extends Schema.TaggedError<NonDeterminism>()("NonDet
 /** The log cannot be replayed at all (empty, or not starting with `GoalSubmitted`). */
 export class ReplayError extends Schema.TaggedError<ReplayError>()("ReplayError", { message: Schema.String }) {}
 
-/** Replay `events` (one goal's whole log) and check the runner reproduces them exactly. */
-export const verify = (
+/** What a replay found: a terminated goal reproduced to its end, or an open goal's log reproduced as far as it goes. */
+export type Verified =
+  | { readonly _tag: "Complete"; readonly result: Runner.Result }
+  | { readonly _tag: "Open"; readonly goalId: string; readonly events: number }
+
+/** What of an event a replay must reproduce: its decision, not its wording, time or derived counters. */
+export const decision = (event: Event.Event): unknown => {
+  switch (event._tag) {
+    case "GoalSubmitted":
+      return [event.goal, event.options, event.tools, event.behaviour]
+    case "ModelResponded":
+      return event.response
+    case "ModelFailed":
+      return null
+    case "ActionRejected":
+      return event.kind
+    case "ToolStarted":
+      return [event.callId, event.tool, event.input]
+    case "ToolSucceeded":
+      return [event.callId, event.tool, event.output]
+    case "ToolFailed":
+      return [event.callId, event.tool, event.error.kind]
+    case "IterationCompleted":
+      // The fingerprint of the last call and its full result: a changed output shows here.
+      return event.summary.fingerprint
+    case "CancelRequested":
+      return event.reason
+    case "OptionsChanged":
+      return event.options
+    case "Terminated":
+      return event.reason
+  }
+}
+
+const same = (a: Event.Event, b: Event.Event): boolean =>
+  a._tag === b._tag && a.seq === b.seq && a.iteration === b.iteration && canonical(decision(a)) === canonical(decision(b))
+
+/** Replay a goal's log, terminated or still open; an open log is verified as far as it goes. */
+export const check = (
   events: ReadonlyArray<Event.Event>
-): Effect.Effect<Runner.Result, NonDeterminism | ReplayError | Behaviour.UnsupportedBehaviour> =>
+): Effect.Effect<Verified, NonDeterminism | ReplayError | Behaviour.UnsupportedBehaviour> =>
   Effect.gen(function*() {
     const first = events[0]
     if (first === undefined || first._tag !== "GoalSubmitted") {
       return yield* new ReplayError({ message: "a log must start with GoalSubmitted" })
     }
     const { goalId } = first
+    const open = events[events.length - 1]?._tag !== "Terminated"
     const encode = (event: Event.Event | undefined) => (event === undefined ? null : Schema.encodeSync(Event.Event)(event))
     let position = 0
     let divergence: NonDeterminism | undefined
+    let reachedEnd = false
     const diverge = (seq: number, actual: Event.Event | undefined) => {
       divergence = new NonDeterminism({ goalId, seq, expected: encode(events[seq]), actual: encode(actual) })
       return new StoreError({ message: divergence.message, goalId, seq })
     }
-    /** Deliver external events (cancel requests) recorded at the current position. */
+    /** Deliver external events (cancel requests, option changes) recorded at the current position. */
     const deliverExternal = () => {
       while (position < events.length && Event.isExternal(events[position] as Event.Event)) position++
     }
@@ -59,11 +101,14 @@ export const verify = (
         Effect.suspend((): Effect.Effect<void, AppendConflict | StoreError> => {
           if (expectedSeq === position && batch[0] !== undefined && !Event.isExternal(batch[0])) deliverExternal()
           if (expectedSeq !== position) return Effect.fail(new AppendConflict({ goalId, expectedSeq, actualSeq: position }))
+          if (open && position === events.length) {
+            // An open log ends here: what the runner would do next was never recorded.
+            reachedEnd = true
+            return Effect.fail(new StoreError({ message: "end of an open log", goalId, seq: position }))
+          }
           for (const [i, event] of batch.entries()) {
             const recorded = events[position + i]
-            if (recorded === undefined || canonical(encode(recorded)) !== canonical(encode(event))) {
-              return Effect.fail(diverge(position + i, event))
-            }
+            if (recorded === undefined || !same(recorded, event)) return Effect.fail(diverge(position + i, event))
           }
           position += batch.length
           return Effect.void
@@ -98,23 +143,23 @@ export const verify = (
     for (const event of events) {
       if (event._tag === "ToolSucceeded") outcomes.set(event.callId, { _tag: "Success", output: event.output })
       if (event._tag === "ToolFailed") outcomes.set(event.callId, { _tag: "Failure", error: event.error })
-      if (event._tag === "ActionRejected" && event.kind === "invalid_input") {
-        verdicts.set(`${goalId}:${event.iteration}`, event.reason.replace(/^invalid input for [^:]+: /, ""))
-      }
+      if (event._tag === "ActionRejected" && event.validation !== undefined) verdicts.set(`${goalId}:${event.iteration}`, event.validation)
     }
+    const recorded = (callId: string) => outcomes.get(callId) ?? Tool.failure("unknown", `the log holds no outcome for call ${callId}`)
     const registry = ToolRegistry.of({
       specs: first.tools,
-      decode: (call) => {
+      prepare: (call) => {
         const verdict = verdicts.get(call.callId)
-        return verdict === undefined ? Either.right(call.input) : Either.left(verdict)
-      },
-      invoke: (call) =>
-        Effect.succeed(outcomes.get(call.callId) ?? Tool.failure("unknown", `the log holds no outcome for call ${call.callId}`)),
-      recover: (call) => Effect.succeed(Option.fromNullable(outcomes.get(call.callId)))
+        if (verdict !== undefined) return Either.left(verdict)
+        return Either.right({
+          call,
+          run: Effect.sync(() => recorded(call.callId)),
+          recover: Effect.sync(() => Option.fromNullable(outcomes.get(call.callId)))
+        })
+      }
     })
 
-    // The runner reads the clock once per event it drafts (synchronously); each read gives the
-    // next recorded time. Nothing else reads the clock under replay (no live calls are made).
+    // The runner reads the clock once per event it drafts; each read gives the next recorded time.
     const times = events.flatMap((e) => (Event.isExternal(e) ? [] : [e.at]))
     let ticks = 0
     const tick = () => times[ticks++] ?? times[times.length - 1] ?? 0
@@ -136,13 +181,23 @@ export const verify = (
       Effect.either
     )
     if (divergence !== undefined) return yield* divergence
+    if (reachedEnd) return { _tag: "Open", goalId, events: events.length } as const
     if (Either.isLeft(outcome)) {
       if (outcome.left._tag === "@rx/kernel/UnsupportedBehaviour") return yield* outcome.left
       return yield* new ReplayError({ message: `replay failed: ${outcome.left.message}` })
     }
     if (position < events.length) return yield* new NonDeterminism({ goalId, seq: position, expected: encode(events[position]), actual: null })
-    return outcome.right
+    return { _tag: "Complete", result: outcome.right } as const
   })
+
+/** Replay a terminated goal's log and check the runner reproduces it; an open goal's log is a `ReplayError`. */
+export const verify = (
+  events: ReadonlyArray<Event.Event>
+): Effect.Effect<Runner.Result, NonDeterminism | ReplayError | Behaviour.UnsupportedBehaviour> =>
+  Effect.flatMap(check(events), (verified) =>
+    verified._tag === "Complete"
+      ? Effect.succeed(verified.result)
+      : new ReplayError({ message: `goal ${verified.goalId} is still open: its ${verified.events} events verify, but it has no end yet` }))
 
 /** The answer as the model gave it: arguments the log keeps only in `ToolStarted` put back. */
 const withArguments = (response: LanguageModel.Response, next: Event.Event | undefined): LanguageModel.Response => {

@@ -1,14 +1,15 @@
 /**
  * The loop: fold the log, then until a termination rule holds: ask the model, decode its
- * action, record `ToolStarted`, invoke the tool, record the outcome. A call is committed
- * before it runs and its outcome before the next model call, so a crash never repeats a
- * side effect. Cancellation is an event (`CancelRequested`) any transport may append.
+ * action, record `ToolStarted`, run the tool, record the outcome. A call is committed before
+ * it runs and its outcome before the next model call, so a crash never repeats a side effect.
+ * Cancellation is an event (`CancelRequested`) any process may append; every model and tool
+ * call races it.
  */
-import { Clock, Effect, Either, Exit, Fiber, Option, Predicate, Schema, Stream } from "effect"
+import { Clock, Deferred, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
 import * as Action from "./Action.js"
 import * as Behaviour from "./Behaviour.js"
 import * as Event from "./Event.js"
-import { fingerprint, truncate } from "./internal/json.js"
+import { fingerprint, isJson } from "./internal/json.js"
 import * as LanguageModel from "./LanguageModel.js"
 import * as Options from "./Options.js"
 import * as Prompt from "./Prompt.js"
@@ -17,6 +18,114 @@ import { StateStore, StoreError } from "./StateStore.js"
 import * as Termination from "./Termination.js"
 import * as Tool from "./Tool.js"
 import { ToolRegistry } from "./ToolRegistry.js"
+import type * as ToolRegistryModule from "./ToolRegistry.js"
+
+/** The loop, from any point a log can be at, until the goal's one `Terminated` is committed. */
+const drive = (run: Run): Effect.Effect<Result, RunError> =>
+  Effect.gen(function*() {
+    if (run.state.pending !== null) yield* recover(run, run.state.pending)
+    while (run.state.terminated === null) {
+      const state = run.state
+      const { goalId, seq } = state
+      const stop = Termination.check(state)
+      if (Option.isSome(stop)) {
+        yield* run.commit([{ _tag: "Terminated", goalId, seq, iteration: state.iteration, at: run.now(), ...stop.value }])
+        continue
+      }
+      const answer = yield* run.race(Effect.either(run.model.generate(Prompt.build(state))))
+      if (Option.isNone(answer)) continue
+      const iteration = state.completed + 1
+      if (Either.isLeft(answer.value)) {
+        const { message, server, status } = answer.value.left
+        yield* run.commit([{
+          _tag: "ModelFailed",
+          goalId,
+          seq,
+          iteration,
+          at: run.now(),
+          message,
+          ...(server === undefined ? {} : { server }),
+          ...(status === undefined ? {} : { status })
+        }])
+        continue
+      }
+      const rules = Behaviour.rules(state.behaviour)
+      const response = rules.answerCap ? Action.cap(answer.value.right, state.options.maxAnswerChars) : answer.value.right
+      const callId = `${goalId}:${iteration}`
+      const decision = Action.decide(response, state.tools, (tool, input) => run.registry.prepare({ callId, tool, input }), rules)
+      const responded: Event.Event = { _tag: "ModelResponded", goalId, seq, iteration, at: run.now(), response }
+      if (decision._tag === "Reject") {
+        const { kind, raw, reason, validation } = decision
+        const rejected: Event.Event = {
+          _tag: "ActionRejected", goalId, seq: seq + 1, iteration, at: run.now(), kind, reason, raw,
+          ...(validation === undefined ? {} : { validation })
+        }
+        yield* run.commit(closeIteration(run, state, [responded, rejected]))
+      } else if (decision._tag === "Done") {
+        const closed = closeIteration(run, state, [responded])
+        const detail = decision.summary
+        yield* run.commit([...closed, { _tag: "Terminated", goalId, seq: seq + 2, iteration, at: run.now(), reason: "done", detail }])
+      } else {
+        const { input, prepared, tool } = decision
+        const started: Event.Event = { _tag: "ToolStarted", goalId, seq: seq + 1, iteration, at: run.now(), callId, tool, input }
+        const recorded = rules.inputOnce ? { ...responded, response: Action.withoutArguments(response) } : responded
+        if ((yield* run.commit([recorded, started])) === "committed") yield* execute(run, prepared)
+      }
+    }
+    return result(run.state)
+  })
+
+/** Run a started call, racing cancellation, and record its outcome. */
+const execute = (run: Run, prepared: ToolRegistryModule.Prepared) =>
+  Effect.flatMap(run.race(prepared.run), (outcome) =>
+    finish(
+      run,
+      Option.getOrElse(outcome, () =>
+        Tool.failure("unknown", `cancelled while ${prepared.call.tool} was running; its effect is unknown`))
+    ))
+
+/**
+ * After rx stopped during a call: a goal cancelled meanwhile runs nothing more; an idempotent
+ * tool runs again; any other is asked whether the call took effect, else the effect is unknown.
+ */
+const recover = (run: Run, pending: State.Pending) => {
+  const { callId, input, tool } = pending
+  const unknown = (why: string) => Tool.failure("unknown", `rx stopped while ${tool} was running (call ${callId})${why}`)
+  if (run.state.cancelRequested !== null) {
+    return finish(run, unknown(" and the goal was cancelled before it ran again; whether it took effect is unknown"))
+  }
+  const prepared = run.registry.prepare({ callId, tool, input })
+  const idempotent = run.state.tools.some((spec) => spec.name === tool && spec.idempotent)
+  if (Either.isRight(prepared) && idempotent) return execute(run, prepared.right)
+  const known = Either.isRight(prepared) ? prepared.right.recover : Effect.succeedNone
+  return Effect.flatMap(known, (outcome) =>
+    finish(run, Option.getOrElse(outcome, () => unknown("; whether it took effect is unknown, so check before repeating it"))))
+}
+
+/** Record the pending call's outcome and the end of its iteration, in one commit. */
+const finish = (run: Run, outcome: Tool.Outcome) =>
+  Effect.suspend(() => {
+    const state = run.state
+    const { goalId, iteration, pending, seq } = state
+    if (pending === null) return Effect.void
+    const at = run.now()
+    const { callId, tool } = pending
+    const durationMs = Math.max(0, at - pending.startedAt)
+    const plain = isJson(outcome) ? outcome : Tool.failure("recoverable", `${tool} returned a result that is not plain JSON, so it cannot be recorded`)
+    const recorded: Event.Event = plain._tag === "Success"
+      ? { _tag: "ToolSucceeded", goalId, seq, iteration, at, callId, tool, output: plain.output, durationMs }
+      : { _tag: "ToolFailed", goalId, seq, iteration, at, callId, tool, error: plain.error, durationMs }
+    return run.commit(closeIteration(run, state, [recorded]))
+  })
+
+/** `events` (which follow `state`) and the `IterationCompleted` they lead to, summarised by the reducer itself. */
+const closeIteration = (run: Run, state: State.State, events: ReadonlyArray<Event.Event>): ReadonlyArray<Event.Event> => {
+  const after = State.fold(state, events)
+  const draft: Event.Of<"IterationCompleted"> = {
+    _tag: "IterationCompleted", goalId: state.goalId, seq: after.seq, iteration: after.iteration, at: run.now(), summary: State.summary(after)
+  }
+  return [...events, { ...draft, summary: State.summary(State.reduce(after, draft)) }]
+}
 
 /** How a run ended. */
 export interface Result {
@@ -26,6 +135,14 @@ export interface Result {
   readonly iterations: number
   readonly state: State.State
 }
+
+const result = (state: State.State): Result => ({
+  goalId: state.goalId,
+  reason: state.terminated?.reason ?? "fatal_error",
+  detail: state.terminated?.detail ?? "the run ended without a Terminated event",
+  iterations: state.completed,
+  state
+})
 
 /** No goal with this id is in the store. */
 export class GoalNotFound extends Schema.TaggedError<GoalNotFound>()("GoalNotFound", { goalId: Schema.String }) {
@@ -41,54 +158,60 @@ export class GoalBusy extends Schema.TaggedError<GoalBusy>()("GoalBusy", { goalI
   }
 }
 
-/** Hold the goal's lease for the run; a runner elsewhere makes this one stop at once. */
-const lease = (goalId: string) =>
-  Effect.flatMap(StateStore, (store) =>
-    Effect.catchTag(store.lease(goalId), "LeaseHeld", (held) => Effect.fail(new GoalBusy({ goalId, reason: held.holder }))))
-
 export type RunError = StoreError | GoalBusy | Options.InvalidOptions | Behaviour.UnsupportedBehaviour
 export type Services = LanguageModel.LanguageModel | ToolRegistry | StateStore
 
 /** Called with each event once it is committed (live output, JSON lines, metrics). */
 export type Observer = (event: Event.Event) => Effect.Effect<void>
 
-/** Start a goal. Its id is derived from the goal and the clock unless given. */
-export const run = (input: {
+/** What a goal is started with. Its id is derived from the goal and the clock unless given. */
+export interface Submission {
   readonly goal: string
   readonly options?: Options.Input
   readonly goalId?: string
   readonly observe?: Observer
   /** The behaviour version to run under; today's unless replaying an older log. */
   readonly behaviour?: number
-}): Effect.Effect<Result, RunError, Services> =>
+}
+
+/** Record a new goal (`GoalSubmitted`) and return its id; `resume` runs it. */
+export const submit = (input: Submission): Effect.Effect<string, RunError, ToolRegistry | StateStore> =>
   Effect.gen(function*() {
     const options = yield* Options.decode(input.options ?? {})
-    const behaviour = input.behaviour ?? Behaviour.current
-    const registry = yield* ToolRegistry
+    const { specs: tools } = yield* ToolRegistry
     const at = yield* Clock.currentTimeMillis
     const goalId = input.goalId ?? deriveGoalId(input.goal, at)
+    const behaviour = input.behaviour ?? Behaviour.current
     if (!Behaviour.isSupported(behaviour)) return yield* new Behaviour.UnsupportedBehaviour({ goalId, version: behaviour })
-    yield* lease(goalId)
-    const session = yield* makeSession(State.empty(goalId), input.observe)
-    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools: registry.specs, behaviour }
-    yield* session.commit([submitted], "start")
-    return yield* supervise(session)
-  }).pipe(Effect.scoped)
+    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools, behaviour }
+    yield* Effect.flatMap(StateStore, (store) => store.append(goalId, 0, [submitted])).pipe(
+      Effect.catchTag("AppendConflict", () => new GoalBusy({ goalId, reason: "a goal with this id already exists" }))
+    )
+    if (input.observe !== undefined) yield* input.observe(submitted)
+    return goalId
+  })
+
+/** Start a goal and run it to its end: `submit`, then `resume`. */
+export const run = (input: Submission): Effect.Effect<Result, RunError | GoalNotFound, Services> =>
+  Effect.flatMap(submit(input), (goalId) => resume(goalId, input))
 
 /** Continue a goal from its log. A terminated goal returns its result and appends nothing. */
 export const resume = (
   goalId: string,
-  hooks: { readonly observe?: Observer } = {}
+  hooks: { readonly observe?: Observer | undefined } = {}
 ): Effect.Effect<Result, RunError | GoalNotFound, Services> =>
   Effect.gen(function*() {
-    const summary = yield* Effect.flatMap(StateStore, (store) => store.goal(goalId))
+    const store = yield* StateStore
+    const summary = yield* store.goal(goalId)
     if (Option.isNone(summary)) return yield* new GoalNotFound({ goalId })
     // An open goal is read under the lease: the last holder may have appended before letting go.
-    if (summary.value.status === "open") yield* lease(goalId)
+    if (summary.value.status === "open") {
+      yield* Effect.catchTag(store.lease(goalId), "LeaseHeld", (held) => new GoalBusy({ goalId, reason: held.holder }))
+    }
     const state = yield* restore(goalId)
     if (state.terminated !== null) return result(state)
     if (!Behaviour.isSupported(state.behaviour)) return yield* new Behaviour.UnsupportedBehaviour({ goalId, version: state.behaviour })
-    return yield* supervise(yield* makeSession(state, hooks.observe))
+    return yield* drive(yield* start(state, hooks.observe))
   }).pipe(Effect.scoped)
 
 /** A goal's State: its latest snapshot, if any, with the events after it folded in. */
@@ -100,111 +223,55 @@ export const restore = (goalId: string): Effect.Effect<State.State, StoreError, 
     return State.fold(base, yield* store.load(goalId, base.seq))
   })
 
-/** Ask a goal to stop, from any process: appends `CancelRequested`, which its runner obeys. */
-export const cancel = (
-  goalId: string,
-  reason = "cancelled on request"
-): Effect.Effect<"requested" | "already_terminated", StoreError | GoalNotFound, StateStore> =>
-  appendExternal(goalId, "a cancel request", ({ goalId, seq, iteration, at }) =>
-    Effect.succeed({ _tag: "CancelRequested", goalId, seq, iteration, at, reason }))
-
-/**
- * Change an open goal's options from here on, from any process: appends `OptionsChanged` with
- * `change(current)`, which its runner (this or a later one) follows. Nothing is appended when
- * nothing changes.
- */
-export const changeOptions = (
-  goalId: string,
-  change: (current: Options.Options) => Options.Input
-): Effect.Effect<"changed" | "unchanged" | "already_terminated", StoreError | GoalNotFound | Options.InvalidOptions, StateStore> =>
-  Effect.gen(function*() {
-    let unchanged = false
-    const outcome = yield* appendExternal(goalId, "an options change", ({ goalId, seq, iteration, at }) =>
-      Effect.gen(function*() {
-        const current = (yield* restore(goalId)).options
-        const options = yield* Options.decode(change(current))
-        unchanged = Schema.equivalence(Options.Options)(current, options)
-        return unchanged ? undefined : { _tag: "OptionsChanged", goalId, seq, iteration, at, options }
-      }))
-    return outcome === "requested" ? (unchanged ? "unchanged" : "changed") : outcome
-  })
-
-/**
- * Append one event drafted at the log's end, from outside the runner; a conflict with a
- * concurrent append is retried at the new end. `draft` may decline (`undefined`).
- */
-const appendExternal = <E>(
-  goalId: string,
-  what: string,
-  draft: (at: { goalId: string; seq: number; iteration: number; at: number }) => Effect.Effect<Event.Event | undefined, E, StateStore>
-): Effect.Effect<"requested" | "already_terminated", StoreError | GoalNotFound | E, StateStore> =>
-  Effect.gen(function*() {
-    const store = yield* StateStore
-    const summary = yield* store.goal(goalId)
-    if (Option.isNone(summary)) return yield* new GoalNotFound({ goalId })
-    if (summary.value.status === "terminated") return "already_terminated" as const
-    const { lastIteration: iteration, nextSeq: seq } = summary.value
-    const event = yield* draft({ goalId, seq, iteration, at: yield* Clock.currentTimeMillis })
-    if (event !== undefined) yield* store.append(goalId, seq, [event])
-    return "requested" as const
-  }).pipe(
-    Effect.retry({ times: 50, while: (error) => Predicate.isTagged(error, "AppendConflict") }),
-    Effect.catchTag("AppendConflict", () =>
-      new StoreError({ message: `could not append ${what} to goal ${goalId}: the log kept moving`, goalId }))
-  )
+export { cancel, changeOptions } from "./Control.js"
 
 /** `g` + time (base 36) + a fingerprint of the goal: sortable, stable under replay. */
 export const deriveGoalId = (goal: string, at: number): string =>
   `g${Math.floor(at).toString(36)}${fingerprint(goal).slice(0, 6)}`
 
-const result = (state: State.State): Result => ({
-  goalId: state.goalId,
-  reason: state.terminated?.reason ?? "fatal_error",
-  detail: state.terminated?.detail ?? "the run ended without a Terminated event",
-  iterations: state.completed,
-  state
-})
+/** What a commit did: appended the batch, or dropped it because a cancel request came first. */
+export type Committed = "committed" | "superseded"
 
-/**
- * What a batch does: `start` opens something new (an iteration, the goal, the end);
- * `outcome` records a side effect that already happened and must be kept.
- */
-type BatchKind = "start" | "outcome"
+/** A run in progress: its State, always that of the log, and the means to extend the log. */
+interface Run {
+  readonly state: State.State
+  readonly model: LanguageModel.Service
+  readonly registry: ToolRegistryModule.Service
+  /** The time of the event being drafted: read once per event, so replay can feed recorded times back. */
+  readonly now: () => number
+  /**
+   * Append a batch at the log's end. Events others appended first (a cancel, an options change)
+   * are folded in and the batch goes after them, except that a batch recording no tool outcome
+   * is dropped once a cancel has come: the loop then decides again.
+   */
+  readonly commit: (batch: ReadonlyArray<Event.Event>) => Effect.Effect<Committed, RunError>
+  /** Run an external call until it ends, or until the goal is cancelled (`None`: it was interrupted). */
+  readonly race: <A>(call: Effect.Effect<A>) => Effect.Effect<Option.Option<A>, RunError>
+}
 
-type Session = Effect.Effect.Success<ReturnType<typeof makeSession>>
-
-
-/** The run's mutable cursor over its log: the State, and how to commit events to it. */
-const makeSession = (initial: State.State, observe: Observer | undefined) =>
+const start = (initial: State.State, observe: Observer | undefined): Effect.Effect<Run, never, Services | Scope.Scope> =>
   Effect.gen(function*() {
     const store = yield* StateStore
     const model = yield* LanguageModel.LanguageModel
     const registry = yield* ToolRegistry
-    // Each drafted event reads the clock once, synchronously: replay feeds the recorded times back in order.
     const clock = yield* Effect.clock
-    const now = () => clock.unsafeCurrentTimeMillis()
-    let state = initial
     const goalId = initial.goalId
+    let state = initial
 
     const publish = (events: ReadonlyArray<Event.Event>) =>
       observe === undefined ? Effect.void : Effect.forEach(events, observe, { discard: true })
 
-    /** Fold in what others appended (cancel requests); anything else means another runner. */
+    /** Fold in what others appended; anything but external events means another runner. */
     const sync = Effect.flatMap(Effect.suspend(() => store.load(goalId, state.seq)), (newer) => {
-      if (newer.length === 0) return Effect.succeed(0)
       const foreign = newer.find((event) => !Event.isExternal(event))
-      if (foreign !== undefined) return Effect.fail(new GoalBusy({ goalId, reason: `another runner appended seq ${foreign.seq}` }))
+      if (foreign !== undefined) return new GoalBusy({ goalId, reason: `another runner appended seq ${foreign.seq}` })
       state = State.fold(state, newer)
       return Effect.as(publish(newer), newer.length)
     })
 
-    /**
-     * Append a batch at the end of the log. On a conflict with external events, an outcome
-     * is appended after them; anything else is dropped (returns false), so the loop
-     * re-decides with the cancel request in view.
-     */
-    const commit = (batch: ReadonlyArray<Event.Event>, kind: BatchKind) =>
+    const commit = (batch: ReadonlyArray<Event.Event>): Effect.Effect<Committed, RunError> =>
       Effect.uninterruptible(Effect.gen(function*() {
+        const outcome = batch.some((event) => event._tag === "ToolSucceeded" || event._tag === "ToolFailed")
         while (true) {
           // Events are drafted with the seq they should take; only a rebase after a conflict renumbers them.
           const events = batch[0]?.seq === state.seq ? batch : batch.map((event, i) => ({ ...event, seq: state.seq + i }))
@@ -212,226 +279,38 @@ const makeSession = (initial: State.State, observe: Observer | undefined) =>
           if (Either.isRight(appended)) {
             state = State.fold(state, events)
             yield* publish(events)
-            return true
+            return "committed" as const
           }
           if (appended.left._tag === "StoreError") return yield* appended.left
-          if (state.seq === 0) return yield* new GoalBusy({ goalId, reason: "a goal with this id already exists" })
-          const added = yield* sync
-          if (added === 0) {
+          if ((yield* sync) === 0) {
             return yield* new StoreError({ message: `goal ${goalId}: append conflict at seq ${state.seq}, but no newer events`, goalId })
           }
-          if (kind === "start") return false
+          if (!outcome && state.cancelRequested !== null) return "superseded" as const
         }
       }))
 
-    // One watcher for the whole run: when anyone appends a cancel request, it interrupts the
-    // call in flight. Between steps, cancel requests are also seen by `sync`.
-    let cancelSeen = false
-    let current: Fiber.RuntimeFiber<Result, RunError> | undefined
+    // One watcher for the whole run: a cancel request, from any process, ends the call in flight.
+    const cancelled = yield* Deferred.make<void>()
     yield* store.changes(goalId, state.seq, ["CancelRequested"]).pipe(
-      Stream.runHead,
-      Effect.flatMap((found) =>
-        Effect.suspend(() => {
-          if (Option.isNone(found)) return Effect.void
-          cancelSeen = true
-          return current === undefined ? Effect.void : Fiber.interrupt(current)
-        })
-      ),
+      Stream.take(1),
+      Stream.runDrain,
+      Effect.zipRight(Deferred.succeed(cancelled, undefined)),
       Effect.ignore,
       Effect.forkScoped
     )
+    const race = <A>(call: Effect.Effect<A>) =>
+      Effect.raceFirst(Effect.map(call, Option.some), Effect.as(Deferred.await(cancelled), Option.none<A>())).pipe(
+        Effect.tap((done) => (Option.isNone(done) ? sync : Effect.void))
+      )
 
     return {
       get state() {
         return state
       },
-      get cancelSeen() {
-        return cancelSeen
-      },
-      setCurrent: (fiber: Fiber.RuntimeFiber<Result, RunError> | undefined) => {
-        current = fiber
-      },
       model,
       registry,
-      sync,
+      now: () => clock.unsafeCurrentTimeMillis(),
       commit,
-      now
+      race
     }
   })
-
-/**
- * Run the loop in a fiber the cancel watcher may interrupt. Commits are uninterruptible, so
- * the State is always that of the log; a call cut short is recorded with an unknown outcome,
- * and the loop goes on to record the cancellation.
- */
-const supervise = (session: Session): Effect.Effect<Result, RunError> =>
-  Effect.gen(function*() {
-    let handled = false
-    while (true) {
-      const fiber = yield* Effect.fork(drive(session))
-      session.setCurrent(fiber)
-      // A cancel request seen before the fiber was registered: interrupt it now (once).
-      if (session.cancelSeen && !handled) yield* Fiber.interruptFork(fiber)
-      const exit = yield* Fiber.await(fiber)
-      session.setCurrent(undefined)
-      if (!(Exit.isInterrupted(exit) && session.cancelSeen)) return yield* exit
-      handled = true
-      const call = session.state.pending
-      if (call !== null) {
-        yield* finish(session, call, Tool.failure("unknown", `cancelled while ${call.tool} was running; its effect is unknown`))
-      }
-    }
-  })
-
-/** The loop, from any point a log can be at. */
-const drive = (session: Session): Effect.Effect<Result, RunError> =>
-  Effect.gen(function*() {
-    // A call started with no outcome: rx stopped during it.
-    const pending = session.state.pending
-    if (pending !== null) yield* recover(session, pending)
-    while (true) {
-      yield* session.sync
-      const state = session.state
-      if (state.terminated !== null) return result(state)
-      const { goalId, seq } = state
-      const stop = Termination.check(state)
-      if (Option.isSome(stop)) {
-        const terminated: Event.Event = { _tag: "Terminated", goalId, seq, iteration: state.iteration, at: session.now(), ...stop.value }
-        if (yield* session.commit([terminated], "start")) return result(session.state)
-        continue
-      }
-      const answer = yield* Effect.either(session.model.generate(Prompt.build(state)))
-      const iteration = state.completed + 1
-      if (Either.isLeft(answer)) {
-        const { message, server, status } = answer.left
-        const failed: Event.Event = {
-          _tag: "ModelFailed",
-          goalId,
-          seq,
-          iteration,
-          at: session.now(),
-          message,
-          ...(server === undefined ? {} : { server }),
-          ...(status === undefined ? {} : { status })
-        }
-        yield* session.commit([failed], "start")
-        continue
-      }
-      const rules = Behaviour.rules(state.behaviour)
-      const response = rules.answerCap ? capAnswer(answer.right, state.options.maxAnswerChars) : answer.right
-      const callId = `${goalId}:${iteration}`
-      const decision = Action.decide(response, state.tools, (tool, input) => session.registry.decode({ callId, tool, input }), rules)
-      const responded: Event.Event = { _tag: "ModelResponded", goalId, seq, iteration, at: session.now(), response }
-      switch (decision._tag) {
-        case "Reject": {
-          const { kind, raw, reason } = decision
-          const rejected: Event.Event = { _tag: "ActionRejected", goalId, seq: seq + 1, iteration, at: session.now(), kind, reason, raw }
-          yield* session.commit([responded, rejected, completed(session, state, [responded, rejected])], "start")
-          break
-        }
-        case "Done": {
-          const done = completed(session, state, [responded])
-          const terminated: Event.Event = {
-            _tag: "Terminated",
-            goalId,
-            seq: seq + 2,
-            iteration,
-            at: session.now(),
-            reason: "done",
-            detail: decision.summary
-          }
-          if (yield* session.commit([responded, done, terminated], "start")) return result(session.state)
-          break
-        }
-        case "Call": {
-          const { input, tool } = decision
-          const started: Event.Event = { _tag: "ToolStarted", goalId, seq: seq + 1, iteration, at: session.now(), callId, tool, input }
-          const answered = rules.inputOnce ? { ...responded, response: elideArguments(response) } : responded
-          if (!(yield* session.commit([answered, started], "start"))) break
-          const call = session.state.pending
-          if (call !== null) yield* execute(session, call)
-        }
-      }
-    }
-  })
-
-/** Invoke a started call and record its outcome. */
-const execute = (session: Session, call: State.Pending) =>
-  Effect.flatMap(
-    session.registry.invoke({ callId: call.callId, tool: call.tool, input: call.input }),
-    (outcome) => finish(session, call, outcome)
-  )
-
-/**
- * After a crash inside a call: a goal cancelled meanwhile runs nothing more; an idempotent
- * tool runs again; any other is asked whether the call took effect, and if it cannot tell,
- * the effect is recorded as unknown.
- */
-const recover = (session: Session, call: State.Pending) => {
-  const { callId, tool } = call
-  if (session.state.cancelRequested !== null) {
-    return finish(session, call, Tool.failure("unknown", `rx stopped while ${tool} was running (call ${callId}) and the goal was cancelled before it ran again; whether it took effect is unknown`))
-  }
-  const spec = session.registry.specs.find((s) => s.name === tool)
-  if (spec?.idempotent === true) return execute(session, call)
-  return Effect.flatMap(session.registry.recover({ callId, tool, input: call.input }), (known) =>
-    finish(
-      session,
-      call,
-      Option.getOrElse(known, () =>
-        Tool.failure("unknown", `rx stopped while ${tool} was running (call ${callId}); whether it took effect is unknown, so check before repeating it`))
-    ))
-}
-
-/** Arguments longer than this are recorded once, as the `ToolStarted` input. */
-const inlineArguments = 1_024
-
-/** The answer as the log keeps it beside its `ToolStarted`: the started call's long arguments left out. */
-const elideArguments = (response: LanguageModel.Response): LanguageModel.Response => {
-  const [call, ...rest] = response.toolCalls
-  if (call === undefined || call.arguments.length <= inlineArguments) return response
-  return { ...response, toolCalls: [{ ...call, arguments: "", argumentsInToolStarted: true }, ...rest] }
-}
-
-/** Characters of each text an oversized answer keeps in the log. */
-const oversizeKept = 2_000
-
-/** An answer longer than `max` characters, cut to what the log keeps and marked, so it is rejected. */
-const capAnswer = (response: LanguageModel.Response, max: number): LanguageModel.Response => {
-  let size = response.text.length
-  for (const call of response.toolCalls) size += call.name.length + call.arguments.length
-  if (size <= max) return response
-  return {
-    ...response,
-    text: truncate(response.text, oversizeKept),
-    toolCalls: response.toolCalls.map((call) => ({ ...call, arguments: truncate(call.arguments, oversizeKept) })),
-    oversize: size
-  }
-}
-
-/** Record a call's outcome and the end of its iteration, in one commit. */
-const finish = (session: Session, call: State.Pending, outcome: Tool.Outcome) =>
-  Effect.suspend(() => {
-    const state = session.state
-    const { goalId, iteration, seq } = state
-    const at = session.now()
-    const durationMs = Math.max(0, at - call.startedAt)
-    const { callId, tool } = call
-    const recorded: Event.Event = outcome._tag === "Success"
-      ? { _tag: "ToolSucceeded", goalId, seq, iteration, at, callId, tool, output: outcome.output, durationMs }
-      : { _tag: "ToolFailed", goalId, seq, iteration, at, callId, tool, error: outcome.error, durationMs }
-    return session.commit([recorded, completed(session, state, [recorded])], "outcome")
-  })
-
-/** `IterationCompleted` after `events` (which follow `state`), summarising the State they lead to. */
-const completed = (session: Session, state: State.State, events: ReadonlyArray<Event.Event>): Event.Event => {
-  const after = State.fold(state, events)
-  return {
-    _tag: "IterationCompleted",
-    goalId: state.goalId,
-    seq: after.seq,
-    iteration: after.iteration,
-    at: session.now(),
-    summary: State.summary({ ...after, completed: after.completed + 1 })
-  }
-}

@@ -29,21 +29,39 @@ export class InvalidToolset extends Schema.TaggedError<InvalidToolset>()("Invali
   message: Schema.String
 }) {}
 
-export class ToolRegistry extends Context.Tag("@rx/kernel/ToolRegistry")<ToolRegistry, {
+/** A call its tool accepted, ready to run: the runner holds it from `ToolStarted` to the outcome. */
+export interface Prepared {
+  readonly call: Tool.Call
+  /** Run the call; never fails: errors are outcomes. */
+  readonly run: Effect.Effect<Tool.Outcome>
+  /** After rx stopped during the call: its outcome if the tool can tell for certain, else `None`. */
+  readonly recover: Effect.Effect<Option.Option<Tool.Outcome>>
+}
+
+export interface Service {
   /** What the model is told, in a stable order. */
   readonly specs: ReadonlyArray<Tool.Spec>
-  /** Check a call's input against its tool's Schema; `Left` is a reason the model can act on. */
-  readonly decode: (call: Tool.Call) => Either.Either<unknown, string>
-  /** Run a call whose input `decode` accepted. */
-  readonly invoke: (call: Tool.Call) => Effect.Effect<Tool.Outcome>
-  /** After rx stopped during a non-idempotent call: its outcome if the tool can tell, else `None`. */
-  readonly recover: (call: Tool.Call) => Effect.Effect<Option.Option<Tool.Outcome>>
-}>() {}
+  /** Check a call against its tool's Schema; `Left` is a reason the model can act on. */
+  readonly prepare: (call: Tool.Call) => Either.Either<Prepared, string>
+}
+
+export class ToolRegistry extends Context.Tag("@rx/kernel/ToolRegistry")<ToolRegistry, Service>() {}
+
+/** Prepare and run a call in one step; a refused input is a recoverable failure. */
+export const invoke = (registry: Service, call: Tool.Call): Effect.Effect<Tool.Outcome> =>
+  Either.match(registry.prepare(call), {
+    onLeft: (reason) =>
+      Effect.succeed(Tool.failure(
+        "recoverable",
+        registry.specs.some((spec) => spec.name === call.tool) ? `invalid input for ${call.tool}: ${reason}` : reason
+      )),
+    onRight: (prepared) => prepared.run
+  })
 
 /** A registry over a list of tools; each call runs with the context the tools require. */
 export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
   tools: Tools
-): Effect.Effect<ToolRegistry["Type"], InvalidToolset, Tool.Requirements<Tools>> =>
+): Effect.Effect<Service, InvalidToolset, Tool.Requirements<Tools>> =>
   Effect.gen(function*() {
     type R = Tool.Requirements<Tools>
     const byName = new Map<string, Tool.Tool<R>>()
@@ -66,41 +84,19 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
     const withContext = context.unsafeMap.size === 0
       ? <A>(effect: Effect.Effect<A, never, R>) => effect as Effect.Effect<A>
       : <A>(effect: Effect.Effect<A, never, R>) => Effect.provide(effect, context)
-    const unknownTool = (name: string) =>
-      `there is no tool named "${name}"; available: ${[...byName.keys(), doneName].join(", ")}`
-    // The runner decodes a call's input, then invokes it: the decoded input is kept for that one call.
-    let lastDecoded: { readonly call: Tool.Call; readonly result: Either.Either<unknown, string> } | undefined
-    const decode = (tool: Tool.Tool<R>, call: Tool.Call) =>
-      lastDecoded !== undefined && lastDecoded.call.callId === call.callId && lastDecoded.call.input === call.input &&
-        lastDecoded.call.tool === call.tool
-        ? lastDecoded.result
-        : tool.decode(call.input)
-    return ToolRegistry.of({
+    return {
       specs: tools.map((tool) => tool.spec),
-      decode: (call) => {
+      prepare: (call) => {
         const tool = byName.get(call.tool)
-        if (tool === undefined) return Either.left(unknownTool(call.tool))
-        const result = tool.decode(call.input)
-        lastDecoded = { call, result }
-        return result
-      },
-      invoke: (call) => {
-        const tool = byName.get(call.tool)
-        if (tool === undefined) return Effect.succeed(Tool.failure("recoverable", unknownTool(call.tool)))
-        return Either.match(decode(tool, call), {
-          onLeft: (reason) => Effect.succeed(Tool.failure("recoverable", `invalid input for ${call.tool}: ${reason}`)),
-          onRight: (input) => withContext(tool.run(input, { callId: call.callId }))
-        })
-      },
-      recover: (call) => {
-        const tool = byName.get(call.tool)
-        if (tool === undefined) return Effect.succeed(Option.none())
-        return Either.match(tool.decode(call.input), {
-          onLeft: () => Effect.succeed(Option.none()),
-          onRight: (input) => withContext(tool.recover(input, { callId: call.callId }))
+        if (tool === undefined) {
+          return Either.left(`there is no tool named "${call.tool}"; available: ${[...byName.keys(), doneName].join(", ")}`)
+        }
+        return Either.map(tool.decode(call.input), (input): Prepared => {
+          const context = { callId: call.callId }
+          return { call, run: withContext(tool.run(input, context)), recover: withContext(tool.recover(input, context)) }
         })
       }
-    })
+    }
   })
 
 /** The registry as a Layer. */

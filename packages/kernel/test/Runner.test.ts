@@ -274,9 +274,9 @@ describe("ToolRegistry", () => {
     Effect.gen(function*() {
       const crashing = Tool.make({ ...echoDefinition, name: "crash", execute: () => Effect.die(new Error("boom")) })
       const registry = yield* ToolRegistry.make([crashing, flaky])
-      const outcome = yield* registry.invoke({ callId: "c", tool: "crash", input: { text: "x" } })
+      const outcome = yield* ToolRegistry.invoke(registry, { callId: "c", tool: "crash", input: { text: "x" } })
       expect(outcome).toEqual({ _tag: "Failure", error: { kind: "fatal", message: "tool crash crashed: boom" } })
-      expect(registry.decode({ callId: "c", tool: "crash", input: { text: 1 } })._tag).toBe("Left")
+      expect(registry.prepare({ callId: "c", tool: "crash", input: { text: 1 } })._tag).toBe("Left")
       expect(registry.specs[0]?.parameters).toMatchObject({ type: "object", required: ["text"] })
     }))
 })

@@ -24,7 +24,7 @@ let counter = 0
 /** Invoke a tool through the registry. */
 export const invoke = (tool: string, input: unknown) =>
   Effect.flatMap(ToolRegistry.ToolRegistry, (registry) =>
-    registry.invoke({ callId: `test:${counter++}`, tool, input }))
+    ToolRegistry.invoke(registry, { callId: `test:${counter++}`, tool, input }))
 
 /** The output of a successful call; fails the test otherwise. */
 export const ok = (outcome: Tool.Outcome): Record<string, unknown> => {

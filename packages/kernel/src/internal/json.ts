@@ -51,3 +51,47 @@ export const deeperThan = (value: unknown, max: number): boolean => {
   }
   return false
 }
+
+/** Nesting deeper than this is not recorded: encoding it would exhaust the stack. */
+export const maxJsonDepth = 512
+
+class Leave {
+  constructor(readonly value: object) {}
+}
+
+/**
+ * Whether `value` is plain JSON that survives encoding and decoding unchanged: null, booleans,
+ * finite numbers, strings, arrays and plain objects, no cycles, no `undefined` in arrays, at
+ * most `maxJsonDepth` deep. Iterative, so any value is safe to check.
+ */
+export const isJson = (value: unknown): boolean => {
+  const path = new Set<object>()
+  const stack: Array<unknown> = [value]
+  while (stack.length > 0) {
+    const current = stack.pop()
+    if (current instanceof Leave) {
+      path.delete(current.value)
+      continue
+    }
+    if (current === null || typeof current === "string" || typeof current === "boolean") continue
+    if (typeof current === "number") {
+      if (!Number.isFinite(current)) return false
+      continue
+    }
+    if (typeof current !== "object" || path.has(current) || path.size >= maxJsonDepth) return false
+    const prototype: unknown = Object.getPrototypeOf(current)
+    const array = Array.isArray(current)
+    if (!array && prototype !== Object.prototype && prototype !== null) return false
+    path.add(current)
+    stack.push(new Leave(current))
+    if (array) {
+      for (const item of current) {
+        if (item === undefined) return false
+        stack.push(item)
+      }
+    } else {
+      for (const item of Object.values(current)) if (item !== undefined) stack.push(item)
+    }
+  }
+  return true
+}
