@@ -275,9 +275,10 @@ const start = (initial: State.State, observe: Observer | undefined): Effect.Effe
         while (true) {
           // Events are drafted with the seq they should take; only a rebase after a conflict renumbers them.
           const events = batch[0]?.seq === state.seq ? batch : batch.map((event, i) => ({ ...event, seq: state.seq + i }))
-          const appended = yield* Effect.either(store.append(goalId, state.seq, events))
+          const next = State.fold(state, events)
+          const appended = yield* Effect.either(store.append(goalId, state.seq, events, next))
           if (Either.isRight(appended)) {
-            state = State.fold(state, events)
+            state = next
             yield* publish(events)
             return "committed" as const
           }

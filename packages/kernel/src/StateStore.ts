@@ -41,12 +41,17 @@ export interface Snapshot {
   readonly state: State.State
 }
 
-export class StateStore extends Context.Tag("@rx/kernel/StateStore")<StateStore, {
-  /** Append `events` (seq `expectedSeq`, `expectedSeq + 1`, ...) atomically. */
+export interface Service {
+  /**
+   * Append `events` (seq `expectedSeq`, `expectedSeq + 1`, ...) atomically. `state` is the
+   * goal's State after the batch, as the runner folded it: a store that keeps snapshots may
+   * save it (stores never fold events themselves); appends from outside the runner give none.
+   */
   readonly append: (
     goalId: string,
     expectedSeq: number,
-    events: ReadonlyArray<Event.Event>
+    events: ReadonlyArray<Event.Event>,
+    state?: State.State
   ) => Effect.Effect<void, AppendConflict | StoreError>
   /** The goal's events from `fromSeq` (default 0), in order; none for an unknown goal. */
   readonly load: (goalId: string, fromSeq?: number) => Effect.Effect<ReadonlyArray<Event.Event>, StoreError>
@@ -70,7 +75,9 @@ export class StateStore extends Context.Tag("@rx/kernel/StateStore")<StateStore,
    * process, holds it; a holder that died (a crashed process) no longer counts.
    */
   readonly lease: (goalId: string) => Effect.Effect<void, LeaseHeld | StoreError, Scope.Scope>
-}>() {}
+}
+
+export class StateStore extends Context.Tag("@rx/kernel/StateStore")<StateStore, Service>() {}
 
 /** Check that a batch continues the log at `expectedSeq` for `goalId`. */
 export const validateBatch = (

@@ -6,6 +6,7 @@
 import { Chunk, Effect, Either, Exit, Fiber, Option, Schema, Scope, Stream } from "effect"
 import * as Event from "./Event.js"
 import * as Options from "./Options.js"
+import * as State from "./State.js"
 import { StateStore } from "./StateStore.js"
 
 /** A store broke the contract. */
@@ -140,6 +141,21 @@ export const cases: ReadonlyArray<Case> = [
       const all = (yield* store.goals()).map((g) => g.goalId)
       yield* check(all.indexOf(newer) !== -1 && all.indexOf(newer) < all.indexOf(older), "goals are newest first")
       yield* same((yield* store.goals({ limit: 1 })).length, 1, "limit")
+    })
+  },
+  {
+    name: "a snapshot, if the store keeps them, is a State the runner handed it, never one it folded itself",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const goalId = freshGoal("snapshot")
+      const log = sampleLog(goalId)
+      // A State no fold of these events gives: the goal text marks it as the runner's own.
+      const handed = (upTo: number) => ({ ...State.fromEvents(goalId, log.slice(0, upTo)), goal: `handed at ${upTo}` })
+      for (let seq = 0; seq < log.length; seq++) yield* store.append(goalId, seq, log.slice(seq, seq + 1), handed(seq + 1))
+      const snapshot = yield* store.snapshot(goalId)
+      if (Option.isSome(snapshot)) {
+        yield* same(snapshot.value.state, handed(snapshot.value.seq), `the snapshot at seq ${snapshot.value.seq}`)
+      }
     })
   },
   {
