@@ -43,17 +43,18 @@ export interface Call {
 
 /** The error a tool's `execute` fails with. Recoverable errors go back to the model. */
 export class ToolError extends Schema.TaggedError<ToolError>()("ToolError", {
+  /** The same vocabulary as a recorded `Failure`: `unknown` is the runner's alone. */
+  kind: Schema.Literal("recoverable", "fatal"),
   message: Schema.String,
-  recoverable: Schema.Boolean,
   details: Schema.optional(Schema.Unknown)
 }) {
   /** An error the model can act on (a missing file, a failing command). */
   static recoverable(message: string, details?: unknown): ToolError {
-    return new ToolError(details === undefined ? { message, recoverable: true } : { message, recoverable: true, details })
+    return new ToolError(details === undefined ? { kind: "recoverable", message } : { kind: "recoverable", message, details })
   }
   /** An error that must end the run (a broken environment, a violated invariant). */
   static fatal(message: string, details?: unknown): ToolError {
-    return new ToolError(details === undefined ? { message, recoverable: false } : { message, recoverable: false, details })
+    return new ToolError(details === undefined ? { kind: "fatal", message } : { kind: "fatal", message, details })
   }
 }
 
@@ -130,7 +131,7 @@ export const make = <I, IE, O, OE, R>(definition: {
       definition.execute(input as I, context).pipe(
         Effect.map(succeed),
         Effect.catchAll((error) =>
-          Effect.succeed(failure(error.recoverable ? "recoverable" : "fatal", error.message, error.details))
+          Effect.succeed(failure(error.kind, error.message, error.details))
         ),
         Effect.catchAllDefect((defect) =>
           Effect.succeed(failure("fatal", `tool ${definition.name} crashed: ${describe(defect)}`))
