@@ -12,6 +12,11 @@ export type SandboxMode = typeof SandboxMode.Type
 const positive = (fallback: number) =>
   Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => fallback })
 
+/** A protected or hidden path: not empty, no NUL byte. */
+const pathEntry = Schema.String.pipe(
+  Schema.filter((path) => (path.length > 0 && !path.includes("\0")) || "a path must be non-empty and have no NUL byte")
+)
+
 /** Environment variables a shell command may see, when rx has them. */
 export const defaultShellEnv: ReadonlyArray<string> = [
   "PATH",
@@ -50,6 +55,38 @@ export const Config = Schema.Struct({
   shellGraceMs: positive(2_000),
   /** `shell`: bytes kept of each of stdout and stderr (half from the start, half from the end). */
   shellOutputBytes: positive(32 * 1024),
+  /**
+   * `shell`: stop the command (its whole tree) once it has written more than this many bytes to
+   * stdout and stderr together; the output then says `output_limited`.
+   */
+  shellMaxOutputBytes: positive(16 * 1024 * 1024),
+  /** `shell`: processes (threads count too) one call may have at once; stops fork bombs. */
+  shellMaxProcesses: positive(1_024),
+  /** `shell`: writable private memory of each process (RLIMIT_DATA): heap and anonymous mappings. */
+  shellMaxMemoryBytes: positive(4 * 1024 * 1024 * 1024),
+  /** `shell`: CPU seconds of each process (RLIMIT_CPU). */
+  shellMaxCpuSeconds: positive(600),
+  /** `shell`: the largest file a command may write (RLIMIT_FSIZE); a larger write fails. */
+  shellMaxFileBytes: positive(1024 * 1024 * 1024),
+  /**
+   * `shell`: the bubblewrap program, an absolute path. Default: the first of `/usr/bin/bwrap`,
+   * `/usr/local/bin/bwrap`, `/bin/bwrap`; never looked up on PATH. It must be owned by root (or
+   * by the user running rx), not writable by others, and outside the workspace.
+   */
+  bwrapPath: Schema.optional(Schema.String.pipe(
+    Schema.filter((path) => path.startsWith("/") || "bwrapPath must be an absolute path")
+  )),
+  /**
+   * Paths (relative to the workspace, or absolute inside it) the agent may read but not change:
+   * refused to the writing tools, read-only in the sandbox. A name without `/` (`.git`) also
+   * matches that name in any folder for the file tools. Missing paths are protected too.
+   */
+  protectedPaths: Schema.optionalWith(Schema.Array(pathEntry), { default: () => [".git"] }),
+  /**
+   * Paths the agent may neither read nor change, such as rx's own database inside the workspace:
+   * refused to every file tool, left out of listings, hidden in the sandbox.
+   */
+  hiddenPaths: Schema.optionalWith(Schema.Array(pathEntry), { default: () => [] }),
   /** `shell`: names of the environment variables passed through (never one that looks secret). */
   shellEnv: Schema.optionalWith(Schema.Array(Schema.String), { default: () => defaultShellEnv }),
   /** `http_fetch`: hosts, addresses or CIDR ranges that may be fetched though not public. */
