@@ -21,6 +21,13 @@ export const Config = Schema.Struct({
   pollIntervalMs: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 150 }),
   /** Open read-only (inspection): reads work, every append fails with a read-only error. */
   readonly: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  /**
+   * Create a new log when the file does not exist (never when read-only). An existing file is
+   * never turned into a log: it must already be one. `false`: a missing file is refused too.
+   */
+  create: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+  /** Run SQLite's `quick_check` when opening writable, refusing a damaged file before writing to it. */
+  quickCheck: Schema.optionalWith(Schema.Boolean, { default: () => true }),
   /** How often the holder of a goal's lease records that it is still running. */
   leaseHeartbeatMs: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 10_000 }),
   /**

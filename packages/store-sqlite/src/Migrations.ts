@@ -7,7 +7,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { StateStore } from "@rx/kernel"
-import { toStoreError } from "./internal/errors.js"
+import { DatabaseRefused, toStoreError } from "./internal/errors.js"
 import { connection, field, immediate, query } from "./internal/sql.js"
 import type { Connection } from "@effect/sql/SqlConnection"
 
@@ -77,36 +77,83 @@ export const latest = 2
  */
 export const readableFrom = 1
 
+/**
+ * The `application_id` in the header of a database this rx created or migrated ("rxlg"), so
+ * `file(1)` and rx tell an rx log from another program's SQLite file. Files migrated by an
+ * older rx have 0 and are recognised by their tables.
+ */
+export const applicationId = 0x72786c67
+
+/** The tables each schema version has; one missing means the file was damaged. */
+const tablesOf = (version: number): ReadonlyArray<string> =>
+  version >= 2 ? ["events", "goals", "snapshots", "leases"] : ["events", "goals", "snapshots"]
+
 const migrate = Migrator.make({})
 
-/** The applied schema version of the database on `conn` (0 when empty), or why it is refused. */
+const refused = (filename: string, reason: DatabaseRefused["reason"], message: string) =>
+  new DatabaseRefused({ filename, reason, message })
+
+/**
+ * The applied schema version of the database on `conn` (0 when it has no tables yet), or why it
+ * is refused: another program's application id, tables that are not rx's, a newer schema, or
+ * rx tables missing.
+ */
 const inspect = (conn: Connection, filename: string) =>
   Effect.gen(function*() {
+    const id = Number(field((yield* query(conn, "PRAGMA application_id"))[0], "application_id") ?? 0)
+    if (id !== 0 && id !== applicationId) {
+      return yield* refused(
+        filename,
+        "foreign",
+        `${filename} is another program's SQLite database (application_id 0x${id.toString(16)}), not an rx log; rx will not touch it: choose another file`
+      )
+    }
     const names = (yield* query(conn, "SELECT name FROM sqlite_master WHERE type = 'table'")).map((row) => String(field(row, "name")))
     if (names.length === 0) return 0
     if (!names.includes(table)) {
-      return yield* new StateStore.StoreError({
-        message: `${filename} is a SQLite database but not an rx log (it has tables ${names.join(", ")} and no ${table}); rx will not touch it: choose another file`
-      })
+      return yield* refused(
+        filename,
+        "foreign",
+        `${filename} is a SQLite database but not an rx log (it has tables ${names.join(", ")} and no ${table}); rx will not touch it: choose another file`
+      )
     }
     const rows = yield* query(conn, `SELECT max(migration_id) AS id FROM ${table}`)
     const current = Number(field(rows[0], "id") ?? 0)
     if (current > latest) {
-      return yield* new StateStore.StoreError({
-        message: `${filename} has schema version ${current}, written by a newer rx; this rx reads up to version ${latest}: upgrade rx`
-      })
+      return yield* refused(
+        filename,
+        "newer",
+        `${filename} has schema version ${current}, written by a newer rx; this rx reads up to version ${latest}: upgrade rx`
+      )
+    }
+    const missing = tablesOf(current).filter((name) => !names.includes(name))
+    if (missing.length > 0) {
+      return yield* refused(
+        filename,
+        "damaged",
+        `${filename} is an rx log (schema version ${current}) missing its table${missing.length === 1 ? "" : "s"} ${missing.join(", ")}; rx will not recreate ${missing.length === 1 ? "it" : "them"} over a damaged log: restore the file from a backup`
+      )
     }
     return current
   })
 
+/** A database with no tables where an existing rx log was expected. */
+const emptySchema = (filename: string) =>
+  refused(
+    filename,
+    "foreign",
+    `${filename} is a SQLite database with no tables, not an rx log; rx creates a log only where no file exists: remove it or choose another file`
+  )
+
 /**
- * Bring the database to this rx's schema. Read-only, only check that it is one this rx reads
- * (from `readableFrom` to `latest`).
+ * Check the database is an rx log this rx reads, and, unless read-only, bring it to this rx's
+ * schema. A database with no tables is initialised only with `create` (a file the store just
+ * created); otherwise it is refused, as is anything that is not an rx log.
  */
 export const run = (
   client: SqlClient.SqlClient,
-  options: { readonly filename: string; readonly busyTimeoutMs: number; readonly readonly: boolean }
-): Effect.Effect<void, StateStore.StoreError> => {
+  options: { readonly filename: string; readonly busyTimeoutMs: number; readonly readonly: boolean; readonly create: boolean }
+): Effect.Effect<void, StateStore.StoreError | DatabaseRefused> => {
   const { filename } = options
   const failed = (error: unknown) => toStoreError({ ...options, what: `opening ${filename}` }, error)
   if (options.readonly) {
@@ -114,11 +161,9 @@ export const run = (
       Effect.catchTag("SqlError", (error) => Effect.fail(failed(error))),
       Effect.flatMap((current) =>
         current >= readableFrom ? Effect.void : Effect.fail(
-          new StateStore.StoreError({
-            message: current === 0
-              ? `${filename} holds no rx log yet; open it once without readonly to create one`
-              : `${filename} has schema version ${current} and needs migrating to ${latest}; open it once without readonly`
-          })
+          current === 0
+            ? emptySchema(filename)
+            : refused(filename, "outdated", `${filename} has schema version ${current} and needs migrating to ${latest}; open it once without readonly`)
         )
       )
     )
@@ -127,10 +172,12 @@ export const run = (
     immediate(conn, Effect.gen(function*() {
       const current = yield* inspect(conn, filename)
       if (current === latest) return
+      if (current === 0 && !options.create) return yield* emptySchema(filename)
       yield* migrate({ loader: Migrator.fromRecord(migrations), table }).pipe(
         Effect.provideService(SqlClient.TransactionConnection, [conn, 0]),
         Effect.provideService(SqlClient.SqlClient, client)
       )
+      yield* query(conn, `PRAGMA application_id = ${applicationId}`)
       const after = yield* inspect(conn, filename)
       if (after !== latest) {
         return yield* new StateStore.StoreError({ message: `${filename}: migrating to schema version ${latest} left version ${after}` })

@@ -9,21 +9,27 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Chunk, Clock, Effect, Either, GlobalValue, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
-import * as os from "node:os"
+import { Cause, Chunk, Clock, Effect, Either, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
 import { Event, GoalSummary, State, StateStore } from "@rx/kernel"
 import * as Config from "./Config.js"
-import { toStoreError } from "./internal/errors.js"
+import { decodeRows, slimJson } from "./internal/codec.js"
+import { DatabaseRefused, toStoreError } from "./internal/errors.js"
+import { prepare } from "./internal/file.js"
+import { decodeHolder, describeHolder, isAlive, newToken, processLeases, thisHost } from "./internal/lease.js"
 import { atomically, connection, field, immediate, query } from "./internal/sql.js"
 import * as Migrations from "./Migrations.js"
+
+export { DatabaseRefused }
 
 type Service = StateStore.StateStore["Type"]
 type StoreError = StateStore.StoreError
 const StoreError = StateStore.StoreError
 
 /**
- * Open the database as an @effect/sql `SqliteClient`: WAL (unless read-only), the busy timeout
- * and the `synchronous` level. The connection closes with the Layer's scope.
+ * Open the database as an @effect/sql `SqliteClient`: the busy timeout and the `synchronous`
+ * level. The journal is left as the file has it: `make` switches an rx log to WAL once it
+ * knows the file is one, so opening another program's database never rewrites its header.
+ * The connection closes with the Layer's scope.
  */
 export const layerClient = (input: Config.Input): Layer.Layer<SqliteClient.SqliteClient, StoreError> =>
   Layer.scoped(
@@ -34,7 +40,7 @@ export const layerClient = (input: Config.Input): Layer.Layer<SqliteClient.Sqlit
       const client = yield* SqliteClient.make({
         filename: config.filename,
         readonly: config.readonly,
-        disableWAL: config.readonly
+        disableWAL: true
       }).pipe(Effect.catchAllDefect((defect) => Effect.fail(toStoreError(where, defect))))
       yield* Effect.flatMap(connection(client), (conn) =>
         Effect.zipRight(
@@ -45,13 +51,47 @@ export const layerClient = (input: Config.Input): Layer.Layer<SqliteClient.Sqlit
     })
   ).pipe(Layer.provide(Reactivity.layer))
 
-/** The store over the `SqliteClient` in context (opened with the same config by `layerClient`). */
-export const make = (input: Config.Input): Effect.Effect<Service, StoreError, SqliteClient.SqliteClient> =>
+/**
+ * SQLite's `quick_check` (the b-tree structure, records and freelist; not index contents): a
+ * damaged file is refused before anything is written to it. Linear in the file's size: about
+ * 12 ms for a log of 10,000 iterations (9.5 MB) with the file in the page cache.
+ */
+const quickCheck = (conn: Connection, config: Config.Config) =>
+  Effect.gen(function*() {
+    const rows = yield* query(conn, "PRAGMA quick_check(5)")
+    const problems = rows.map((row) => String(field(row, "quick_check")))
+    if (problems.length === 1 && problems[0] === "ok") return
+    return yield* new DatabaseRefused({
+      filename: config.filename,
+      reason: "damaged",
+      message: `${config.filename} is damaged: SQLite's quick_check found ${problems.length >= 5 ? "at least 5 problems" : `${problems.length} problem${problems.length === 1 ? "" : "s"}`} (${
+        (problems[0] ?? "?").replace(/\s+/g, " ").slice(0, 300)
+      }); rx will not write to a damaged log: restore it from a backup`
+    })
+  }).pipe(Effect.catchTag("SqlError", (error) => Effect.fail(toStoreError({ ...config, what: `checking ${config.filename}` }, error))))
+
+/**
+ * The store over the `SqliteClient` in context (opened with the same config by `layerClient`).
+ * A writable store first runs `quick_check` (unless `quickCheck: false`), then creates or
+ * migrates the schema (a database without tables is initialised only with `create`), then
+ * switches the file to WAL.
+ */
+export const make = (input: Config.Input): Effect.Effect<Service, StoreError | DatabaseRefused, SqliteClient.SqliteClient> =>
+  makeWith(input, true)
+
+const makeWith = (input: Config.Input, mayInitialise: boolean): Effect.Effect<Service, StoreError | DatabaseRefused, SqliteClient.SqliteClient> =>
   Effect.gen(function*() {
     const config = yield* Config.decode(input)
     const client = yield* SqliteClient.SqliteClient
-    yield* Migrations.run(client, config)
     const conn = yield* connection(client).pipe(Effect.mapError((error) => toStoreError({ ...config, what: `opening ${config.filename}` }, error)))
+    if (!config.readonly && config.quickCheck) yield* quickCheck(conn, config)
+    yield* Migrations.run(client, { ...config, create: mayInitialise && config.create })
+    // WAL: readers never block the writer, so other processes read while a run appends.
+    if (!config.readonly) {
+      yield* query(conn, "PRAGMA journal_mode = WAL").pipe(
+        Effect.mapError((error) => toStoreError({ ...config, what: `opening ${config.filename}` }, error))
+      )
+    }
     const failed = (what: string, goalId?: string) => (error: SqlError) =>
       toStoreError({ ...config, what, goalId }, error)
 
@@ -347,80 +387,19 @@ export const make = (input: Config.Input): Effect.Effect<Service, StoreError, Sq
     return StateStore.StateStore.of({ append, load, goal, goals, changes, snapshot, lease })
   })
 
-/** The SQLite store as a Layer: opens `filename` (creating or migrating it) and closes it with the scope. */
-export const layer = (input: Config.Input): Layer.Layer<StateStore.StateStore, StoreError> =>
-  Layer.effect(StateStore.StateStore, make(input)).pipe(Layer.provide(layerClient(input)))
-
-/** This host, as leases name it: a holder on the same host is checked by its pid. */
-const thisHost = os.hostname()
-
 /**
- * The leases held by stores in this process (shared by every store instance and copy of this
- * module): a lease row with this process's pid is live only while its token is here.
+ * The SQLite store as a Layer: opens `filename` and closes it with the scope. A new log is
+ * created only where no file exists (and `create` is not false); an existing file must be an rx
+ * log (older schemas are migrated), and anything else is a `DatabaseRefused`, the file untouched.
  */
-const processLeases = GlobalValue.globalValue(Symbol.for("@rx/store-sqlite/SqliteStore/leases"), () => ({
-  tokens: new Set<string>(),
-  taken: 0
-}))
-
-/** A token unique to one lease: this process's pid and start time, and a counter. */
-const newToken = (): string => `${process.pid}.${Math.round(performance.timeOrigin)}.${++processLeases.taken}`
-
-const Holder = Schema.Struct({
-  host: Schema.String,
-  pid: Schema.Int,
-  token: Schema.String,
-  acquired_at: Schema.Finite,
-  heartbeat_at: Schema.Finite
-})
-type Holder = typeof Holder.Type
-const decodeHolderEither = Schema.decodeUnknownEither(Holder)
-
-/** A `leases` row; one that does not decode is an error, never taken over silently. */
-const decodeHolder = (goalId: string, row: unknown): Effect.Effect<Holder, StoreError> =>
-  Either.match(decodeHolderEither(row), {
-    onLeft: (error) =>
-      Effect.fail(
-        new StoreError({
-          message: `the leases row of goal ${goalId} does not decode: ${error.message}. If no runner runs the goal, delete the row (DELETE FROM leases WHERE goal_id = '${goalId}')`,
-          goalId
-        })
-      ),
-    onRight: Effect.succeed
-  })
-
-/**
- * Whether a lease's holder still runs. On this host: its process exists (and, if it is this
- * process, still holds the lease). On another host: its heartbeat is recent.
- */
-const isAlive = (holder: Holder, now: number, timeoutMs: number): boolean => {
-  if (holder.host !== thisHost) return now - holder.heartbeat_at < timeoutMs
-  if (holder.pid === process.pid) return processLeases.tokens.has(holder.token)
-  return processExists(holder.pid)
-}
-
-/** `kill(pid, 0)`: no such process (ESRCH) is dead; not ours to signal (EPERM) is alive. */
-const processExists = (pid: number): boolean => {
-  // 0 and negative pids would name process groups.
-  if (pid <= 0) return false
-  return Either.match(Either.try(() => process.kill(pid, 0)), {
-    onLeft: (error) => typeof error === "object" && error !== null && "code" in error && error.code === "EPERM",
-    onRight: () => true
-  })
-}
-
-const isoTime = (ms: number): string => {
-  const date = new Date(ms)
-  return Number.isNaN(date.getTime()) ? String(ms) : date.toISOString()
-}
-
-/** Who holds a lease, for `LeaseHeld`: "pid 1234 on host h, since <time>". */
-const describeHolder = (holder: Holder): string =>
-  holder.host === thisHost && holder.pid === process.pid
-    ? `another runner in this process (pid ${holder.pid} on host ${holder.host}), since ${isoTime(holder.acquired_at)}`
-    : `pid ${holder.pid} on host ${holder.host}, since ${isoTime(holder.acquired_at)}${
-      holder.host === thisHost ? "" : `, last heartbeat ${isoTime(holder.heartbeat_at)}`
-    }`
+export const layer = (input: Config.Input): Layer.Layer<StateStore.StateStore, StoreError | DatabaseRefused> =>
+  Layer.unwrapEffect(
+    Effect.gen(function*() {
+      const config = yield* Config.decode(input)
+      yield* prepare(config)
+      return Layer.effect(StateStore.StateStore, makeWith(input, false)).pipe(Layer.provide(layerClient(input)))
+    })
+  )
 
 const selectLeaseSql = "SELECT host, pid, token, acquired_at, heartbeat_at FROM leases WHERE goal_id = ?"
 const upsertLeaseSql = `INSERT INTO leases (goal_id, host, pid, token, acquired_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)
@@ -505,78 +484,6 @@ const decodeSummary = (row: unknown): Effect.Effect<GoalSummary.GoalSummary, Sto
       onRight: Effect.succeed
     }
   )
-}
-
-/** A stored event that cannot be read: never skipped. */
-const corrupt = (goalId: string, seq: number, why: string): Effect.Effect<never, StoreError> =>
-  Effect.fail(
-    new StoreError({
-      message: `goal ${goalId}, seq ${seq}: ${why}. rx never skips or repairs an event: restore the database from a backup`,
-      goalId,
-      seq
-    })
-  )
-
-/**
- * The payload stored for an event: its JSON without `_tag`, `goalId` and `seq`, which the
- * row's columns already hold (about 70 bytes less per event).
- */
-const slimJson = (event: Event.Event): string => {
-  const { _tag: _t, goalId: _g, seq: _s, ...rest } = Event.is(event) ? event : encodeEvent(event)
-  return JSON.stringify(rest)
-}
-
-const encodeEvent = Schema.encodeSync(Event.Event)
-
-/**
- * An event from its row. A slim payload gets `_tag`, `goalId` and `seq` back from the columns,
- * in the order the runner writes them (so `rx events` prints what `rx run --json` printed); a
- * payload with its own `goalId` (written before payloads were slim) is decoded as it is, and
- * its ids are checked against the row by the caller.
- */
-const decodePayload = (
-  payload: string,
-  tag: unknown,
-  version: number,
-  goalId: string,
-  seq: number
-): Either.Either<Event.Event, string> =>
-  Either.flatMap(
-    Either.try({ try: (): unknown => JSON.parse(payload), catch: (error) => `not JSON: ${error instanceof Error ? error.message : String(error)}` }),
-    (value) =>
-      typeof value === "object" && value !== null && !Array.isArray(value) && !("goalId" in value)
-        ? Event.decode({ _tag: tag, goalId, seq, ...value }, version)
-        : Event.decode(value, version)
-  )
-
-/**
- * Rows of `events` (`seq, tag, version, payload`), decoded in one plain loop. With `fromSeq`, rows
- * must be the seqs from it with no gap; without, any ascending subset. A gap, a bad row or a
- * mismatched event fails naming goal and seq.
- */
-const decodeRows = (
-  goalId: string,
-  fromSeq: number | undefined,
-  rows: ReadonlyArray<unknown>
-): Effect.Effect<ReadonlyArray<Event.Event>, StoreError> => {
-  const events: Array<Event.Event> = new Array(rows.length)
-  for (let i = 0; i < rows.length; i++) {
-    const row = rows[i]
-    const seq = field(row, "seq")
-    const expected = fromSeq === undefined ? (typeof seq === "number" ? seq : -1) : fromSeq + i
-    if (seq !== expected) return corrupt(goalId, expected, `the log has no event at this seq (the next stored one is ${String(seq)})`)
-    const version = field(row, "version")
-    const payload = field(row, "payload")
-    if (typeof version !== "number" || typeof payload !== "string") return corrupt(goalId, expected, "the row has no version or payload")
-    const decoded = decodePayload(payload, field(row, "tag"), version, goalId, expected)
-    if (Either.isLeft(decoded)) return corrupt(goalId, expected, `the stored event (encoding version ${version}) does not decode: ${decoded.left}`)
-    const event = decoded.right
-    if (event.goalId !== goalId || event.seq !== expected) {
-      return corrupt(goalId, expected, `the stored event says goal ${event.goalId}, seq ${event.seq}`)
-    }
-    events[i] = event
-  }
-  return Effect.succeed(events)
 }
 
 const decodeStateJson = Schema.decodeUnknownEither(Schema.parseJson(State.State))

@@ -1,5 +1,18 @@
-/** Turn SQLite failures into `StoreError`s a user can act on. */
+/** Turn SQLite failures into `StoreError`s a user can act on; the refusal to open a file. */
+import { Schema } from "effect"
 import { StateStore } from "@rx/kernel"
+
+/**
+ * A file rx will not use as its log, and why: it does not exist (and may not be created), is
+ * empty (0 bytes), is not SQLite, is another program's SQLite database, has a schema newer than
+ * this rx or one only a writable open migrates, or is damaged (SQLite's checks fail or rx's
+ * tables are missing). The file is left untouched.
+ */
+export class DatabaseRefused extends Schema.TaggedError<DatabaseRefused>()("DatabaseRefused", {
+  filename: Schema.String,
+  reason: Schema.Literal("missing", "empty", "not-sqlite", "foreign", "newer", "outdated", "damaged"),
+  message: Schema.String
+}) {}
 
 /** The SQLite result code of a failure (`SQLITE_FULL`, ...), looking through wrappers. */
 export const codeOf = (error: unknown): string | undefined => {
