@@ -20,6 +20,15 @@ import * as Tool from "./Tool.js"
 import { ToolRegistry } from "./ToolRegistry.js"
 import type * as ToolRegistryModule from "./ToolRegistry.js"
 
+/**
+ * Run a goal to its end. The loop races the goal's cancellation: a cancel request interrupts
+ * whatever model or tool call is in flight (commits are uninterruptible, so the State is always
+ * the log's), and the loop then runs once more, from the log, to record the end: a call cut short
+ * gets outcome `unknown`, and the termination rules end the run as `cancelled`.
+ */
+const toEnd = (run: Run): Effect.Effect<Result, RunError> =>
+  Effect.flatMap(run.race(drive(run)), Option.match({ onNone: () => drive(run), onSome: Effect.succeed }))
+
 /** The loop, from any point a log can be at, until the goal's one `Terminated` is committed. */
 const drive = (run: Run): Effect.Effect<Result, RunError> =>
   Effect.gen(function*() {
@@ -32,11 +41,10 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
         yield* run.commit([{ _tag: "Terminated", goalId, seq, iteration: state.iteration, at: run.now(), ...stop.value }])
         continue
       }
-      const answer = yield* run.race(Effect.either(run.model.generate(Prompt.build(state))))
-      if (Option.isNone(answer)) continue
+      const answer = yield* Effect.either(run.model.generate(Prompt.build(state)))
       const iteration = state.completed + 1
-      if (Either.isLeft(answer.value)) {
-        const { message, server, status } = answer.value.left
+      if (Either.isLeft(answer)) {
+        const { message, server, status } = answer.left
         yield* run.commit([{
           _tag: "ModelFailed",
           goalId,
@@ -50,7 +58,7 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
         continue
       }
       const rules = Behaviour.rules(state.behaviour)
-      const response = rules.answerCap ? Action.cap(answer.value.right, state.options.maxAnswerChars) : answer.value.right
+      const response = rules.answerCap ? Action.cap(answer.right, state.options.maxAnswerChars) : answer.right
       const callId = `${goalId}:${iteration}`
       const decision = Action.decide(response, state.tools, (tool, input) => run.registry.prepare({ callId, tool, input }), rules)
       const responded: Event.Event = { _tag: "ModelResponded", goalId, seq, iteration, at: run.now(), response }
@@ -75,14 +83,8 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
     return result(run.state)
   })
 
-/** Run a started call, racing cancellation, and record its outcome. */
-const execute = (run: Run, prepared: ToolRegistryModule.Prepared) =>
-  Effect.flatMap(run.race(prepared.run), (outcome) =>
-    finish(
-      run,
-      Option.getOrElse(outcome, () =>
-        Tool.failure("unknown", `cancelled while ${prepared.call.tool} was running; its effect is unknown`))
-    ))
+/** Run a started call and record its outcome. */
+const execute = (run: Run, prepared: ToolRegistryModule.Prepared) => Effect.flatMap(prepared.run, (outcome) => finish(run, outcome))
 
 /**
  * After rx stopped during a call: a goal cancelled meanwhile runs nothing more; an idempotent
@@ -92,7 +94,7 @@ const recover = (run: Run, pending: State.Pending) => {
   const { callId, input, tool } = pending
   const unknown = (why: string) => Tool.failure("unknown", `rx stopped while ${tool} was running (call ${callId})${why}`)
   if (run.state.cancelRequested !== null) {
-    return finish(run, unknown(" and the goal was cancelled before it ran again; whether it took effect is unknown"))
+    return finish(run, unknown(" and the goal was cancelled, so it did not run again; whether it took effect is unknown"))
   }
   const prepared = run.registry.prepare({ callId, tool, input })
   const idempotent = run.state.tools.some((spec) => spec.name === tool && spec.idempotent)
@@ -211,7 +213,7 @@ export const resume = (
     const state = yield* restore(goalId)
     if (state.terminated !== null) return result(state)
     if (!Behaviour.isSupported(state.behaviour)) return yield* new Behaviour.UnsupportedBehaviour({ goalId, version: state.behaviour })
-    return yield* drive(yield* start(state, hooks.observe))
+    return yield* toEnd(yield* start(state, hooks.observe))
   }).pipe(Effect.scoped)
 
 /** A goal's State: its latest snapshot, if any, with the events after it folded in. */
@@ -245,8 +247,8 @@ interface Run {
    * is dropped once a cancel has come: the loop then decides again.
    */
   readonly commit: (batch: ReadonlyArray<Event.Event>) => Effect.Effect<Committed, RunError>
-  /** Run an external call until it ends, or until the goal is cancelled (`None`: it was interrupted). */
-  readonly race: <A>(call: Effect.Effect<A>) => Effect.Effect<Option.Option<A>, RunError>
+  /** Run `effect` until it ends, or until the goal is cancelled (`None`: it was interrupted). */
+  readonly race: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<Option.Option<A>, E | RunError>
 }
 
 const start = (initial: State.State, observe: Observer | undefined): Effect.Effect<Run, never, Services | Scope.Scope> =>
@@ -299,8 +301,8 @@ const start = (initial: State.State, observe: Observer | undefined): Effect.Effe
       Effect.ignore,
       Effect.forkScoped
     )
-    const race = <A>(call: Effect.Effect<A>) =>
-      Effect.raceFirst(Effect.map(call, Option.some), Effect.as(Deferred.await(cancelled), Option.none<A>())).pipe(
+    const race = <A, E>(effect: Effect.Effect<A, E>) =>
+      Effect.raceFirst(Effect.map(effect, Option.some), Effect.as(Deferred.await(cancelled), Option.none<A>())).pipe(
         Effect.tap((done) => (Option.isNone(done) ? sync : Effect.void))
       )
 
