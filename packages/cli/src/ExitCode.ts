@@ -8,20 +8,24 @@ export const byReason: Readonly<Record<Event.Reason, number>> = {
   repeated_failure: 4,
   malformed_output: 5,
   no_progress: 6,
-  cancelled: 7
+  cancelled: 7,
+  token_budget: 9
 }
 
 /** rx itself failed: bad flags, an unknown goal, a database it cannot use. */
 export const failure = 1
 /** `rx replay` found a divergence. */
 export const diverged = 8
+/** `rx doctor` found problems in the database. */
+export const unhealthy = 10
 /** A second Ctrl-C: stopped at once, the goal left open for `rx resume`. */
 export const interrupted = 130
 
-/** The table, as `rx --help` and the README show it. */
+/** The table, as `rx --help` and the README show it, by code. */
 export const table = [
-  ...Object.entries(byReason).map(([reason, code]) => `${code}  ${reason}`),
-  `${failure}  error (bad flags, unknown goal, unusable database)`,
-  `${diverged}  replay diverged`,
-  `${interrupted}  interrupted by a second Ctrl-C (the goal stays open)`
-].join("\n")
+  ...Object.entries(byReason).map(([reason, code]) => [code, reason] as const),
+  [failure, "error (bad flags, unknown goal, unusable database)"] as const,
+  [diverged, "replay diverged"] as const,
+  [unhealthy, "rx doctor found problems in the database"] as const,
+  [interrupted, "interrupted by a second Ctrl-C (the goal stays open)"] as const
+].sort(([a], [b]) => a - b).map(([code, what]) => `${code}  ${what}`).join("\n")

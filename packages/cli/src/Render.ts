@@ -2,11 +2,43 @@
  * What `rx` prints: one line per step while a goal runs, and the views of `inspect` and
  * `list`. Pure functions of events, so the same log always prints the same way.
  */
-import { Event, GoalSummary, State } from "@rx/kernel"
+import { Event, GoalSummary, Options, State } from "@rx/kernel"
+import type { Doctor } from "@rx/store-sqlite"
+
+/**
+ * Characters a terminal would act on rather than show: C0 controls but tab and newline, DEL,
+ * C1 controls (8-bit CSI, OSC, ...), and the Unicode controls that reorder or break lines
+ * (bidi overrides and isolates, line and paragraph separators).
+ */
+const unsafe = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
+
+const escape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`
+
+/**
+ * Text for the terminal: every control character a log may carry (from a model, a tool, a
+ * file) is shown as `\u001b` and the like instead of reaching the terminal, so no log can
+ * retitle the window, move the cursor or hide lines. Tabs and newlines stay.
+ */
+export const terminal = (text: string): string => text.replace(unsafe, escape)
+
+/**
+ * A JSON line safe for a terminal: `JSON.stringify` already escapes C0 controls; this escapes
+ * the rest (DEL, C1, bidi and line separators) as `\uXXXX`, which decodes to the same value.
+ */
+export const jsonLine = (json: string): string => json.replace(unsafe, escape)
+
+/** Characters of one field shown in full views (`inspect --step`); the rest is counted. */
+export const fieldLimit = 16_000
+
+/** `text`, at most `max` characters, saying how much was left out. */
+export const cap = (text: string, max = fieldLimit): string =>
+  text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters; rx events prints the whole event)`
 
 const oneLine = (text: string, max: number): string => {
-  const flat = text.replace(/\s+/g, " ").trim()
-  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`
+  // Only the start matters: a 5 MB value is not flattened whole.
+  const head = text.length > max * 4 ? text.slice(0, max * 4) : text
+  const flat = head.replace(/\s+/g, " ").trim()
+  return flat.length <= max && head === text ? flat : `${flat.slice(0, max - 1)}…`
 }
 
 const json = (value: unknown): string => JSON.stringify(value) ?? "null"
@@ -19,7 +51,7 @@ export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.
     case "ToolSucceeded":
     case "ToolFailed": {
       const input = started.get(event.callId)?.input
-      const head = `${String(event.iteration).padStart(4)}  ${pad(event.tool, 12)} ${pad(oneLine(json(input), 48), 48)}`
+      const head = `${String(event.iteration).padStart(4)}  ${pad(oneLine(event.tool, 40), 12)} ${pad(oneLine(json(input), 48), 48)}`
       const result = event._tag === "ToolSucceeded"
         ? "ok"
         : `${event.error.kind === "recoverable" ? "error" : event.error.kind}: ${oneLine(event.error.message, 60)}`
@@ -30,7 +62,7 @@ export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.
     case "ModelFailed":
       return `${String(event.iteration).padStart(4)}  ${pad("(model)", 12)} failed: ${oneLine(event.message, 100)}`
     case "CancelRequested":
-      return `      cancel requested: ${event.reason}`
+      return `      cancel requested: ${oneLine(event.reason, 100)}`
     default:
       return undefined
   }
@@ -38,7 +70,42 @@ export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.
 
 /** The closing line of a run. */
 export const endLine = (result: { readonly reason: Event.Reason; readonly detail: string; readonly iterations: number; readonly goalId: string }, exitCode: number) =>
-  `${result.reason} after ${result.iterations} iteration${result.iterations === 1 ? "" : "s"} (goal ${result.goalId}, exit ${exitCode}): ${result.detail}`
+  `${result.reason} after ${result.iterations} iteration${result.iterations === 1 ? "" : "s"} (goal ${result.goalId}, exit ${exitCode}): ${oneLine(result.detail, 2_000)}`
+
+/** The first line of a run: the goal and the settings it runs with. */
+export const goalLine = (event: Event.Of<"GoalSubmitted">, m: { readonly model?: string | undefined; readonly baseUrl?: string | undefined; readonly workspace?: string | undefined; readonly sandbox?: string | undefined }) =>
+  `goal ${event.goalId}: ${oneLine(event.goal, 2_000)}\n  model ${oneLine(m.model ?? "?", 200)} at ${oneLine(m.baseUrl ?? "?", 200)}, workspace ${oneLine(m.workspace ?? "?", 500)}, sandbox ${m.sandbox ?? "auto"}`
+
+const show = (value: unknown) => oneLine(typeof value === "string" ? value : json(value), 200)
+
+/**
+ * What changed between two options, one `name value (was old)` per field: the limits, and each
+ * setting the transport recorded in `metadata` (workspace, sandbox, model, ...).
+ */
+export const optionsDiff = (before: Options.Options, after: Options.Options): string => {
+  const { metadata: beforeMeta, ...beforeLimits } = before
+  const { metadata: afterMeta, ...afterLimits } = after
+  const changes = (a: Readonly<Record<string, unknown>>, b: Readonly<Record<string, unknown>>) =>
+    [...new Set([...Object.keys(a), ...Object.keys(b)])].flatMap((key) =>
+      json(a[key]) === json(b[key]) ? [] : [`${key} ${b[key] === undefined ? "(unset)" : show(b[key])} (was ${a[key] === undefined ? "unset" : show(a[key])})`]
+    )
+  const all = [...changes(beforeLimits, afterLimits), ...changes(beforeMeta, afterMeta)]
+  return all.length === 0 ? "nothing" : all.join(", ")
+}
+
+/** Each `OptionsChanged` of a log, with what it changed from the options before it. */
+export const optionsChanges = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string> => {
+  const submitted = events[0]
+  if (submitted?._tag !== "GoalSubmitted") return []
+  let current = submitted.options
+  const lines: Array<string> = []
+  for (const e of events) {
+    if (e._tag !== "OptionsChanged") continue
+    lines.push(`seq ${e.seq} (${date(e.at)}, after iteration ${e.iteration}): ${optionsDiff(current, e.options)}`)
+    current = e.options
+  }
+  return lines
+}
 
 const date = (at: number) => new Date(at).toISOString()
 
@@ -68,7 +135,7 @@ export const steps = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Step> =
 /** A step in full: decision, tool, input, output or error, state summary. */
 export const step = (s: Step, width: number): ReadonlyArray<string> => {
   const lines: Array<string> = [`step ${s.iteration}`]
-  const cut = (text: string) => (width === Infinity ? text : oneLine(text, width))
+  const cut = (text: string) => (width === Infinity ? cap(text) : oneLine(text, width))
   for (const e of s.events) {
     switch (e._tag) {
       case "ModelResponded": {
@@ -80,19 +147,19 @@ export const step = (s: Step, width: number): ReadonlyArray<string> => {
         break
       }
       case "ModelFailed":
-        lines.push(`  model     failed: ${e.message}`)
+        lines.push(`  model     failed: ${cut(e.message)}`)
         break
       case "ActionRejected":
-        lines.push(`  rejected  ${e.kind}: ${e.reason}`)
+        lines.push(`  rejected  ${e.kind}: ${cut(e.reason)}`)
         break
       case "ToolStarted":
-        lines.push(`  tool      ${e.tool} (call ${e.callId})`, `  input     ${cut(json(e.input))}`)
+        lines.push(`  tool      ${oneLine(e.tool, 80)} (call ${oneLine(e.callId, 80)})`, `  input     ${cut(json(e.input))}`)
         break
       case "ToolSucceeded":
         lines.push(`  output    ${cut(json(e.output))}`, `  duration  ${e.durationMs} ms`)
         break
       case "ToolFailed":
-        lines.push(`  error     ${e.error.kind}: ${e.error.message}`, `  duration  ${e.durationMs} ms`)
+        lines.push(`  error     ${e.error.kind}: ${cut(e.error.message)}`, `  duration  ${e.durationMs} ms`)
         break
       case "IterationCompleted": {
         const m = e.summary
@@ -100,10 +167,13 @@ export const step = (s: Step, width: number): ReadonlyArray<string> => {
         break
       }
       case "CancelRequested":
-        lines.push(`  cancel    ${e.reason}`)
+        lines.push(`  cancel    ${cut(e.reason)}`)
+        break
+      case "OptionsChanged":
+        lines.push(`  options   changed (seq ${e.seq})`)
         break
       case "Terminated":
-        lines.push(`  end       ${e.reason}: ${e.detail}`)
+        lines.push(`  end       ${e.reason}: ${cut(e.detail)}`)
         break
       case "GoalSubmitted":
         break
@@ -126,6 +196,7 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
       case "ToolSucceeded": return `seq ${e.seq}: ${e.tool} succeeded: ${oneLine(json(e.output), 80)}`
       case "ActionRejected": return `seq ${e.seq}: answer rejected (${e.kind}): ${oneLine(e.reason, 80)}`
       case "ModelResponded": return `seq ${e.seq}: model answered ${oneLine(e.response.toolCalls[0]?.arguments ?? e.response.text, 80)}`
+      case "CancelRequested": return `seq ${e.seq}: cancel requested: ${oneLine(e.reason, 80)}`
       default: return `seq ${e.seq}: ${e._tag}`
     }
   }
@@ -138,6 +209,7 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
       case "malformed_output": return last("ActionRejected", o.maxMalformed)
       case "no_progress": return events.filter((e) => e._tag === "ToolSucceeded" || e._tag === "ToolFailed" || e._tag === "ActionRejected").slice(-Math.max(o.maxRepeats, 3))
       case "cancelled": return last("CancelRequested", 1)
+      case "token_budget": return last("ModelResponded", 1)
     }
   })()
   const limit: Record<Event.Reason, string> = {
@@ -147,11 +219,12 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
     repeated_failure: `maxConsecutiveFailures = ${o.maxConsecutiveFailures}`,
     malformed_output: `maxMalformed = ${o.maxMalformed}`,
     no_progress: `maxRepeats = ${o.maxRepeats}, noProgressWindow = ${o.noProgressWindow}`,
-    cancelled: "a cancel request"
+    cancelled: "a cancel request",
+    token_budget: `maxTotalTokens = ${o.maxTotalTokens ?? "unlimited"}`
   }
   return [
     `reason    ${end.reason} (seq ${end.seq}, ${date(end.at)})`,
-    `detail    ${end.detail}`,
+    `detail    ${oneLine(end.detail, 2_000)}`,
     `limit     ${limit[end.reason]}`,
     "led there",
     ...evidence.map((e) => `  ${describe(e)}`)
@@ -169,27 +242,44 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     return s === undefined ? [`goal ${submitted.goalId} has no step ${only} (steps 1 to ${all.length})`] : step(s, Infinity)
   }
   const o = submitted.options
-  const metadata = Object.entries(o.metadata).map(([k, v]) => `${k}=${typeof v === "string" ? v : json(v)}`).join(", ")
+  const metadata = Object.entries(o.metadata).map(([k, v]) => `${oneLine(k, 40)}=${show(v)}`).join(", ")
+  const changes = optionsChanges(events)
   const inputs = new Map(events.flatMap((e) => (e._tag === "ToolStarted" ? [[e.callId, e.input] as const] : [])))
   const trace = events.filter((e): e is Event.Of<"ToolSucceeded"> | Event.Of<"ToolFailed"> => e._tag === "ToolSucceeded" || e._tag === "ToolFailed")
   return [
     `goal      ${submitted.goalId}`,
-    `text      ${submitted.goal}`,
+    `text      ${cap(submitted.goal, 4_000)}`,
     `submitted ${date(submitted.at)}`,
     `status    ${state.terminated === null ? "open" : `terminated (${state.terminated.reason})`}, ${state.completed} iterations, ${events.length} events`,
     `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}`,
     ...(metadata === "" ? [] : [`settings  ${metadata}`]),
-    `tools     ${submitted.tools.map((t) => t.name).join(", ")}`,
+    ...changes.map((c, i) => `${i === 0 ? "changed  " : "         "} ${c}`),
+    `tools     ${oneLine(submitted.tools.map((t) => t.name).join(", "), 2_000)}`,
     `usage     ${state.usage.inputTokens} tokens in, ${state.usage.outputTokens} out`,
     "",
     ...all.flatMap((s) => [...step(s, 120), ""]),
     "tool trace",
     ...trace.map((e) => {
       const result = e._tag === "ToolSucceeded" ? "ok" : e.error.kind
-      return `  ${String(e.iteration).padStart(4)}  ${pad(e.tool, 12)} ${pad(result, 11)} ${String(e.durationMs).padStart(6)} ms  ${oneLine(json(inputs.get(e.callId)), 60)}`
+      return `  ${String(e.iteration).padStart(4)}  ${pad(oneLine(e.tool, 40), 12)} ${pad(result, 11)} ${String(e.durationMs).padStart(6)} ms  ${oneLine(json(inputs.get(e.callId)), 60)}`
     }),
     "",
     "termination",
     ...audit(events).map((l) => `  ${l}`)
   ]
+}
+
+/** `rx doctor`: what was checked, each finding, and the verdict. */
+export const doctor = (report: Doctor.Report, unhealthyCode: number): string => {
+  const problems = report.findings.filter((f) => f.severity === "problem")
+  const warnings = report.findings.filter((f) => f.severity === "warning")
+  const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`
+  return [
+    `rx doctor: ${report.filename}`,
+    ...(report.opened ? [`  ${plural(report.goals, "goal")}, ${plural(report.events, "event")} checked`] : []),
+    ...report.findings.map((f) => `  ${pad(f.severity, 8)} ${pad(f.check, 10)} ${oneLine(f.message, 1_000)}`),
+    problems.length === 0
+      ? `healthy${warnings.length === 0 ? "" : ` (${plural(warnings.length, "warning")})`}`
+      : `NOT healthy: ${plural(problems.length, "problem")}${warnings.length === 0 ? "" : `, ${plural(warnings.length, "warning")}`} (exit ${unhealthyCode}). rx never repairs a log: restore the database from a backup, or keep it aside and start a new one with --db`
+  ].join("\n")
 }

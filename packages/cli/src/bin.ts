@@ -6,6 +6,7 @@ import { ValidationError } from "@effect/cli"
 import { cli, ExitStatus } from "./Commands.js"
 import * as ExitCode from "./ExitCode.js"
 import { listener } from "./internal/interrupt.js"
+import * as Render from "./Render.js"
 
 const status = Ref.unsafeMake(0)
 
@@ -36,7 +37,7 @@ fiber.addObserver((exit) => {
     return
   }
   const message = describe(exit.cause)
-  if (message !== undefined) process.stderr.write(`rx: ${message}\n`)
+  if (message !== undefined) process.stderr.write(`rx: ${Render.terminal(Render.cap(message, 4_000))}\n`)
   if (process.env["RX_DEBUG"] === "1") process.stderr.write(`${Cause.pretty(exit.cause)}\n`)
   process.exitCode = Cause.isInterruptedOnly(exit.cause) ? ExitCode.interrupted : ExitCode.failure
 })

@@ -15,6 +15,9 @@ export interface Ran {
   readonly stderr: string
 }
 
+/** The state folder rx's default log goes into, unless a test gives its own. */
+const stateHome = mkdtempSync(join(tmpdir(), "rx-state-"))
+
 /** A fresh folder with a workspace (holding `hello.txt`) and a database path. */
 export const sandbox = () => {
   const root = mkdtempSync(join(tmpdir(), "rx-cli-"))
@@ -25,10 +28,20 @@ export const sandbox = () => {
   return { root, workspace, db }
 }
 
-/** Start `rx args...`; the environment has no RX_ variables but those given. */
-export const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}): ChildProcess & { output: () => Ran; done: Promise<Ran> } => {
+/**
+ * Start `rx args...` (in `cwd`, by default this process's); the environment has no RX_ variables
+ * but those given, and a variable given as `undefined` is removed.
+ */
+export const start = (
+  args: ReadonlyArray<string>,
+  env: Record<string, string | undefined> = {},
+  cwd?: string
+): ChildProcess & { output: () => Ran; done: Promise<Ran> } => {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("RX_")))
-  const child = spawn(process.execPath, [bin, ...args], { env: { ...clean, ...env }, stdio: ["ignore", "pipe", "pipe"] })
+  // The default log of these runs is never the user's own.
+  clean["XDG_STATE_HOME"] = stateHome
+  const merged = Object.fromEntries(Object.entries({ ...clean, ...env }).filter((e): e is [string, string] => e[1] !== undefined))
+  const child = spawn(process.execPath, [bin, ...args], { env: merged, cwd, stdio: ["ignore", "pipe", "pipe"] })
   let stdout = ""
   let stderr = ""
   child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
@@ -40,8 +53,8 @@ export const start = (args: ReadonlyArray<string>, env: Record<string, string> =
 }
 
 /** Run `rx args...` to completion. */
-export const rx = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-  Effect.promise(() => start(args, env).done)
+export const rx = (args: ReadonlyArray<string>, env: Record<string, string | undefined> = {}, cwd?: string) =>
+  Effect.promise(() => start(args, env, cwd).done)
 
 /** Wait until `check` holds (polling), or fail after `timeoutMs`. */
 export const until = (check: () => boolean, what: string, timeoutMs = 20_000) =>

@@ -79,6 +79,8 @@ describe("rx run", () => {
       const noModel = yield* rx(["run", "x", "--db", box.db])
       expect(noModel.code).toBe(1)
       expect(noModel.stderr).toContain("pass --model")
+      // A run refused for its flags creates no database.
+      expect(existsSync(box.db)).toBe(false)
       const badFlag = yield* rx(["run", "x", "--max-iterations", "many", "--db", box.db])
       expect(badFlag.code).toBe(1)
       expect(badFlag.stdout + badFlag.stderr).not.toMatch(/\n\s+at /)
@@ -122,18 +124,19 @@ describe("rx inspect, list, events, replay", () => {
       expect(diverged.stdout).toContain(`diverged at seq ${row.seq + 1}`)
     }))
 
-  it.scopedLive("a missing database and an unknown goal id are clear errors; reading creates no file", () =>
+  it.scopedLive("a missing database and an unknown goal id are clear errors; only rx run creates a file", () =>
     Effect.gen(function*() {
       const box = sandbox()
-      for (const command of ["inspect", "events", "replay"]) {
+      for (const command of ["inspect", "events", "replay", "cancel", "resume"]) {
         const ran = yield* rx([command, "g-nope", "--db", box.db])
         expect(ran.code, command).toBe(1)
         expect(ran.stderr, command).toContain(`no rx database at ${box.db}`)
       }
       expect((yield* rx(["list", "--db", box.db])).stderr).toContain("no rx database")
       expect(existsSync(box.db)).toBe(false)
+      const { box: made } = yield* runGoal([done("ok")])
       for (const command of ["cancel", "inspect", "events", "replay", "resume"]) {
-        const ran = yield* rx([command, "g-nope", "--db", box.db])
+        const ran = yield* rx([command, "g-nope", "--db", made.db])
         expect(ran.code, command).toBe(1)
         expect(ran.stderr, command).toContain("no goal with id g-nope")
       }
@@ -194,6 +197,38 @@ describe("cancel and resume across processes", () => {
       const events = jsonLines((yield* rx(["events", goalId, "--db", box.db])).stdout)
       expect(events.map((e) => e["seq"])).toEqual(events.map((_, i) => i))
       expect(events.filter((e) => e["_tag"] === "Terminated")).toHaveLength(1)
+      // The same settings as recorded: nothing to record.
+      expect(events.filter((e) => e["_tag"] === "OptionsChanged")).toEqual([])
+      expect((yield* rx(["replay", goalId, "--db", box.db])).code).toBe(0)
+    }))
+
+  it.scopedLive("a resume with other settings records them (OptionsChanged) before it runs; inspect shows what each resume used", () =>
+    Effect.gen(function*() {
+      const { box, goalId, running, server } = yield* startRun([call("read_file", { path: "hello.txt" }), { kind: "stall" }, { kind: "stall" }, done("resumed and done")], 2)
+      running.kill("SIGKILL")
+      yield* Effect.promise(() => running.done)
+      const before = jsonLines((yield* rx(["events", goalId, "--db", box.db])).stdout).length
+      // First resume: another model and sandbox; killed again while it waits for the model.
+      const first = start(["resume", goalId, "--json", "--model", "m2", "--sandbox", "auto", "--db", box.db])
+      yield* server.waitFor(3)
+      first.kill("SIGKILL")
+      const firstRan = yield* Effect.promise(() => first.done)
+      const changed = jsonLines(firstRan.stdout)[0]
+      expect(changed).toMatchObject({ _tag: "OptionsChanged", seq: before, options: { metadata: { model: "m2", sandbox: "auto", workspace: box.workspace } } })
+      // Second resume: back to sandbox none, with the model recorded by the first; human output says what changed.
+      const second = yield* rx(["resume", goalId, "--sandbox", "none", "--db", box.db])
+      expect(second.code).toBe(0)
+      expect(second.stdout).toMatch(/^settings of this resume, recorded at seq \d+: sandbox none \(was auto\)\n/)
+      const events = jsonLines((yield* rx(["events", goalId, "--db", box.db])).stdout)
+      const changes = events.filter((e) => e["_tag"] === "OptionsChanged")
+      expect(changes.map((e) => (e["options"] as { metadata: unknown }).metadata)).toMatchObject([
+        { model: "m2", sandbox: "auto" },
+        { model: "m2", sandbox: "none" }
+      ])
+      expect(events.map((e) => e["seq"])).toEqual(events.map((_, i) => i))
+      const inspected = yield* rx(["inspect", goalId, "--db", box.db])
+      expect(inspected.stdout).toMatch(/\nsettings  workspace=.*, sandbox=none, baseUrl=.*, model=m, mode=tools\n/)
+      expect(inspected.stdout).toMatch(/\nchanged   seq \d+ \(.*, after iteration 1\): sandbox auto \(was none\), model m2 \(was m\)\n {10}seq \d+ \(.*\): sandbox none \(was auto\)\n/)
       expect((yield* rx(["replay", goalId, "--db", box.db])).code).toBe(0)
     }))
 
