@@ -11,15 +11,26 @@
  *   call cannot leave a daemon behind. Interrupting the call kills the tree with SIGKILL at once.
  * - stdout and stderr are each capped at `shellOutputBytes` (default 32 KiB): the first and last
  *   halves are kept, and the bytes dropped between them are counted. Memory stays bounded
- *   whatever the command prints.
+ *   whatever the command prints. Once both streams together pass `shellMaxOutputBytes` (default
+ *   16 MiB) the tree is ended like on a timeout and the output says `output_limited`: `yes` does
+ *   not burn a CPU until the timeout.
+ * - Resource limits (see `internal/limits`): tasks (`shellMaxProcesses`, 1024), private memory
+ *   per process (`shellMaxMemoryBytes`, 4 GiB), CPU seconds per process (`shellMaxCpuSeconds`,
+ *   600), file size (`shellMaxFileBytes`, 1 GiB), no core dumps; what was enforced is in every
+ *   output's `limits`.
+ * - The workspace's protected paths (`.git` by default) are read-only in the sandbox and its
+ *   hidden paths (rx's database, when inside) can be neither read nor written.
  * - The environment is reduced to `shellEnv` (names), and a name that looks secret (KEY, TOKEN,
  *   SECRET, PASSWORD, CREDENTIAL, AUTH, COOKIE, SESSION) is never passed, even if listed.
  * - A non-zero exit is not an error: exit code, signal, timeout, duration and truncation are
  *   the output.
  */
 import { Tool } from "@rx/kernel"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Either, Layer, Schema } from "effect"
+import { randomBytes } from "node:crypto"
+import { rmdirSync } from "node:fs"
 import { ToolsConfig } from "./Config.js"
+import * as Limits from "./internal/limits.js"
 import * as Process from "./internal/process.js"
 import * as Text from "./internal/text.js"
 import * as Sandbox from "./Sandbox.js"
@@ -34,6 +45,21 @@ export const Input = Schema.Struct({
   })
 })
 export type Input = typeof Input.Type
+
+/** The resource limits a call ran under; null for one that could not be enforced. */
+export const AppliedLimits = Schema.Struct({
+  /** Tasks (processes and threads) the call may have at once. */
+  max_processes: Schema.NullOr(Schema.Int),
+  /** What enforces `max_processes`: a cgroup's `pids.max`, or RLIMIT_NPROC. */
+  processes_limited_by: Schema.NullOr(Schema.Literal("cgroup", "rlimit")),
+  /** Private writable memory per process (RLIMIT_DATA). */
+  max_memory_bytes: Schema.NullOr(Schema.Int),
+  /** CPU seconds per process (RLIMIT_CPU). */
+  max_cpu_seconds: Schema.NullOr(Schema.Int),
+  /** Largest file a process may write (RLIMIT_FSIZE). */
+  max_file_bytes: Schema.NullOr(Schema.Int)
+})
+export type AppliedLimits = typeof AppliedLimits.Type
 
 export const Output = Schema.Struct({
   command: Schema.String,
@@ -55,6 +81,10 @@ export const Output = Schema.Struct({
   stderr_dropped_bytes: Schema.Int,
   /** True when either stream was cut. */
   truncated: Schema.Boolean,
+  /** True when the command was stopped for writing more than `shellMaxOutputBytes`. */
+  output_limited: Schema.Boolean,
+  /** The resource limits it ran under. */
+  limits: AppliedLimits,
   /** How the command was isolated. */
   sandbox: Schema.Literal("bwrap", "none"),
   cwd: Schema.String
@@ -95,11 +125,39 @@ const render = (stream: Process.Stream): string =>
     ? Text.decodeLenient(Buffer.concat([stream.head, stream.tail]))
     : `${Text.decodeLenient(stream.head)}\n[... ${stream.dropped} bytes dropped ...]\n${Text.decodeLenient(stream.tail)}`
 
+/** Remove a call's cgroup once its last processes are reaped (a second at most). */
+const removeGroup = (dir: string): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      if (Limits.remove(dir)) return
+      yield* Effect.sleep("50 millis")
+    }
+  })
+
 /** A shell runner for the workspace, with the sandbox decided now. */
 export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfig | Workspace> = Effect.gen(function*() {
   const config = yield* ToolsConfig
   const workspace = yield* Workspace
-  const sandbox = yield* Sandbox.resolve(config.sandbox, workspace.root)
+  const sandbox = yield* Sandbox.resolve(config.sandbox, workspace.root, config.bwrapPath)
+  const cgroups = sandbox._tag === "Unavailable" ? undefined : Limits.discover()
+  const guards = Sandbox.guardsOf(workspace.root, config.protectedPaths, config.hiddenPaths)
+  const uid = process.getuid?.()
+  // Folders made as mount points for missing protected paths; removed when no call runs.
+  const madeFolders = new Set<string>()
+  let running = 0
+  const release = Effect.sync(() => {
+    running--
+    if (running > 0) return
+    for (const folder of madeFolders) {
+      try {
+        rmdirSync(folder)
+      } catch {
+        // Not empty (someone created it for real), or gone: leave it.
+      }
+    }
+    madeFolders.clear()
+  })
+
   const run = (command: string, timeoutMs?: number): Effect.Effect<Output, Tool.ToolError> =>
     Effect.gen(function*() {
       if (sandbox._tag === "Unavailable") {
@@ -115,35 +173,79 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
       }
       const sandboxed = sandbox._tag === "Bwrap"
       const env = environment(config.shellEnv, process.env, sandboxed)
-      const argv = ["/bin/sh", "-c", command]
-      const result = yield* Process.run({
-        file: sandboxed ? sandbox.path : "/bin/sh",
-        args: sandboxed ? Sandbox.bwrapArgs(workspace.root, workspace.root, argv) : argv.slice(1),
-        cwd: workspace.root,
-        env,
-        timeoutMs: timeout,
-        graceMs: config.shellGraceMs,
-        outputBytes: config.shellOutputBytes,
-        ...(sandboxed ? { spareFromTerm: "bwrap" } : {})
-      }).pipe(
-        Effect.mapError((error) => Tool.ToolError.fatal(`the command could not be started: ${error.message}`))
-      )
-      return {
-        command,
-        exit_code: result.exitCode,
-        signal: result.signal,
-        timed_out: result.timedOut,
-        duration_ms: result.durationMs,
-        stdout: render(result.stdout),
-        stderr: render(result.stderr),
-        stdout_bytes: result.stdout.total,
-        stderr_bytes: result.stderr.total,
-        stdout_dropped_bytes: result.stdout.dropped,
-        stderr_dropped_bytes: result.stderr.dropped,
-        truncated: result.stdout.dropped > 0 || result.stderr.dropped > 0,
-        sandbox: sandboxed ? "bwrap" as const : "none" as const,
-        cwd: workspace.root
-      }
+      const marker = randomBytes(12).toString("hex")
+      const limits = Limits.effective({
+        processes: config.shellMaxProcesses,
+        memoryBytes: config.shellMaxMemoryBytes,
+        cpuSeconds: config.shellMaxCpuSeconds,
+        fileBytes: config.shellMaxFileBytes
+      })
+      const group = cgroups === undefined ? undefined : Limits.create(cgroups, `rx-shell-${marker}`, limits.processes)
+      // RLIMIT_NPROC: ignored for root; per sandbox in bwrap's user namespace; else per user.
+      const nproc = uid === undefined || uid === 0 || sandbox.prlimit === undefined
+        ? undefined
+        : sandboxed && !sandbox.setuid
+        ? limits.processes
+        : Limits.userTasks(uid) + limits.processes
+      const limited = sandbox.prlimit !== undefined
+      const shell = ["/bin/sh", "-c", command]
+      const argv = sandbox.prlimit === undefined ? shell : [sandbox.prlimit, ...Limits.prlimitArgs(limits, nproc), "--", ...shell]
+      let file = argv[0] ?? "/bin/sh"
+      let args = argv.slice(1)
+      running++
+      return yield* Effect.gen(function*() {
+        if (sandboxed) {
+          const held = Sandbox.mounts(workspace.root, guards)
+          if (Either.isLeft(held)) return yield* Tool.ToolError.fatal(`shell calls are refused: ${held.left}`)
+          for (const folder of held.right.created) madeFolders.add(folder)
+          file = sandbox.path
+          args = [...Sandbox.bwrapArgs(workspace.root, workspace.root, argv, held.right.args)]
+        }
+        if (group !== undefined) {
+          args = [...Limits.joinArgs(group.dir, file, args)]
+          file = "/bin/sh"
+        }
+        const result = yield* Process.run({
+          file,
+          args,
+          cwd: workspace.root,
+          env,
+          timeoutMs: timeout,
+          graceMs: config.shellGraceMs,
+          outputBytes: config.shellOutputBytes,
+          maxOutputBytes: config.shellMaxOutputBytes,
+          marker,
+          cgroup: group?.dir,
+          ...(sandboxed ? { spareFromTerm: "bwrap" } : {})
+        }).pipe(
+          Effect.mapError((error) => Tool.ToolError.fatal(`the command could not be started: ${error.message}`))
+        )
+        const processesBy = group?.limitsTasks === true ? "cgroup" as const : nproc !== undefined ? "rlimit" as const : null
+        return {
+          command,
+          exit_code: result.exitCode,
+          signal: result.signal,
+          timed_out: result.timedOut,
+          duration_ms: result.durationMs,
+          stdout: render(result.stdout),
+          stderr: render(result.stderr),
+          stdout_bytes: result.stdout.total,
+          stderr_bytes: result.stderr.total,
+          stdout_dropped_bytes: result.stdout.dropped,
+          stderr_dropped_bytes: result.stderr.dropped,
+          truncated: result.stdout.dropped > 0 || result.stderr.dropped > 0,
+          output_limited: result.outputLimited,
+          limits: {
+            max_processes: processesBy === null ? null : limits.processes,
+            processes_limited_by: processesBy,
+            max_memory_bytes: limited ? limits.memoryBytes : null,
+            max_cpu_seconds: limited ? limits.cpuSeconds : null,
+            max_file_bytes: limited ? limits.fileBytes : null
+          },
+          sandbox: sandboxed ? "bwrap" as const : "none" as const,
+          cwd: workspace.root
+        }
+      }).pipe(Effect.ensuring(Effect.andThen(release, group === undefined ? Effect.void : removeGroup(group.dir))))
     })
   return { sandbox, run }
 })
@@ -154,7 +256,7 @@ export const layer: Layer.Layer<Shell, Sandbox.SandboxUnavailable, ToolsConfig |
 export const tool = Tool.make({
   name: "shell",
   description:
-    "Run a shell command (/bin/sh -c) in the workspace root, normally sandboxed (no network, read-only system, writable workspace, private /tmp; the output's `sandbox` field says how it ran). Returns exit code, signal, duration and stdout/stderr (long output keeps its start and end). A non-zero exit is a result, not an error. Background processes are killed when the command exits.",
+    "Run a shell command (/bin/sh -c) in the workspace root, normally sandboxed (no network, read-only system and .git, writable workspace, private /tmp; the output's `sandbox` field says how it ran). Returns exit code, signal, duration and stdout/stderr (long output keeps its start and end; a command printing far more is stopped, `output_limited`). Processes, memory, CPU time and file size are limited (`limits`). A non-zero exit is a result, not an error. Background processes are killed when the command exits.",
   input: Input,
   output: Output,
   idempotent: false,

@@ -19,6 +19,7 @@ import type { PlatformError } from "@effect/platform/Error"
 import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
 import { randomBytes } from "node:crypto"
 import * as NodePath from "node:path"
+import { ToolsConfig } from "./Config.js"
 import * as Files from "./internal/files.js"
 import * as Text from "./internal/text.js"
 
@@ -143,7 +144,7 @@ export interface Service {
   /** The real path of the root. */
   readonly root: string
   /** Resolve a path (relative to the root, or absolute inside it) and check it. No I/O outside. */
-  readonly resolve: (path: string) => Effect.Effect<Resolved, PathRefused | FileSystemFailure>
+  readonly resolve: (path: string, access?: Access) => Effect.Effect<Resolved, PathRefused | FileSystemFailure>
   /** Open a regular file for reading. */
   readonly open: (path: string) => Effect.Effect<OpenedFile, WorkspaceError, Scope.Scope>
   /** A directory's entries, sorted by name. */
@@ -195,10 +196,32 @@ type Probe =
   | { readonly _tag: "NotDirectory" }
   | { readonly _tag: "Present" }
 
-/** Make a workspace over `root`, which must be an existing directory. */
-export const make = (root: string): Effect.Effect<Service, InvalidWorkspace, FileSystem.FileSystem> =>
+/** What a resolved path is for: protected paths may be read, never written. */
+export type Access = "read" | "write"
+
+/**
+ * Paths the tools refuse: `protectedPaths` to writes, `hiddenPaths` to everything (and left out
+ * of listings). Entries are relative to the root or absolute inside it; an entry without `/`
+ * (`.git`) matches that name in any folder. Compared case-insensitively (`.GIT` is `.git` on a
+ * case-insensitive file system), on the path as given and on the path it resolves to (a link
+ * into `.git` is refused too).
+ */
+export interface Protection {
+  readonly protectedPaths: ReadonlyArray<string>
+  readonly hiddenPaths: ReadonlyArray<string>
+}
+
+/** `.git` read-only, nothing hidden. */
+export const defaultProtection: Protection = { protectedPaths: [".git"], hiddenPaths: [] }
+
+/**
+ * Make a workspace over `root`, which must be an existing directory. `protection` defaults to
+ * the `ToolsConfig`'s when one is provided, else `defaultProtection`.
+ */
+export const make = (root: string, protection?: Protection): Effect.Effect<Service, InvalidWorkspace, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
+    const guarded = protection ?? Option.getOrElse(yield* Effect.serviceOption(ToolsConfig), () => defaultProtection)
     const configured = NodePath.resolve(root)
     const realRoot = yield* fs.realPath(configured).pipe(
       Effect.mapError((error) => new InvalidWorkspace({ root, reason: error.message }))
@@ -298,16 +321,44 @@ export const make = (root: string): Effect.Effect<Service, InvalidWorkspace, Fil
         return { absolute: current, exists: true, hops: linksFollowed }
       })
 
-    const resolve = (input: string): Effect.Effect<Resolved, PathRefused | FileSystemFailure> =>
+    const rules = ([["read-only", guarded.protectedPaths], ["hidden", guarded.hiddenPaths]] as const).flatMap(([kind, entries]) =>
+      entries.flatMap((entry) => {
+        const segments = NodePath.isAbsolute(entry)
+          ? insideRoot(NodePath.normalize(entry))
+          : entry.split("/").filter((segment) => segment !== "" && segment !== ".")
+        if (segments === undefined || segments.length === 0 || segments.includes("..")) return []
+        return [{ kind, entry, anywhere: !entry.includes("/"), segments: segments.map((segment) => segment.toLowerCase()) }]
+      })
+    )
+
+    /** Why `relative` (`/`-separated, below the root) is refused for `access`, if it is. */
+    const guard = (relative: ReadonlyArray<string>, access: Access): string | undefined => {
+      const path = relative.map((segment) => segment.toLowerCase())
+      for (const rule of rules) {
+        if (rule.kind === "read-only" && access === "read") continue
+        const starts = rule.anywhere ? path.map((_, index) => index) : [0]
+        if (starts.some((start) => rule.segments.every((segment, i) => path[start + i] === segment))) {
+          return rule.kind === "hidden"
+            ? `it is inside "${rule.entry}", which is hidden from the agent`
+            : `it is inside "${rule.entry}", which the agent may read but not change`
+        }
+      }
+      return undefined
+    }
+
+    const resolve = (input: string, access: Access = "read"): Effect.Effect<Resolved, PathRefused | FileSystemFailure> =>
       Effect.gen(function*() {
         const segments = yield* segmentsOf(input)
         const walked = yield* walk(input, segments, 0)
+        const relative = relativeOf(walked.absolute)
+        const refused = guard(segments, access) ?? guard(relative === "." ? [] : relative.split("/"), access)
+        if (refused !== undefined) return yield* new PathRefused({ path: input, reason: refused })
         let type: Resolved["type"] = "missing"
         if (walked.exists) {
           const info = yield* fs.stat(walked.absolute).pipe(Effect.option)
           type = Option.match(info, { onNone: () => "missing" as const, onSome: entryType })
         }
-        return { input, absolute: walked.absolute, relative: relativeOf(walked.absolute), type }
+        return { input, absolute: walked.absolute, relative, type }
       })
 
     const fdPath = (file: FileSystem.File): string => `/proc/self/fd/${file.fd}`
@@ -393,7 +444,10 @@ export const make = (root: string): Effect.Effect<Service, InvalidWorkspace, Fil
         const names = yield* fs.readDirectory(hasProc ? fdPath(dir) : resolved.absolute).pipe(
           Effect.mapError(failure(input, "list"))
         )
-        const sorted = [...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+        const base = resolved.relative === "." ? [] : resolved.relative.split("/")
+        const sorted = [...names]
+          .filter((name) => guard([...base, name], "read") === undefined)
+          .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
         const entries = yield* Effect.forEach(sorted, (name) =>
           Effect.gen(function*() {
             const at = child(dir, resolved.absolute, name)
@@ -440,7 +494,7 @@ export const make = (root: string): Effect.Effect<Service, InvalidWorkspace, Fil
       compute: (current: Option.Option<Current>) => Effect.Effect<Uint8Array, E>
     ): Effect.Effect<Written, E | WorkspaceError> =>
       writes.withPermits(1)(Effect.scoped(Effect.gen(function*() {
-        const resolved = yield* resolve(input)
+        const resolved = yield* resolve(input, "write")
         if (resolved.relative === "." || resolved.type === "directory") {
           return yield* new WrongType({ path: input, expected: "file", actual: "directory" })
         }
@@ -499,5 +553,5 @@ export const make = (root: string): Effect.Effect<Service, InvalidWorkspace, Fil
   })
 
 /** A workspace over `root`. */
-export const layer = (root: string): Layer.Layer<Workspace, InvalidWorkspace, FileSystem.FileSystem> =>
-  Layer.effect(Workspace, make(root))
+export const layer = (root: string, protection?: Protection): Layer.Layer<Workspace, InvalidWorkspace, FileSystem.FileSystem> =>
+  Layer.effect(Workspace, make(root, protection))

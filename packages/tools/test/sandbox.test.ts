@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Either } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -11,10 +11,13 @@ import { alive, shellSuite } from "./shellSuite.js"
 
 /** Whether bubblewrap is here and can create namespaces; the reason when it cannot. */
 const unavailable: string | undefined = await (async () => {
-  const found = Sandbox.find(process.env["PATH"])
-  if (Option.isNone(found)) return "bwrap is not installed (apt-get install bubblewrap)"
   const dirs = makeDirs()
-  const problem = await Effect.runPromise(Sandbox.probe(found.value, dirs.ws))
+  const found = Sandbox.find(dirs.ws)
+  if (Either.isLeft(found)) {
+    dirs.cleanup()
+    return `bwrap cannot be used: ${found.left}`
+  }
+  const problem = await Effect.runPromise(Sandbox.probe(found.right, dirs.ws))
   dirs.cleanup()
   return problem
 })()
@@ -90,7 +93,7 @@ describe.skipIf(unavailable !== undefined)("bubblewrap", () => {
   it.live("the sandbox dies with the process that started it", () =>
     Effect.gen(function*() {
       const { cleanup, ws } = makeDirs()
-      const bwrap = Option.getOrThrow(Sandbox.find(process.env["PATH"]))
+      const bwrap = Either.getOrThrow(Sandbox.find(ws))
       const tag = String(100_000 + Math.floor(Math.random() * 899_999))
       const args = Sandbox.bwrapArgs(ws, ws, ["/bin/sh", "-c", `sleep 50.${tag}`])
       // A stand-in for rx: it starts the sandbox, then is killed without a chance to clean up.

@@ -93,7 +93,7 @@ export const shellSuite = (mode: "none" | "bwrap") => {
     Effect.gen(function*() {
       const { cleanup, config } = setup()
       const before = process.memoryUsage().rss
-      const out = ok(yield* withTools({ ...config, shellOutputBytes: 1000 }, invoke("shell", {
+      const out = ok(yield* withTools({ ...config, shellOutputBytes: 1000, shellMaxOutputBytes: 300_000_000 }, invoke("shell", {
         command: "echo first; yes | head -c 200000000; echo; echo last",
         timeout_ms: 60_000
       })))
@@ -114,7 +114,7 @@ export const shellSuite = (mode: "none" | "bwrap") => {
   it.live("an endless flood is capped and ended by the timeout", () =>
     Effect.gen(function*() {
       const { cleanup, config } = setup()
-      const out = ok(yield* withTools({ ...config, shellOutputBytes: 2000 }, invoke("shell", { command: "yes", timeout_ms: 1_000 })))
+      const out = ok(yield* withTools({ ...config, shellOutputBytes: 2000, shellMaxOutputBytes: Number.MAX_SAFE_INTEGER }, invoke("shell", { command: "yes", timeout_ms: 1_000 })))
       expect(out["timed_out"]).toBe(true)
       expect(String(out["stdout"]).length).toBeLessThan(2_100)
       expect(Number(out["stdout_dropped_bytes"])).toBeGreaterThan(0)

@@ -4,11 +4,13 @@
  * and kills only the child, not its group or the processes that left it with `setsid`.
  *
  * The child is spawned detached (its own process group) with a marker variable in its
- * environment. The tree is the group, every descendant found in `/proc`, and every process
- * whose environment carries the marker (which catches `setsid` grandchildren whose parent
- * already exited). It is ended by SIGTERM, then SIGKILL after the grace period, repeated until
- * none is left: on timeout, and when the command exits with processes still running.
- * Interruption kills it with SIGKILL at once.
+ * environment. The tree is the group, every descendant found in `/proc`, every process whose
+ * environment carries the marker (which catches `setsid` grandchildren whose parent already
+ * exited), and every member of the call's cgroup when it has one (which also catches a process
+ * that cleared its environment). It is ended by SIGTERM, then SIGKILL after the grace period,
+ * repeated until none is left: on timeout, when the command has written more output than
+ * allowed, and when the command exits with processes still running. Interruption kills it with
+ * SIGKILL at once.
  */
 import { Effect } from "effect"
 import { spawn, type ChildProcess } from "node:child_process"
@@ -16,6 +18,7 @@ import { randomBytes } from "node:crypto"
 import { readdirSync, readFileSync } from "node:fs"
 import type { Readable } from "node:stream"
 import { HeadTail } from "./capture.js"
+import * as Limits from "./limits.js"
 
 export interface Options {
   readonly file: string
@@ -27,6 +30,12 @@ export interface Options {
   readonly graceMs: number
   /** Bytes kept of each stream. */
   readonly outputBytes: number
+  /** Once stdout and stderr together pass this many bytes, the tree is ended. */
+  readonly maxOutputBytes: number
+  /** The call's cgroup folder, whose members belong to the tree. */
+  readonly cgroup?: string | undefined
+  /** The marker's value (random when not given); also names the call's cgroup. */
+  readonly marker?: string | undefined
   /**
    * Processes of this name get no SIGTERM, only the final SIGKILL: a sandbox's own processes
    * (bwrap), whose death would kill the command without its grace period.
@@ -51,6 +60,8 @@ export interface Result {
   readonly exitCode: number | null
   readonly signal: string | null
   readonly timedOut: boolean
+  /** True when the tree was ended for writing more than `maxOutputBytes`. */
+  readonly outputLimited: boolean
   readonly durationMs: number
   readonly stdout: Stream
   readonly stderr: Stream
@@ -71,10 +82,10 @@ const readProc = (path: string): string | undefined => {
 }
 
 /**
- * The live processes of a tree: its process group, the descendants of `root`, and every process
- * carrying the marker. Zombies are dead already and are left out.
+ * The live processes of a tree: its process group, the descendants of `root`, every process
+ * carrying the marker, and the members of `cgroup`. Zombies are dead already and are left out.
  */
-export const members = (root: number, marker: string): ReadonlyArray<Member> => {
+export const members = (root: number, marker: string, cgroup?: string): ReadonlyArray<Member> => {
   let pids: Array<number>
   try {
     pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name)).map(Number)
@@ -101,6 +112,7 @@ export const members = (root: number, marker: string): ReadonlyArray<Member> => 
     if (Number(pgrp) === root) found.add(pid)
     else if (readProc(`/proc/${pid}/environ`)?.split("\0").includes(marker) === true) found.add(pid)
   }
+  if (cgroup !== undefined) for (const pid of Limits.members(cgroup)) found.add(pid)
   const queue = [root, ...found]
   while (queue.length > 0) {
     const pid = queue.pop() ?? root
@@ -128,10 +140,10 @@ const signal = (pid: number, sig: NodeJS.Signals): void => {
  * Send a signal to every live process of the tree but those named `spare`; how many processes
  * the tree had.
  */
-export const signalTree = (root: number, marker: string, sig: NodeJS.Signals, spare?: string): number => {
+export const signalTree = (root: number, marker: string, sig: NodeJS.Signals, spare?: string, cgroup?: string): number => {
   // Never 0 or less: process.kill(-0) would signal rx's own process group.
   if (!(root > 0)) return 0
-  const targets = members(root, marker)
+  const targets = members(root, marker, cgroup)
   if (spare === undefined) signal(-root, sig)
   for (const { name, pid } of targets) if (name !== spare) signal(pid, sig)
   return targets.length
@@ -143,23 +155,23 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * End a tree: SIGTERM, then SIGKILL once `graceMs` have passed with processes still alive,
  * repeated until none is left (a process may fork while it is being killed).
  */
-export const endTree = async (root: number, marker: string, graceMs: number, spare?: string): Promise<void> => {
-  if (signalTree(root, marker, "SIGTERM", spare) === 0) return
+export const endTree = async (root: number, marker: string, graceMs: number, spare?: string, cgroup?: string): Promise<void> => {
+  if (signalTree(root, marker, "SIGTERM", spare, cgroup) === 0) return
   const deadline = performance.now() + graceMs
   while (performance.now() < deadline) {
     await sleep(Math.min(50, Math.max(1, deadline - performance.now())))
-    if (members(root, marker).length === 0) return
+    if (members(root, marker, cgroup).length === 0) return
   }
   for (let round = 0; round < 20; round++) {
-    if (signalTree(root, marker, "SIGKILL") === 0) return
+    if (signalTree(root, marker, "SIGKILL", undefined, cgroup) === 0) return
     await sleep(10)
   }
 }
 
 /** Kill the tree at once (interruption), repeating while processes remain. */
-export const killTree = (root: number, marker: string): void => {
+export const killTree = (root: number, marker: string, cgroup?: string): void => {
   for (let round = 0; round < 10; round++) {
-    if (signalTree(root, marker, "SIGKILL") === 0) return
+    if (signalTree(root, marker, "SIGKILL", undefined, cgroup) === 0) return
   }
 }
 
@@ -179,7 +191,7 @@ const finish = (capture: HeadTail): Stream => {
  * it left running has been ended. Interrupting the Effect kills the tree at once.
  */
 export const run = (options: Options): Effect.Effect<Result, SpawnFailed> => {
-  const marker = `${markerName}=${randomBytes(12).toString("hex")}`
+  const marker = `${markerName}=${options.marker ?? randomBytes(12).toString("hex")}`
   const half = Math.floor(options.outputBytes / 2)
   const stdout = new HeadTail(half, options.outputBytes - half)
   const stderr = new HeadTail(half, options.outputBytes - half)
@@ -200,13 +212,22 @@ export const run = (options: Options): Effect.Effect<Result, SpawnFailed> => {
         const root = child.pid ?? 0
         let settled = false
         let timedOut = false
-        // Ending the tree, once started (by the timeout, or when the command exits).
+        let outputLimited = false
+        // Ending the tree, once started (by the timeout, too much output, or when the command exits).
         let ending: Promise<void> | undefined
-        const end = () => (ending ??= endTree(root, marker, options.graceMs, options.spareFromTerm))
-        child.stdout?.on("data", (chunk: Buffer) => stdout.push(chunk))
-        child.stderr?.on("data", (chunk: Buffer) => stderr.push(chunk))
+        const end = () => (ending ??= endTree(root, marker, options.graceMs, options.spareFromTerm, options.cgroup))
+        const received = (capture: HeadTail) => (chunk: Buffer) => {
+          capture.push(chunk)
+          if (!outputLimited && stdout.total + stderr.total > options.maxOutputBytes) {
+            outputLimited = true
+            end()
+          }
+        }
+        child.stdout?.on("data", received(stdout))
+        child.stderr?.on("data", received(stderr))
         const timer = setTimeout(() => {
-          timedOut = true
+          // Already being ended for its output: the timeout is not why it stopped.
+          if (!outputLimited) timedOut = true
           end()
         }, options.timeoutMs)
         child.once("error", (error) => {
@@ -226,6 +247,7 @@ export const run = (options: Options): Effect.Effect<Result, SpawnFailed> => {
               exitCode: code,
               signal: sig,
               timedOut,
+              outputLimited,
               durationMs,
               stdout: finish(stdout),
               stderr: finish(stderr)
@@ -236,7 +258,7 @@ export const run = (options: Options): Effect.Effect<Result, SpawnFailed> => {
       }),
     (child) =>
       Effect.sync(() => {
-        if (child.pid !== undefined) killTree(child.pid, marker)
+        if (child.pid !== undefined) killTree(child.pid, marker, options.cgroup)
         child.stdout?.destroy()
         child.stderr?.destroy()
       })
