@@ -26,7 +26,7 @@
  * survives it.
  */
 import { Effect, Either, Option, Schema } from "effect"
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { closeSync, constants, lstatSync, mkdirSync, openSync, readlinkSync, realpathSync, statSync } from "node:fs"
 import * as NodePath from "node:path"
 import type { SandboxMode } from "./Config.js"
@@ -40,6 +40,8 @@ export type Sandbox =
     readonly prlimit: string
     /** A setuid bwrap may not create a user namespace, so RLIMIT_NPROC counts all the user's tasks. */
     readonly setuid: boolean
+    /** Whether this bwrap can bound a tmpfs (`--size`, bubblewrap 0.8 and later). */
+    readonly tmpfsSize: boolean
   }
   | { readonly _tag: "None"; readonly prlimit: string | undefined }
   | { readonly _tag: "Unavailable"; readonly reason: string }
@@ -247,12 +249,16 @@ const lstatOrUndefined = (path: string) => {
   }
 }
 
-/** bwrap's arguments to run `argv` in `cwd`, with `workspace` writable but for the `guards` mounts. */
+/**
+ * bwrap's arguments to run `argv` in `cwd`, with `workspace` writable but for the `guards`
+ * mounts, and the private `/tmp` (held in memory) at most `tmpBytes` when given.
+ */
 export const bwrapArgs = (
   workspace: string,
   cwd: string,
   argv: ReadonlyArray<string>,
-  guards: ReadonlyArray<string> = []
+  guards: ReadonlyArray<string> = [],
+  tmpBytes?: number
 ): ReadonlyArray<string> => {
   const args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
   for (const path of systemPaths) {
@@ -264,7 +270,9 @@ export const bwrapArgs = (
       continue
     }
   }
-  args.push("--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+  args.push("--proc", "/proc", "--dev", "/dev")
+  if (tmpBytes !== undefined) args.push("--size", String(tmpBytes))
+  args.push("--tmpfs", "/tmp")
   args.push("--bind", workspace, workspace, ...guards, "--chdir", cwd, "--", ...argv)
   return args
 }
@@ -339,5 +347,7 @@ export const resolve = (
       Option.liftThrowable(() => (statSync(found.right).mode & 0o4000) !== 0)(),
       () => false
     )
-    return { _tag: "Bwrap", path: found.right, prlimit: prlimit.right, setuid } as const
+    const help = spawnSync(found.right, ["--help"], { encoding: "utf8", env: { PATH: "/usr/bin:/bin" }, timeout: 10_000 })
+    const tmpfsSize = `${help.stdout ?? ""}`.includes("--size")
+    return { _tag: "Bwrap", path: found.right, prlimit: prlimit.right, setuid, tmpfsSize } as const
   })

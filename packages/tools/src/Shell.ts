@@ -199,7 +199,8 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
           if (Either.isLeft(held)) return yield* Tool.ToolError.fatal(`shell calls are refused: ${held.left}`)
           for (const folder of held.right.created) madeFolders.add(folder)
           file = sandbox.path
-          args = [...Sandbox.bwrapArgs(workspace.root, workspace.root, argv, held.right.args)]
+          const tmpBytes = sandbox.tmpfsSize ? limits.memoryBytes : undefined
+          args = [...Sandbox.bwrapArgs(workspace.root, workspace.root, argv, held.right.args, tmpBytes)]
         }
         if (group !== undefined) {
           args = [...Limits.joinArgs(group.dir, file, args)]

@@ -351,6 +351,19 @@ describe.each(modes)("resource limits, sandbox %s", (mode) => {
     }), 30_000)
 })
 
+describe.skipIf(unavailable !== undefined)("the sandbox's /tmp", () => {
+  it.live("holds at most shellMaxMemoryBytes, since it lives in memory", () =>
+    Effect.gen(function*() {
+      const { cleanup, ws } = makeDirs()
+      const out = ok(yield* withTools({ workspace: ws, sandbox: "bwrap", shellMaxMemoryBytes: 32 * 1024 * 1024 }, invoke("shell", {
+        command: "head -c 20M /dev/zero > /tmp/a; echo a=$?; head -c 20M /dev/zero > /tmp/b; echo b=$?"
+      })))
+      expect(String(out["stdout"])).toMatch(/a=0\nb=[1-9]/)
+      expect(String(out["stderr"])).toContain("No space left on device")
+      cleanup()
+    }))
+})
+
 describe.skipIf(unavailable !== undefined || (root && cgroups === undefined))("a fork bomb", () => {
   it.live("is held to shellMaxProcesses by the limit until the command ends, then killed entirely", () =>
     Effect.gen(function*() {
