@@ -27,7 +27,7 @@
  */
 import { Effect, Either, Option, Schema } from "effect"
 import { spawn, spawnSync } from "node:child_process"
-import { closeSync, constants, lstatSync, mkdirSync, openSync, readlinkSync, realpathSync, statSync } from "node:fs"
+import { closeSync, constants, type Dirent, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, realpathSync, statSync } from "node:fs"
 import * as NodePath from "node:path"
 import type { SandboxMode } from "./Config.js"
 
@@ -167,7 +167,48 @@ export interface Guard {
   readonly kind: "read-only" | "hidden"
 }
 
-/** The guards of a workspace: protected and hidden entries that lie inside it, as absolute paths. */
+/** Directory entries a search for nested guarded names looks at, at most. */
+const nestedBudget = 100_000
+
+/**
+ * Entries below the top level of `workspace` named like one of `names` (case-insensitively):
+ * nested repositories' and submodules' `.git`. Links are not followed, `node_modules` and the
+ * matches themselves are not entered, and the search stops after `nestedBudget` entries.
+ */
+export const nested = (workspace: string, names: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const wanted = new Set(names.map((name) => name.toLowerCase()))
+  const found: Array<string> = []
+  if (wanted.size === 0) return found
+  let budget = nestedBudget
+  const queue: Array<{ readonly dir: string; readonly top: boolean }> = [{ dir: workspace, top: true }]
+  for (let index = 0; index < queue.length && budget > 0; index++) {
+    const next = queue[index]
+    if (next === undefined) break
+    let entries: Array<Dirent>
+    try {
+      entries = readdirSync(next.dir, { withFileTypes: true })
+    } catch {
+      continue
+    }
+    for (const entry of entries) {
+      if (--budget < 0) break
+      const path = NodePath.join(next.dir, entry.name)
+      if (wanted.has(entry.name.toLowerCase())) {
+        if (!next.top) found.push(path)
+        continue
+      }
+      if (entry.isDirectory() && entry.name !== "node_modules") queue.push({ dir: path, top: false })
+    }
+  }
+  return found
+}
+
+/**
+ * The guards of a workspace: protected and hidden entries that lie inside it, as absolute paths.
+ * An entry that is a bare name (`.git`) is held at the top level, and wherever `nested` finds it
+ * now (so a submodule's `.git` file cannot be pointed at a folder of the agent's); `Shell` calls
+ * this once, when the tools are built.
+ */
 export const guardsOf = (
   workspace: string,
   protectedPaths: ReadonlyArray<string>,
@@ -177,9 +218,12 @@ export const guardsOf = (
     const absolute = NodePath.resolve(workspace, entry)
     return absolute !== workspace && within(workspace, absolute) ? [absolute] : []
   }
+  const names = (entries: ReadonlyArray<string>) => entries.filter((entry) => !entry.includes("/"))
   return [
     ...protectedPaths.flatMap(inside).map((path) => ({ path, kind: "read-only" as const })),
-    ...hiddenPaths.flatMap(inside).map((path) => ({ path, kind: "hidden" as const }))
+    ...nested(workspace, names(protectedPaths)).map((path) => ({ path, kind: "read-only" as const })),
+    ...hiddenPaths.flatMap(inside).map((path) => ({ path, kind: "hidden" as const })),
+    ...nested(workspace, names(hiddenPaths)).map((path) => ({ path, kind: "hidden" as const }))
   ]
 }
 

@@ -148,6 +148,22 @@ describe.skipIf(unavailable !== undefined)("protected paths in the sandbox", () 
       cleanup()
     }))
 
+  it.live("nested repositories and a submodule's .git file are held too", () =>
+    Effect.gen(function*() {
+      const { cleanup, config, outside, ws } = setup()
+      fs.mkdirSync(path.join(ws, "vendor", "lib"), { recursive: true })
+      git(path.join(ws, "vendor", "lib"), "init", "-q")
+      fs.mkdirSync(path.join(ws, "mod"))
+      fs.writeFileSync(path.join(ws, "mod", ".git"), "gitdir: ../.git/modules/mod\n")
+      const out = ok(yield* withTools(config, invoke("shell", {
+        command: `echo x > vendor/lib/.git/hooks/pre-commit; echo 'gitdir: ${outside}' > mod/.git; echo done`
+      })))
+      expect(String(out["stderr"])).toContain("Read-only file system")
+      expect(fs.existsSync(path.join(ws, "vendor", "lib", ".git", "hooks", "pre-commit"))).toBe(false)
+      expect(fs.readFileSync(path.join(ws, "mod", ".git"), "utf8")).toBe("gitdir: ../.git/modules/mod\n")
+      cleanup()
+    }))
+
   it.live("without a .git, git init cannot create one; the empty mount point is removed after the call", () =>
     Effect.gen(function*() {
       const { cleanup, ws } = makeDirs()
