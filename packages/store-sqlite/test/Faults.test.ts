@@ -59,7 +59,7 @@ const atBoundary = (events: ReadonlyArray<Event.Event>) =>
 
 /** Run until the fault strikes, then lift it and resume; check the error and both logs. */
 const faultThenResume = (options: {
-  readonly store: Layer.Layer<StateStore.StateStore | SqliteClient.SqliteClient, StateStore.StoreError>
+  readonly store: Layer.Layer<StateStore.StateStore | SqliteClient.SqliteClient, StateStore.StoreError | SqliteStore.DatabaseRefused>
   readonly inject: Fault
   readonly lift: Fault
   readonly where: "answer" | "call"
