@@ -21,6 +21,8 @@ export type Decision<A = unknown> =
     readonly raw: string
     /** The tool's own verdict on an invalid input, as its validator worded it. */
     readonly validation?: string
+    /** For one call of an answer: the tool it named. */
+    readonly tool?: string
   }
 
 const rawCap = 2_000
@@ -36,16 +38,21 @@ const reject = (kind: Event.RejectionKind, reason: string, raw: string): Reject 
 
 const decodeDone = Schema.decodeUnknownEither(ToolRegistry.DoneInput, { onExcessProperty: "error" })
 
-/**
- * Decide what an answer asks for. `tools` are the specs the model was shown; `validate`
- * checks an input against its tool's Schema (the registry's `decode`).
- */
-export const decide = <A>(
-  response: LanguageModel.Response,
-  tools: ReadonlyArray<Tool.Spec>,
-  validate: (tool: string, input: unknown) => Either.Either<A, string>,
-  limits: { readonly maxInputDepth: number } = { maxInputDepth: 64 }
-): Decision<A> => {
+/** What deciding needs besides the answer: the rules of the goal's behaviour version and its options. */
+export interface Limits {
+  readonly maxInputDepth: number
+  /** Every call of an answer is decided; otherwise only the first. */
+  readonly multiCall: boolean
+  readonly maxCallsPerAnswer: number
+}
+
+const defaultLimits: Limits = { maxInputDepth: 64, multiCall: false, maxCallsPerAnswer: 1 }
+
+/** The calls an answer makes, each parsed or rejected on its own; or why the answer as a whole is not executed. */
+export type Plan = Reject | { readonly _tag: "Calls"; readonly calls: ReadonlyArray<Parsed> }
+
+/** Read an answer's calls, in order. */
+export const plan = (response: LanguageModel.Response, limits: Limits = defaultLimits): Plan => {
   if (response.oversize !== undefined) {
     return reject(
       "too_large",
@@ -56,55 +63,97 @@ export const decide = <A>(
   if (response.finishReason === "length") {
     return reject(
       "cut_off",
-      "your reply was cut off by the output token limit, so it was not executed; reply with one shorter tool call",
+      "your reply was cut off by the output token limit, so it was not executed; reply with shorter tool calls",
       response.toolCalls[0]?.arguments ?? response.text
     )
   }
-  const call = response.toolCalls[0]
-  const parsed = call !== undefined ? parseArguments(call) : parseTextAction(response.text)
-  if (Either.isLeft(parsed)) return parsed.left
-  const { input, tool } = parsed.right
+  const [first] = response.toolCalls
+  if (first === undefined) {
+    const action = parseTextAction(response.text)
+    return Either.isLeft(action) ? action.left : { _tag: "Calls", calls: [action] }
+  }
+  if (!limits.multiCall) {
+    const call = parseArguments(first)
+    return Either.isLeft(call) ? call.left : { _tag: "Calls", calls: [call] }
+  }
+  return {
+    _tag: "Calls",
+    calls: response.toolCalls.map((call, i) =>
+      i < limits.maxCallsPerAnswer
+        ? parseArguments(call)
+        : Either.left({
+          ...reject("too_many_calls", `only the first ${limits.maxCallsPerAnswer} calls of an answer run; send this one again later`, call.arguments),
+          tool: call.name
+        })
+    )
+  }
+}
+
+/**
+ * Decide one call of an answer. `tools` are the specs the model was shown; `validate` checks
+ * an input against its tool's Schema (the registry's `prepare`).
+ */
+export const decideCall = <A>(
+  call: Parsed,
+  tools: ReadonlyArray<Tool.Spec>,
+  validate: (tool: string, input: unknown) => Either.Either<A, string>,
+  limits: Limits = defaultLimits
+): Decision<A> => {
+  if (Either.isLeft(call)) return call.left
+  const { input, tool } = call.right
+  const rejectCall = (kind: Event.RejectionKind, reason: string, raw: string): Reject => ({ ...reject(kind, reason, raw), tool })
   if (deeperThan(input, limits.maxInputDepth)) {
-    return reject("invalid_input", `the input of ${tool} nests more than ${limits.maxInputDepth} levels deep; send a flatter input`, tool)
+    return rejectCall("invalid_input", `the input of ${tool} nests more than ${limits.maxInputDepth} levels deep; send a flatter input`, tool)
   }
   if (tool === ToolRegistry.doneName) {
     return Either.match(decodeDone(input), {
       onLeft: (error) =>
-        reject("invalid_input", `invalid input for done: ${ParseResult.TreeFormatter.formatErrorSync(error)}`, JSON.stringify(input)),
+        rejectCall("invalid_input", `invalid input for done: ${ParseResult.TreeFormatter.formatErrorSync(error)}`, JSON.stringify(input)),
       onRight: ({ summary }) => ({ _tag: "Done", summary })
     })
   }
   if (!tools.some((spec) => spec.name === tool)) {
     const names = [...tools.map((spec) => spec.name), ToolRegistry.doneName].join(", ")
-    return reject("unknown_tool", `there is no tool named "${tool}"; available tools: ${names}`, tool)
+    return rejectCall("unknown_tool", `there is no tool named "${tool}"; available tools: ${names}`, tool)
   }
   return Either.match(validate(tool, input), {
     onLeft: (validation): Decision<A> => ({
-      ...reject("invalid_input", `invalid input for ${tool}: ${validation}`, JSON.stringify(input)),
+      ...rejectCall("invalid_input", `invalid input for ${tool}: ${validation}`, JSON.stringify(input)),
       validation
     }),
     onRight: (prepared): Decision<A> => ({ _tag: "Call", tool, input, prepared })
   })
 }
 
-type Parsed = Either.Either<{ readonly tool: string; readonly input: unknown }, Decision<never>>
+/** Decide an answer's first call: the whole decision for a model that makes one call per answer. */
+export const decide = <A>(
+  response: LanguageModel.Response,
+  tools: ReadonlyArray<Tool.Spec>,
+  validate: (tool: string, input: unknown) => Either.Either<A, string>,
+  limits: Pick<Limits, "maxInputDepth"> = defaultLimits
+): Decision<A> => {
+  const planned = plan(response, { ...defaultLimits, ...limits })
+  if (planned._tag === "Reject") return planned
+  const [first] = planned.calls
+  return first === undefined ? noAction(response.text) : decideCall(first, tools, validate, { ...defaultLimits, ...limits })
+}
+
+/** One call of an answer, parsed, or rejected as a call. */
+export type Parsed = Either.Either<{ readonly tool: string; readonly input: unknown }, Reject>
 
 const parseArguments = (call: LanguageModel.ToolCall): Parsed => {
   const text = call.arguments.trim() === "" ? "{}" : call.arguments
+  const bad = (reason: string): Parsed => Either.left({ ...reject("bad_json", reason, call.arguments), tool: call.name })
   return Either.match(parseJson(text), {
-    onLeft: (error) =>
-      Either.left(reject("bad_json", `the arguments of ${call.name} are not valid JSON (${error}); send one JSON object`, call.arguments)),
-    onRight: (input) =>
-      isObject(input)
-        ? Either.right({ tool: call.name, input })
-        : Either.left(reject("bad_json", `the arguments of ${call.name} must be a JSON object`, call.arguments))
+    onLeft: (error) => bad(`the arguments of ${call.name} are not valid JSON (${error}); send one JSON object`),
+    onRight: (input) => (isObject(input) ? Either.right({ tool: call.name, input }) : bad(`the arguments of ${call.name} must be a JSON object`))
   })
 }
 
 const noAction = (text: string) =>
   reject(
     "no_action",
-    `your reply held no tool call, so nothing was executed; call exactly one tool, or ${ToolRegistry.doneName} when the goal is achieved`,
+    `your reply held no tool call, so nothing was executed; call a tool, or ${ToolRegistry.doneName} when the goal is achieved`,
     text
   )
 
@@ -141,11 +190,11 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
 /** Arguments longer than this are recorded once, as the `ToolStarted` input. */
 const inlineArguments = 1_024
 
-/** The answer as the log keeps it beside its `ToolStarted`: the started call's long arguments left out. */
-export const withoutArguments = (response: LanguageModel.Response): LanguageModel.Response => {
-  const [call, ...rest] = response.toolCalls
+/** The answer as the log keeps it beside the `ToolStarted` of call `index`: that call's long arguments left out. */
+export const withoutArguments = (response: LanguageModel.Response, index: number): LanguageModel.Response => {
+  const call = response.toolCalls[index]
   if (call === undefined || call.arguments.length <= inlineArguments) return response
-  return { ...response, toolCalls: [{ ...call, arguments: "", argumentsInToolStarted: true }, ...rest] }
+  return { ...response, toolCalls: response.toolCalls.map((c, i) => (i === index ? { ...c, arguments: "", argumentsInToolStarted: true as const } : c)) }
 }
 
 /** Characters of each text an oversized answer keeps in the log. */

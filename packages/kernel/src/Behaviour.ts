@@ -20,10 +20,21 @@ export interface Rules {
   readonly cycles: boolean
   /** A started call's long arguments are recorded once, in `ToolStarted`, not again in `ModelResponded`. */
   readonly inputOnce: boolean
+  /** Every call of an answer runs, in order (rx 0.1 ran the first and dropped the rest). */
+  readonly multiCall: boolean
+  /** A model that cannot be reached suspends the goal; only a refused request ends it. */
+  readonly suspendWhenUnavailable: boolean
 }
 
-const v1: Rules = { answerCap: false, maxInputDepth: 10_000, cycles: false, inputOnce: false }
-const v2: Rules = { answerCap: true, maxInputDepth: 64, cycles: true, inputOnce: true }
+const v1: Rules = {
+  answerCap: false,
+  maxInputDepth: 10_000,
+  cycles: false,
+  inputOnce: false,
+  multiCall: false,
+  suspendWhenUnavailable: false
+}
+const v2: Rules = { answerCap: true, maxInputDepth: 64, cycles: true, inputOnce: true, multiCall: true, suspendWhenUnavailable: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
 export const rules = (version: number): Rules => (version === 1 ? v1 : v2)

@@ -34,6 +34,43 @@ export const changeOptions = (
       return Schema.equivalence(Options.Options)(current, options) ? undefined : { _tag: "OptionsChanged", ...at, options }
     })).pipe(Effect.map((outcome) => (outcome === "requested" ? "changed" : outcome === "declined" ? "unchanged" : outcome)))
 
+/** No call of this goal waits for a decision with this id (or none waits at all). */
+export class NothingToDecide extends Schema.TaggedError<NothingToDecide>()("@rx/kernel/NothingToDecide", {
+  goalId: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * Decide on the call a goal waits for, from any process: appends `ApprovalDecided`, which the
+ * goal's next runner follows (an approved call runs exactly as requested, with no new model
+ * call; a denied one is recorded as a rejection the model sees). `callId` defaults to the
+ * awaited call, and must match it when given.
+ */
+export const decide = (
+  goalId: string,
+  decision: { readonly approved: boolean; readonly reason: string; readonly by: string; readonly callId?: string | undefined }
+): Effect.Effect<"decided" | "already_terminated", StoreError | GoalNotFound | NothingToDecide, StateStore> =>
+  appendExternal(goalId, "a decision", (at) =>
+    Effect.gen(function*() {
+      const { awaiting } = yield* restore(goalId)
+      if (awaiting === null || awaiting.decision !== null) {
+        return yield* new NothingToDecide({ goalId, message: `goal ${goalId} has no call waiting for approval` })
+      }
+      if (decision.callId !== undefined && decision.callId !== awaiting.callId) {
+        return yield* new NothingToDecide({ goalId, message: `goal ${goalId} waits for call ${awaiting.callId}, not ${decision.callId}` })
+      }
+      const { approved, by, reason } = decision
+      return { _tag: "ApprovalDecided", ...at, callId: awaiting.callId, approved, reason, by } satisfies Event.Event
+    })).pipe(Effect.map((outcome) => (outcome === "already_terminated" ? outcome : "decided")))
+
+/** Approve the call a goal waits for (see `decide`). */
+export const approve = (goalId: string, by: string, callId?: string) =>
+  decide(goalId, { approved: true, reason: "approved", by, callId })
+
+/** Deny the call a goal waits for (see `decide`); the model is told `reason`. */
+export const deny = (goalId: string, by: string, reason: string, callId?: string) =>
+  decide(goalId, { approved: false, reason, by, callId })
+
 /** Where an event appended from outside the runner goes: the log's current end. */
 interface End {
   readonly goalId: string

@@ -42,9 +42,20 @@ export const RejectionKind = Schema.Literal(
   "unknown_tool",
   "invalid_input",
   /** Longer than `maxAnswerChars`: cut before it was recorded. */
-  "too_large"
+  "too_large",
+  /** A call the run's approval policy, or a person, does not allow: it never ran. */
+  "denied",
+  /** A call past `maxCallsPerAnswer` in one answer: it never ran. */
+  "too_many_calls"
 )
 export type RejectionKind = typeof RejectionKind.Type
+
+/** Why a runner stopped without ending the goal; `resume` continues it. */
+export const SuspendReason = Schema.Literal("model_unavailable", "awaiting_approval", "shutdown")
+export type SuspendReason = typeof SuspendReason.Type
+
+/** Which call of an answer an event is about (0 for the first); absent for the answer as a whole. */
+const index = Schema.optional(Schema.NonNegativeInt)
 
 /** The state after an iteration, as recorded for inspection. */
 export const Summary = Schema.Struct({
@@ -64,6 +75,8 @@ export const GoalSubmitted = Schema.TaggedStruct("GoalSubmitted", {
   goal: Schema.String,
   options: Options,
   tools: Schema.Array(Tool.Spec),
+  /** Standing instructions for the model, shown with the goal in every prompt. */
+  instructions: Schema.optional(Schema.String),
   /** The kernel behaviour version whose rules run this goal (`Behaviour`). */
   behaviour: Schema.Int.pipe(Schema.positive())
 })
@@ -75,7 +88,9 @@ export const ModelFailed = Schema.TaggedStruct("ModelFailed", {
   ...Base,
   message: Schema.String,
   server: Schema.optional(Schema.String),
-  status: Schema.optional(Schema.Number)
+  status: Schema.optional(Schema.Number),
+  /** No later attempt could succeed: the goal ends instead of waiting for the model. */
+  permanent: Schema.optional(Schema.Boolean)
 })
 export const ActionRejected = Schema.TaggedStruct("ActionRejected", {
   ...Base,
@@ -84,6 +99,9 @@ export const ActionRejected = Schema.TaggedStruct("ActionRejected", {
   reason: Schema.String,
   /** For `invalid_input`: the tool's own verdict, as its validator worded it (replay hands it back). */
   validation: Schema.optional(Schema.String),
+  /** For one call of an answer: which, and the tool it named. */
+  index,
+  tool: Schema.optional(Schema.String),
   /** The rejected text or arguments, capped. */
   raw: Schema.String
 })
@@ -91,7 +109,31 @@ export const ToolStarted = Schema.TaggedStruct("ToolStarted", {
   ...Base,
   callId: Schema.String,
   tool: Schema.String,
-  input: Schema.Unknown
+  input: Schema.Unknown,
+  index
+})
+/** A call the approval policy says a person must allow, exactly as it will run if approved. */
+export const ApprovalRequested = Schema.TaggedStruct("ApprovalRequested", {
+  ...Base,
+  callId: Schema.String,
+  tool: Schema.String,
+  input: Schema.Unknown,
+  index
+})
+/** A person's decision on a requested call; appended by any process (`Runner.approve`, `Runner.deny`). */
+export const ApprovalDecided = Schema.TaggedStruct("ApprovalDecided", {
+  ...Base,
+  callId: Schema.String,
+  approved: Schema.Boolean,
+  reason: Schema.String,
+  /** Who decided, as the transport knows them (a terminal, a user name, an API token's name). */
+  by: Schema.String
+})
+/** The runner stopped without ending the goal; the goal stays open and `resume` continues it. */
+export const Suspended = Schema.TaggedStruct("Suspended", {
+  ...Base,
+  reason: SuspendReason,
+  detail: Schema.String
 })
 export const ToolSucceeded = Schema.TaggedStruct("ToolSucceeded", {
   ...Base,
@@ -137,6 +179,9 @@ export const Event = Schema.Union(
   IterationCompleted,
   CancelRequested,
   OptionsChanged,
+  ApprovalRequested,
+  ApprovalDecided,
+  Suspended,
   Terminated
 )
 export type Event = typeof Event.Type
@@ -146,7 +191,8 @@ export type Encoded = typeof Event.Encoded
 export type Of<Tag extends Event["_tag"]> = Extract<Event, { readonly _tag: Tag }>
 
 /** Events appended by someone other than the runner (a transport); the runner folds them in. */
-export const isExternal = (event: Event): boolean => event._tag === "CancelRequested" || event._tag === "OptionsChanged"
+export const isExternal = (event: Event): boolean =>
+  event._tag === "CancelRequested" || event._tag === "OptionsChanged" || event._tag === "ApprovalDecided"
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 

@@ -64,13 +64,23 @@ export type Response = typeof Response.Type
 export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
   message: Schema.String,
   server: Schema.optional(Schema.String),
-  status: Schema.optional(Schema.Number)
+  status: Schema.optional(Schema.Number),
+  /** No later attempt can succeed (the request itself is wrong); by default judged from `status` (`isPermanent`). */
+  permanent: Schema.optional(Schema.Boolean)
 }) {}
 
 export interface Service {
   /** The next answer for a request; `ModelError` once the adapter's own retries are spent. */
   readonly generate: (request: Request) => Effect.Effect<Response, ModelError>
 }
+
+/**
+ * Whether a model failure is one no later attempt can fix: the request itself was refused
+ * (bad request, credentials, unknown model or route). Anything else (unreachable, timeouts,
+ * rate limits, server errors) may pass, so a goal waits for it instead of ending.
+ */
+export const isPermanent = (status: number | undefined): boolean =>
+  status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 409 && status !== 425 && status !== 429
 
 export class LanguageModel extends Context.Tag("@rx/kernel/LanguageModel")<LanguageModel, Service>() {}
 
@@ -114,7 +124,7 @@ export const makeScripted = (steps: ReadonlyArray<Step>) =>
         Effect.flatMap(Ref.getAndUpdate(counter, (n) => n + 1), (index) => {
           const step = steps[index]
           if (step === undefined) {
-            return Effect.fail(new ModelError({ message: "the scripted model has no further answer" }))
+            return Effect.fail(new ModelError({ message: "the scripted model has no further answer", permanent: true }))
           }
           return typeof step === "function" ? step(request, index) : Effect.succeed(step)
         })

@@ -24,6 +24,15 @@ export const Options = Schema.Struct({
   maxAnswerChars: count(1_000_000),
   /** Input plus output tokens the run may spend, as the model reports them; unlimited when absent. */
   maxTotalTokens: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  /** Calls of one answer that run, in order; later ones are rejected as `too_many_calls`. */
+  maxCallsPerAnswer: count(8),
+  /**
+   * Per tool: `auto` runs its calls, `ask` waits for a person to approve each one (the goal is
+   * suspended until then), `deny` never runs them and tells the model. Tools not named: `auto`.
+   */
+  approval: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Literal("auto", "ask", "deny") }), {
+    default: () => ({})
+  }),
   /** Free-form settings of the transport (workspace, sandbox, model), recorded for audit. */
   metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), { default: () => ({}) })
 })

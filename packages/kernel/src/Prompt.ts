@@ -11,13 +11,13 @@ import * as ToolRegistry from "./ToolRegistry.js"
 export const system = [
   "You are rx, an autonomous agent. You work toward the user's goal by calling tools.",
   "Rules:",
-  "- Every reply calls exactly one tool. Text alone is not executed.",
+  "- Every reply calls at least one tool; several calls run in order. Text alone is not executed.",
   "- Check each result before relying on it; a failed call shows its error.",
   `- When the goal is achieved, or cannot be achieved, call \`${ToolRegistry.doneName}\` with a short summary.`
 ].join("\n")
 
-/** The tool call id shown to the model for an iteration (valid for every provider). */
-export const callId = (iteration: number): string => `call_${iteration}`
+/** The tool call id shown to the model for a call of an iteration (valid for every provider). */
+export const callId = (iteration: number, index = 0): string => (index === 0 ? `call_${iteration}` : `call_${iteration}_${index}`)
 
 /** Characters of a request counted against the budget: all text the model reads but tool specs. */
 export const size = (request: LanguageModel.Request): number => {
@@ -34,7 +34,8 @@ export const size = (request: LanguageModel.Request): number => {
 /** Build the request for the next model call. */
 export const build = (state: State.State): LanguageModel.Request => {
   const budget = state.options.promptBudget
-  const goal = `Goal:\n${truncate(state.goal, Math.floor(budget / 4))}`
+  const instructions = state.instructions === "" ? "" : `\n\nInstructions:\n${truncate(state.instructions, Math.floor(budget / 4))}`
+  const goal = `Goal:\n${truncate(state.goal, Math.floor(budget / 4))}${instructions}`
   // Room for the omitted-turns note, whatever its count.
   let used = system.length + goal.length + 80
   const turns = state.turns
@@ -87,22 +88,23 @@ const rendered = (turn: State.Turn, rank: number, budget: number): Rendered => {
   return entry
 }
 
-/** A turn as messages: an assistant message and its result, never one without the other. */
+/** A turn as messages: an assistant message and a result for each of its calls, never one without the other. */
 const render = (turn: State.Turn, cap: number): ReadonlyArray<LanguageModel.Message> => {
   const text = truncate(turn.text, cap)
   const result = turn.result === null ? "(no result was recorded)" : truncate(turn.result.content, cap)
-  if (turn.call !== null) {
-    const id = callId(turn.iteration)
-    return [
-      {
-        role: "assistant",
-        content: text,
-        toolCalls: [{ id, name: turn.call.tool, arguments: JSON.stringify(compact(turn.call.input, cap)) }]
-      },
-      turn.result?.status === "error"
-        ? { role: "tool", toolCallId: id, name: turn.call.tool, content: result, isError: true }
-        : { role: "tool", toolCallId: id, name: turn.call.tool, content: result }
-    ]
+  if (turn.calls.length > 0) {
+    const ids = turn.calls.map((_, index) => callId(turn.iteration, index))
+    const toolCalls = turn.calls.map((call, index) => ({
+      id: ids[index] ?? "",
+      name: call.tool,
+      arguments: JSON.stringify(compact(call.input, cap))
+    }))
+    const results = turn.calls.map((call, index): LanguageModel.Message => {
+      const content = call.result === null ? "(no result was recorded)" : truncate(call.result.content, cap)
+      const base = { role: "tool" as const, toolCallId: ids[index] ?? "", name: call.tool, content }
+      return call.result?.status === "ok" ? base : { ...base, isError: true }
+    })
+    return [{ role: "assistant", content: text, toolCalls }, ...results]
   }
   return [
     { role: "assistant", content: text.length > 0 ? text : "(no text)", toolCalls: [] },

@@ -7,7 +7,7 @@
  * rejection kind, which termination), never wording, times or counters shown for inspection:
  * the first decision that differs is a `NonDeterminism` naming its seq.
  */
-import { Clock, Context, Duration, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import { Cause, Clock, Context, Duration, Effect, Either, Exit, Layer, Option, Schema, Stream } from "effect"
 import * as Behaviour from "./Behaviour.js"
 import * as Event from "./Event.js"
 import * as GoalSummary from "./GoalSummary.js"
@@ -64,6 +64,12 @@ export const decision = (event: Event.Event): unknown => {
       return event.reason
     case "OptionsChanged":
       return event.options
+    case "ApprovalRequested":
+      return [event.callId, event.tool, event.input]
+    case "ApprovalDecided":
+      return [event.callId, event.approved]
+    case "Suspended":
+      return event.reason
     case "Terminated":
       return event.reason
   }
@@ -91,6 +97,13 @@ export const check = (
       divergence = new NonDeterminism({ goalId, seq, expected: encode(events[seq]), actual: encode(actual) })
       return new StoreError({ message: divergence.message, goalId, seq })
     }
+    /** Whether the live runner was shut down next: its next own event is `Suspended(shutdown)`. */
+    const shutdownNext = () => {
+      let i = position
+      while (i < events.length && Event.isExternal(events[i] as Event.Event)) i++
+      const next = events[i]
+      return next?._tag === "Suspended" && next.reason === "shutdown"
+    }
     /** Deliver external events (cancel requests, option changes) recorded at the current position. */
     const deliverExternal = () => {
       while (position < events.length && Event.isExternal(events[position] as Event.Event)) position++
@@ -101,6 +114,8 @@ export const check = (
         Effect.suspend((): Effect.Effect<void, AppendConflict | StoreError> => {
           if (expectedSeq === position && batch[0] !== undefined && !Event.isExternal(batch[0])) deliverExternal()
           if (expectedSeq !== position) return Effect.fail(new AppendConflict({ goalId, expectedSeq, actualSeq: position }))
+          // The live runner was shut down here: interrupt this one at the same point.
+          if (shutdownNext() && batch[0]?._tag !== "Suspended") return Effect.interrupt
           if (open && position === events.length) {
             // An open log ends here: what the runner would do next was never recorded.
             reachedEnd = true
@@ -127,15 +142,19 @@ export const check = (
 
     const answers = events.flatMap((e, i): ReadonlyArray<Effect.Effect<LanguageModel.Response, ModelError>> =>
       e._tag === "ModelResponded"
-        ? [Effect.succeed(withArguments(e.response, events[i + 1]))]
+        ? [Effect.succeed(withArguments(e.response, batchAfter(events, i)))]
         : e._tag === "ModelFailed"
-        ? [Effect.fail(new ModelError({ message: e.message, ...(e.server === undefined ? {} : { server: e.server }), ...(e.status === undefined ? {} : { status: e.status }) }))]
+        ? [Effect.fail(new ModelError({ message: e.message, ...(e.server === undefined ? {} : { server: e.server }), ...(e.status === undefined ? {} : { status: e.status }), ...(e.permanent === undefined ? {} : { permanent: e.permanent }) }))]
         : []
     )
     let answered = 0
     const model = LanguageModel.LanguageModel.of({
       generate: () =>
-        Effect.suspend(() => answers[answered++] ?? Effect.fail(new ModelError({ message: "the log holds no further model answer" })))
+        Effect.suspend(() =>
+          shutdownNext()
+            ? Effect.interrupt
+            : answers[answered++] ?? Effect.fail(new ModelError({ message: "the log holds no further model answer", permanent: true }))
+        )
     })
 
     const outcomes = new Map<string, Tool.Outcome>()
@@ -175,19 +194,23 @@ export const check = (
     const layers = Layer.succeedContext(
       Context.make(StateStore, store).pipe(Context.add(LanguageModel.LanguageModel, model), Context.add(ToolRegistry, registry))
     )
-    const outcome = yield* Runner.run({ goal: first.goal, options: first.options, goalId, behaviour: first.behaviour }).pipe(
-      Effect.provide(layers),
-      Effect.withClock(clock),
-      Effect.either
-    )
+    const replayed = <E>(effect: Effect.Effect<Runner.Result, E, Runner.Services>) =>
+      effect.pipe(Effect.provide(layers), Effect.withClock(clock), Effect.exit)
+    const { behaviour, goal, options } = first
+    let exit = yield* replayed(Runner.run({ goal, options, goalId, behaviour }))
+    // A run that stopped without ending (suspended, shut down) was resumed later: so is the replay.
+    while (divergence === undefined && !reachedEnd && position < events.length && stopped(exit)) {
+      exit = yield* replayed(Runner.resume(goalId))
+    }
     if (divergence !== undefined) return yield* divergence
-    if (reachedEnd) return { _tag: "Open", goalId, events: events.length } as const
-    if (Either.isLeft(outcome)) {
-      if (outcome.left._tag === "@rx/kernel/UnsupportedBehaviour") return yield* outcome.left
-      return yield* new ReplayError({ message: `replay failed: ${outcome.left.message}` })
+    if (reachedEnd || (position === events.length && stopped(exit))) return { _tag: "Open", goalId, events: events.length } as const
+    if (Exit.isFailure(exit)) {
+      const failure = Cause.failureOption(exit.cause)
+      if (Option.isSome(failure) && failure.value._tag === "@rx/kernel/UnsupportedBehaviour") return yield* failure.value
+      return yield* new ReplayError({ message: `replay failed: ${Option.match(failure, { onNone: () => Cause.pretty(exit.cause), onSome: (error) => error.message })}` })
     }
     if (position < events.length) return yield* new NonDeterminism({ goalId, seq: position, expected: encode(events[position]), actual: null })
-    return { _tag: "Complete", result: outcome.right } as const
+    return { _tag: "Complete", result: exit.value } as const
   })
 
 /** Replay a terminated goal's log and check the runner reproduces it; an open goal's log is a `ReplayError`. */
@@ -199,9 +222,31 @@ export const verify = (
       ? Effect.succeed(verified.result)
       : new ReplayError({ message: `goal ${verified.goalId} is still open: its ${verified.events} events verify, but it has no end yet` }))
 
-/** The answer as the model gave it: arguments the log keeps only in `ToolStarted` put back. */
-const withArguments = (response: LanguageModel.Response, next: Event.Event | undefined): LanguageModel.Response => {
-  const [call, ...rest] = response.toolCalls
-  if (call?.argumentsInToolStarted !== true || next?._tag !== "ToolStarted") return response
-  return { ...response, toolCalls: [{ id: call.id, name: call.name, arguments: JSON.stringify(next.input) }, ...rest] }
+/** A runner that stopped without ending the goal: suspended, or interrupted where the live one was shut down. */
+const stopped = (exit: Exit.Exit<Runner.Result, unknown>): boolean =>
+  Exit.isSuccess(exit) ? exit.value.status === "suspended" : Cause.isInterruptedOnly(exit.cause)
+
+/** The answer as the model gave it: arguments the log keeps only in a `ToolStarted` of the same batch put back. */
+const withArguments = (response: LanguageModel.Response, after: ReadonlyArray<Event.Event>): LanguageModel.Response => {
+  if (!response.toolCalls.some((call) => call.argumentsInToolStarted === true)) return response
+  return {
+    ...response,
+    toolCalls: response.toolCalls.map((call, index) => {
+      if (call.argumentsInToolStarted !== true) return call
+      const started = after.find((e): e is Event.Of<"ToolStarted"> => e._tag === "ToolStarted" && (e.index ?? 0) === index)
+      return started === undefined ? call : { id: call.id, name: call.name, arguments: JSON.stringify(started.input) }
+    })
+  }
+}
+
+/** The events after `i` that belong to its iteration, up to the next answer. */
+const batchAfter = (events: ReadonlyArray<Event.Event>, i: number): ReadonlyArray<Event.Event> => {
+  const iteration = events[i]?.iteration
+  const out: Array<Event.Event> = []
+  for (let j = i + 1; j < events.length; j++) {
+    const event = events[j] as Event.Event
+    if (event.iteration !== iteration || event._tag === "ModelResponded") break
+    out.push(event)
+  }
+  return out
 }

@@ -21,21 +21,37 @@ import { ToolRegistry } from "./ToolRegistry.js"
 import type * as ToolRegistryModule from "./ToolRegistry.js"
 
 /**
- * Run a goal to its end. The loop races the goal's cancellation: a cancel request interrupts
- * whatever model or tool call is in flight (commits are uninterruptible, so the State is always
- * the log's), and the loop then runs once more, from the log, to record the end: a call cut short
- * gets outcome `unknown`, and the termination rules end the run as `cancelled`.
+ * Run a goal until it ends or must wait. The loop races the goal's cancellation: a cancel request
+ * interrupts whatever model or tool call is in flight (commits are uninterruptible, so the State
+ * is always the log's), and the loop then runs once more, from the log, to record the end: a call
+ * cut short gets outcome `unknown`, and the termination rules end the run as `cancelled`. An
+ * interruption from outside (a shutdown) records the call in flight and `Suspended(shutdown)`.
  */
 const toEnd = (run: Run): Effect.Effect<Result, RunError> =>
-  Effect.flatMap(run.race(drive(run)), Option.match({ onNone: () => drive(run), onSome: Effect.succeed }))
+  Effect.flatMap(run.race(drive(run)), Option.match({ onNone: () => drive(run), onSome: Effect.succeed })).pipe(
+    Effect.onInterrupt(() => Effect.ignore(shutdown(run)))
+  )
 
-/** The loop, from any point a log can be at, until the goal's one `Terminated` is committed. */
+/** The loop, from any point a log can be at, until the goal's one `Terminated` or a `Suspended`. */
 const drive = (run: Run): Effect.Effect<Result, RunError> =>
   Effect.gen(function*() {
     if (run.state.pending !== null) yield* recover(run, run.state.pending)
     while (run.state.terminated === null) {
       const state = run.state
-      const { goalId, seq } = state
+      const { awaiting, goalId, seq } = state
+      if (awaiting !== null && state.cancelRequested === null) {
+        if (awaiting.decision === null && !(yield* run.ask(awaiting))) {
+          const stopped = yield* suspend(run, "awaiting_approval", `call ${awaiting.callId} (${awaiting.tool}) waits for a person's approval`)
+          if (Option.isSome(stopped)) return stopped.value
+          continue
+        }
+        yield* decided(run)
+        continue
+      }
+      if (state.answer !== null && state.answer.next < state.answer.calls && state.cancelRequested === null) {
+        yield* advance(run, [])
+        continue
+      }
       const stop = Termination.check(state)
       if (Option.isSome(stop)) {
         yield* run.commit([{ _tag: "Terminated", goalId, seq, iteration: state.iteration, at: run.now(), ...stop.value }])
@@ -44,47 +60,139 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
       const answer = yield* Effect.either(run.model.generate(Prompt.build(state)))
       const iteration = state.completed + 1
       if (Either.isLeft(answer)) {
-        const { message, server, status } = answer.left
-        yield* run.commit([{
-          _tag: "ModelFailed",
-          goalId,
-          seq,
-          iteration,
-          at: run.now(),
-          message,
+        const { message, permanent, server, status } = answer.left
+        const failed: Event.Event = {
+          _tag: "ModelFailed", goalId, seq, iteration, at: run.now(), message,
           ...(server === undefined ? {} : { server }),
-          ...(status === undefined ? {} : { status })
-        }])
+          ...(status === undefined ? {} : { status }),
+          ...(permanent === undefined ? {} : { permanent })
+        }
+        const committed = yield* run.commit([failed])
+        // A model that may answer later leaves the goal open, waiting; the rules end it otherwise.
+        if (committed === "committed" && run.state.modelFailure === null) {
+          const stopped = yield* suspend(run, "model_unavailable", message)
+          if (Option.isSome(stopped)) return stopped.value
+        }
         continue
       }
       const rules = Behaviour.rules(state.behaviour)
       const response = rules.answerCap ? Action.cap(answer.right, state.options.maxAnswerChars) : answer.right
-      const callId = `${goalId}:${iteration}`
-      const decision = Action.decide(response, state.tools, (tool, input) => run.registry.prepare({ callId, tool, input }), rules)
-      const responded: Event.Event = { _tag: "ModelResponded", goalId, seq, iteration, at: run.now(), response }
-      if (decision._tag === "Reject") {
-        const { kind, raw, reason, validation } = decision
-        const rejected: Event.Event = {
-          _tag: "ActionRejected", goalId, seq: seq + 1, iteration, at: run.now(), kind, reason, raw,
-          ...(validation === undefined ? {} : { validation })
-        }
-        yield* run.commit(closeIteration(run, state, [responded, rejected]))
-      } else if (decision._tag === "Done") {
-        const closed = closeIteration(run, state, [responded])
-        const detail = decision.summary
-        yield* run.commit([...closed, { _tag: "Terminated", goalId, seq: seq + 2, iteration, at: run.now(), reason: "done", detail }])
-      } else {
-        const { input, prepared, tool } = decision
-        const started: Event.Event = { _tag: "ToolStarted", goalId, seq: seq + 1, iteration, at: run.now(), callId, tool, input }
-        const recorded = rules.inputOnce ? { ...responded, response: Action.withoutArguments(response) } : responded
-        if ((yield* run.commit([recorded, started])) === "committed") yield* execute(run, prepared)
-      }
+      yield* advance(run, [{ _tag: "ModelResponded", goalId, seq, iteration, at: run.now(), response }])
     }
     return result(run.state)
   })
 
+/**
+ * Work through the current answer's calls, in order, after `first` (the answer itself, or the
+ * outcome of a call): rejected and denied calls are recorded, and the batch is committed when a
+ * call starts (its `ToolStarted` before it runs), waits for approval, or the answer is done.
+ */
+const advance = (run: Run, first: ReadonlyArray<Event.Event>): Effect.Effect<unknown, RunError> =>
+  Effect.gen(function*() {
+    const batch: Array<Event.Event> = []
+    let draft = run.state
+    const push = (event: Event.Event) => {
+      batch.push(event)
+      draft = State.reduce(draft, event)
+    }
+    first.forEach(push)
+    const answer = draft.answer
+    if (answer === null) return yield* run.commit(batch)
+    const { goalId, iteration } = draft
+    const rules = Behaviour.rules(draft.behaviour)
+    const limits = { ...rules, maxCallsPerAnswer: draft.options.maxCallsPerAnswer }
+    const at = () => ({ goalId, seq: draft.seq, iteration, at: run.now() })
+    const close = () => {
+      const completed: Event.Of<"IterationCompleted"> = { _tag: "IterationCompleted", ...at(), summary: State.summary(draft) }
+      push({ ...completed, summary: State.summary(State.reduce(draft, completed)) })
+    }
+    const planned = Action.plan(answer.response, limits)
+    if (planned._tag === "Reject") {
+      const { kind, raw, reason } = planned
+      push({ _tag: "ActionRejected", ...at(), kind, reason, raw })
+    }
+    const calls = planned._tag === "Calls" ? planned.calls : []
+    for (let index = answer.next; index < calls.length; index++) {
+      const callId = index === 0 ? `${goalId}:${iteration}` : `${goalId}:${iteration}:${index}`
+      const call = calls[index] as Action.Parsed
+      const decision = Action.decideCall(call, draft.tools, (tool, input) => run.registry.prepare({ callId, tool, input }), limits)
+      const one = rules.multiCall ? { index } : {}
+      if (decision._tag === "Done") {
+        close()
+        push({ _tag: "Terminated", ...at(), reason: "done", detail: decision.summary })
+        return yield* run.commit(batch)
+      }
+      if (decision._tag === "Reject") {
+        const { kind, raw, reason, tool, validation } = decision
+        push({
+          _tag: "ActionRejected", ...at(), kind, reason, raw,
+          ...(validation === undefined ? {} : { validation }),
+          ...(rules.multiCall && tool !== undefined ? { index, tool } : {})
+        })
+        continue
+      }
+      const { input, tool } = decision
+      const policy = draft.options.approval[tool] ?? "auto"
+      if (policy === "deny") {
+        push({ _tag: "ActionRejected", ...at(), kind: "denied", reason: `${tool} is not allowed in this run`, raw: "", index, tool })
+        continue
+      }
+      if (policy === "ask") {
+        push({ _tag: "ApprovalRequested", ...at(), callId, tool, input, ...one })
+        return yield* run.commit(batch)
+      }
+      push({ _tag: "ToolStarted", ...at(), callId, tool, input, ...one })
+      const recorded = rules.inputOnce ? batch.map((e) => (e._tag === "ModelResponded" ? { ...e, response: Action.withoutArguments(e.response, index) } : e)) : batch
+      if ((yield* run.commit(recorded)) === "committed") yield* execute(run, decision.prepared)
+      return
+    }
+    close()
+    return yield* run.commit(batch)
+  })
+
+/** A person decided on the awaited call: run it exactly as requested, or record the denial. */
+const decided = (run: Run) =>
+  Effect.suspend(() => {
+    const { awaiting, goalId, iteration, seq } = run.state
+    if (awaiting === null || awaiting.decision === null) return Effect.void
+    const { callId, index, input, tool } = awaiting
+    const one = Behaviour.rules(run.state.behaviour).multiCall ? { index } : {}
+    const base = { goalId, seq, iteration, at: run.now() }
+    const { approved, by, reason } = awaiting.decision
+    const prepared = run.registry.prepare({ callId, tool, input })
+    if (!approved || Either.isLeft(prepared)) {
+      const why = approved ? `${tool} no longer accepts this input: ${Either.isLeft(prepared) ? prepared.left : ""}` : `denied by ${by}: ${reason}`
+      return advance(run, [{ _tag: "ActionRejected", ...base, kind: approved ? "invalid_input" : "denied", reason: why, raw: "", index, tool }])
+    }
+    return Effect.flatMap(run.commit([{ _tag: "ToolStarted", ...base, callId, tool, input, ...one }]), (committed) =>
+      committed === "committed" ? execute(run, prepared.right) : Effect.void)
+  })
+
+/**
+ * Stop without ending the goal, recorded once: the goal stays open and `resume` continues it.
+ * `None` when events others appended meanwhile (a decision, a cancel) mean the loop goes on.
+ */
+const suspend = (run: Run, reason: Event.SuspendReason, detail: string) =>
+  Effect.gen(function*() {
+    const { goalId, iteration, seq, suspended } = run.state
+    if (suspended?.reason === reason) return Option.some(result(run.state))
+    const committed = yield* run.commit([{ _tag: "Suspended", goalId, seq, iteration, at: run.now(), reason, detail }])
+    return committed === "committed" ? Option.some(result(run.state)) : Option.none()
+  })
+
+/** Interrupted from outside: record the call cut short and `Suspended(shutdown)`. */
+const shutdown = (run: Run) =>
+  Effect.gen(function*() {
+    const pending = run.state.pending
+    if (pending !== null) {
+      yield* finish(run, Tool.failure("unknown", `rx was shut down while ${pending.tool} was running (call ${pending.callId}); whether it took effect is unknown`))
+    }
+    if (run.state.terminated === null) yield* suspend(run, "shutdown", "rx was stopped before the goal ended")
+  })
+
 /** Run a started call and record its outcome. */
-const execute = (run: Run, prepared: ToolRegistryModule.Prepared) => Effect.flatMap(prepared.run, (outcome) => finish(run, outcome))
+const execute = (run: Run, prepared: ToolRegistryModule.Prepared): Effect.Effect<unknown, RunError> =>
+  Effect.flatMap(prepared.run, (outcome) => finish(run, outcome))
 
 /**
  * After rx stopped during a call: a goal cancelled meanwhile runs nothing more; an idempotent
@@ -104,11 +212,10 @@ const recover = (run: Run, pending: State.Pending) => {
     finish(run, Option.getOrElse(outcome, () => unknown("; whether it took effect is unknown, so check before repeating it"))))
 }
 
-/** Record the pending call's outcome and the end of its iteration, in one commit. */
-const finish = (run: Run, outcome: Tool.Outcome) =>
+/** Record the pending call's outcome; with no call of the answer left, the iteration ends in the same commit. */
+const finish = (run: Run, outcome: Tool.Outcome): Effect.Effect<unknown, RunError> =>
   Effect.suspend(() => {
-    const state = run.state
-    const { goalId, iteration, pending, seq } = state
+    const { goalId, iteration, pending, seq } = run.state
     if (pending === null) return Effect.void
     const at = run.now()
     const { callId, tool } = pending
@@ -117,34 +224,54 @@ const finish = (run: Run, outcome: Tool.Outcome) =>
     const recorded: Event.Event = plain._tag === "Success"
       ? { _tag: "ToolSucceeded", goalId, seq, iteration, at, callId, tool, output: plain.output, durationMs }
       : { _tag: "ToolFailed", goalId, seq, iteration, at, callId, tool, error: plain.error, durationMs }
-    return run.commit(closeIteration(run, state, [recorded]))
+    const after = State.reduce(run.state, recorded)
+    // Calls left in the answer are decided by the loop, after this outcome is safely recorded.
+    return after.answer !== null && after.answer.next < after.answer.calls ? run.commit([recorded]) : advance(run, [recorded])
   })
 
-/** `events` (which follow `state`) and the `IterationCompleted` they lead to, summarised by the reducer itself. */
-const closeIteration = (run: Run, state: State.State, events: ReadonlyArray<Event.Event>): ReadonlyArray<Event.Event> => {
-  const after = State.fold(state, events)
-  const draft: Event.Of<"IterationCompleted"> = {
-    _tag: "IterationCompleted", goalId: state.goalId, seq: after.seq, iteration: after.iteration, at: run.now(), summary: State.summary(after)
+/** How a run stopped: the goal ended (`terminated`), or it waits, open, for `resume` (`suspended`). */
+export type Result =
+  | {
+    readonly status: "terminated"
+    readonly goalId: string
+    readonly reason: Event.Reason
+    readonly detail: string
+    readonly iterations: number
+    readonly state: State.State
   }
-  return [...events, { ...draft, summary: State.summary(State.reduce(after, draft)) }]
+  | {
+    readonly status: "suspended"
+    readonly goalId: string
+    readonly reason: Event.SuspendReason
+    readonly detail: string
+    readonly iterations: number
+    readonly state: State.State
+  }
+
+const result = (state: State.State): Result => {
+  const base = { goalId: state.goalId, iterations: state.completed, state }
+  if (state.terminated !== null) return { ...base, status: "terminated", ...state.terminated }
+  const suspended = state.suspended ?? { reason: "shutdown", detail: "the runner stopped" }
+  return { ...base, status: "suspended", ...suspended }
 }
 
-/** How a run ended. */
-export interface Result {
-  readonly goalId: string
-  readonly reason: Event.Reason
-  readonly detail: string
-  readonly iterations: number
-  readonly state: State.State
+/** A person's answer to an approval request: `None` leaves the goal suspended until someone decides. */
+export type Approver = (request: State.Awaiting) => Effect.Effect<Option.Option<Decision>>
+
+/** A decision on a requested call. */
+export interface Decision {
+  readonly approved: boolean
+  readonly reason: string
+  readonly by: string
 }
 
-const result = (state: State.State): Result => ({
-  goalId: state.goalId,
-  reason: state.terminated?.reason ?? "fatal_error",
-  detail: state.terminated?.detail ?? "the run ended without a Terminated event",
-  iterations: state.completed,
-  state
-})
+/** What a transport may hook into a run. */
+export interface Hooks {
+  /** Each event once it is committed. */
+  readonly observe?: Observer | undefined
+  /** Asked when a call needs approval (a person at a terminal); without it, the goal suspends. */
+  readonly approve?: Approver | undefined
+}
 
 /** No goal with this id is in the store. */
 export class GoalNotFound extends Schema.TaggedError<GoalNotFound>()("GoalNotFound", { goalId: Schema.String }) {
@@ -194,13 +321,13 @@ export const submit = (input: Submission): Effect.Effect<string, RunError, ToolR
   })
 
 /** Start a goal and run it to its end: `submit`, then `resume`. */
-export const run = (input: Submission): Effect.Effect<Result, RunError | GoalNotFound, Services> =>
+export const run = (input: Submission & Hooks): Effect.Effect<Result, RunError | GoalNotFound, Services> =>
   Effect.flatMap(submit(input), (goalId) => resume(goalId, input))
 
 /** Continue a goal from its log. A terminated goal returns its result and appends nothing. */
 export const resume = (
   goalId: string,
-  hooks: { readonly observe?: Observer | undefined } = {}
+  hooks: Hooks = {}
 ): Effect.Effect<Result, RunError | GoalNotFound, Services> =>
   Effect.gen(function*() {
     const store = yield* StateStore
@@ -213,7 +340,7 @@ export const resume = (
     const state = yield* restore(goalId)
     if (state.terminated !== null) return result(state)
     if (!Behaviour.isSupported(state.behaviour)) return yield* new Behaviour.UnsupportedBehaviour({ goalId, version: state.behaviour })
-    return yield* toEnd(yield* start(state, hooks.observe))
+    return yield* toEnd(yield* start(state, hooks))
   }).pipe(Effect.scoped)
 
 /** A goal's State: its latest snapshot, if any, with the events after it folded in. */
@@ -225,7 +352,7 @@ export const restore = (goalId: string): Effect.Effect<State.State, StoreError, 
     return State.fold(base, yield* store.load(goalId, base.seq))
   })
 
-export { cancel, changeOptions } from "./Control.js"
+export { approve, cancel, changeOptions, deny } from "./Control.js"
 
 /** `g` + time (base 36) + a fingerprint of the goal: sortable, stable under replay. */
 export const deriveGoalId = (goal: string, at: number): string =>
@@ -249,9 +376,11 @@ interface Run {
   readonly commit: (batch: ReadonlyArray<Event.Event>) => Effect.Effect<Committed, RunError>
   /** Run `effect` until it ends, or until the goal is cancelled (`None`: it was interrupted). */
   readonly race: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<Option.Option<A>, E | RunError>
+  /** Ask the run's approver about an awaited call and record its decision; false when there is none. */
+  readonly ask: (awaiting: State.Awaiting) => Effect.Effect<boolean, RunError>
 }
 
-const start = (initial: State.State, observe: Observer | undefined): Effect.Effect<Run, never, Services | Scope.Scope> =>
+const start = (initial: State.State, { approve, observe }: Hooks): Effect.Effect<Run, never, Services | Scope.Scope> =>
   Effect.gen(function*() {
     const store = yield* StateStore
     const model = yield* LanguageModel.LanguageModel
@@ -274,6 +403,7 @@ const start = (initial: State.State, observe: Observer | undefined): Effect.Effe
     const commit = (batch: ReadonlyArray<Event.Event>): Effect.Effect<Committed, RunError> =>
       Effect.uninterruptible(Effect.gen(function*() {
         const outcome = batch.some((event) => event._tag === "ToolSucceeded" || event._tag === "ToolFailed")
+        const answer = batch.some((event) => event._tag === "ModelResponded" || event._tag === "ModelFailed")
         while (true) {
           // Events are drafted with the seq they should take; only a rebase after a conflict renumbers them.
           const events = batch[0]?.seq === state.seq ? batch : batch.map((event, i) => ({ ...event, seq: state.seq + i }))
@@ -288,7 +418,9 @@ const start = (initial: State.State, observe: Observer | undefined): Effect.Effe
           if ((yield* sync) === 0) {
             return yield* new StoreError({ message: `goal ${goalId}: append conflict at seq ${state.seq}, but no newer events`, goalId })
           }
-          if (!outcome && state.cancelRequested !== null) return "superseded" as const
+          // What records the world (a tool outcome, a model answer unless cancelled) is kept; what was
+          // decided from State alone is decided again with the new events in view.
+          if (!outcome && (!answer || state.cancelRequested !== null)) return "superseded" as const
         }
       }))
 
@@ -306,14 +438,23 @@ const start = (initial: State.State, observe: Observer | undefined): Effect.Effe
         Effect.tap((done) => (Option.isNone(done) ? sync : Effect.void))
       )
 
+    const now = () => clock.unsafeCurrentTimeMillis()
+    const ask = (awaiting: State.Awaiting) =>
+      approve === undefined ? Effect.succeed(false) : Effect.flatMap(approve(awaiting), (decision) =>
+        Option.isNone(decision) ? Effect.succeed(false) : Effect.as(
+          commit([{ _tag: "ApprovalDecided", goalId, seq: state.seq, iteration: state.iteration, at: now(), callId: awaiting.callId, ...decision.value }]),
+          true
+        ))
+
     return {
       get state() {
         return state
       },
       model,
       registry,
-      now: () => clock.unsafeCurrentTimeMillis(),
+      now,
       commit,
-      race
+      race,
+      ask
     }
   })

@@ -3,8 +3,10 @@
  * Memory stays flat: only the last `maxTurns` turns are kept, their text already capped.
  */
 import { Schema } from "effect"
+import * as Behaviour from "./Behaviour.js"
 import * as Event from "./Event.js"
 import { canonical, fingerprint, truncate } from "./internal/json.js"
+import * as LanguageModel from "./LanguageModel.js"
 import * as Options from "./Options.js"
 import * as Tool from "./Tool.js"
 
@@ -13,15 +15,42 @@ export const maxTurns = 32
 /** Characters of one tool output, assistant text or rejection kept in State. */
 export const maxTurnText = 8_000
 
+/** What came of a call, or of an answer, as the model is shown it. */
+export const Result = Schema.Struct({ status: Schema.Literal("ok", "error", "rejected"), content: Schema.String })
+export type Result = typeof Result.Type
+
 /** One model answer and what came of it, as the prompt shows it. */
 export const Turn = Schema.Struct({
   iteration: Schema.NonNegativeInt,
   text: Schema.String,
-  /** The call that was started, if the answer held a valid one. */
-  call: Schema.NullOr(Schema.Struct({ tool: Schema.String, input: Schema.Unknown })),
-  result: Schema.NullOr(Schema.Struct({ status: Schema.Literal("ok", "error", "rejected"), content: Schema.String }))
+  /** The answer's calls in order, each with its result once it has one. */
+  calls: Schema.Array(Schema.Struct({ tool: Schema.String, input: Schema.Unknown, result: Schema.NullOr(Result) })),
+  /** Why the answer as a whole was not executed (no call to show). */
+  result: Schema.NullOr(Result)
 })
 export type Turn = typeof Turn.Type
+
+/** The answer being worked through: its calls run one by one, in order. */
+export const Answer = Schema.Struct({
+  response: LanguageModel.Response,
+  /** How many calls the answer makes (a text action, or an answer with none, counts as one). */
+  calls: Schema.NonNegativeInt,
+  /** The index of the next call to decide. */
+  next: Schema.NonNegativeInt,
+  started: Schema.Boolean,
+  rejected: Schema.Boolean
+})
+export type Answer = typeof Answer.Type
+
+/** A call waiting for a person's decision, exactly as it will run. */
+export const Awaiting = Schema.Struct({
+  callId: Schema.String,
+  tool: Schema.String,
+  input: Schema.Unknown,
+  index: Schema.NonNegativeInt,
+  decision: Schema.NullOr(Schema.Struct({ approved: Schema.Boolean, reason: Schema.String, by: Schema.String }))
+})
+export type Awaiting = typeof Awaiting.Type
 
 /** A started call with no recorded outcome yet. */
 export const Pending = Schema.Struct({
@@ -37,6 +66,8 @@ export const State = Schema.Struct({
   goal: Schema.String,
   options: Options.Options,
   tools: Schema.Array(Tool.Spec),
+  /** Standing instructions shown with the goal ("" when none). */
+  instructions: Schema.String,
   /** The behaviour version whose rules run the goal (`Behaviour`). */
   behaviour: Schema.Int,
   /** The seq the next event takes: the number of events folded. */
@@ -46,6 +77,11 @@ export const State = Schema.Struct({
   /** Iterations completed. */
   completed: Schema.NonNegativeInt,
   pending: Schema.NullOr(Pending),
+  /** The current answer while its calls are worked through; null between iterations. */
+  answer: Schema.NullOr(Answer),
+  awaiting: Schema.NullOr(Awaiting),
+  /** Why the last runner stopped without ending the goal, until the goal moves on. */
+  suspended: Schema.NullOr(Schema.Struct({ reason: Event.SuspendReason, detail: Schema.String })),
   turns: Schema.Array(Turn),
   /** Turns dropped from `turns`. */
   omitted: Schema.NonNegativeInt,
@@ -79,11 +115,15 @@ export const empty = (goalId: string): State => ({
   goal: "",
   options: Options.defaults,
   tools: [],
+  instructions: "",
   behaviour: 1,
   seq: 0,
   iteration: 0,
   completed: 0,
   pending: null,
+  answer: null,
+  awaiting: null,
+  suspended: null,
   turns: [],
   omitted: 0,
   toolCalls: 0,
@@ -112,11 +152,15 @@ const copy = (s: State, seq: number, iteration: number): Mutable => ({
   goal: s.goal,
   options: s.options,
   tools: s.tools,
+  instructions: s.instructions,
   behaviour: s.behaviour,
   seq,
   iteration,
   completed: s.completed,
   pending: s.pending,
+  answer: s.answer,
+  awaiting: s.awaiting,
+  suspended: null,
   turns: s.turns,
   omitted: s.omitted,
   toolCalls: s.toolCalls,
@@ -144,11 +188,14 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.goal = event.goal
       next.options = event.options
       next.tools = event.tools
+      next.instructions = event.instructions ?? ""
       next.behaviour = event.behaviour
       return next
     case "ModelResponded": {
       const { response } = event
-      const turn: Turn = { iteration, text: truncate(response.text, maxTurnText), call: null, result: null }
+      const turn: Turn = { iteration, text: truncate(response.text, maxTurnText), calls: [], result: null }
+      const calls = Behaviour.rules(state.behaviour).multiCall ? Math.max(1, response.toolCalls.length) : 1
+      next.answer = { response, calls, next: 0, started: false, rejected: false }
       const full = state.turns.length >= maxTurns
       next.turns = full ? [...state.turns.slice(1), turn] : [...state.turns, turn]
       next.omitted = full ? state.omitted + 1 : state.omitted
@@ -160,22 +207,53 @@ export const reduce = (state: State, event: Event.Event): State => {
       return next
     }
     case "ModelFailed":
-      next.modelFailure = event.message
+      // A model that may answer later suspends the goal; one that never will ends it.
+      if (!Behaviour.rules(state.behaviour).suspendWhenUnavailable || (event.permanent ?? LanguageModel.isPermanent(event.status))) {
+        next.modelFailure = event.message
+      }
       return next
-    case "ActionRejected":
-      next.turns = withResult(state.turns, iteration, { status: "rejected", content: truncate(event.reason, maxTurnText) })
-      next.consecutiveMalformed = state.consecutiveMalformed + 1
-      next.last = "rejected"
+    case "ActionRejected": {
+      const result: Result = { status: "rejected", content: truncate(event.reason, maxTurnText) }
+      const call = event.index === undefined ? undefined : { tool: event.tool ?? "", input: event.raw, result }
+      next.turns = updateTurn(state.turns, iteration, (turn) =>
+        call === undefined ? { ...turn, result } : { ...turn, calls: [...turn.calls, call] })
+      if (state.answer !== null) {
+        next.answer = {
+          ...state.answer,
+          next: event.index === undefined ? state.answer.calls : event.index + 1,
+          rejected: state.answer.rejected || event.kind !== "denied"
+        }
+      }
+      if (state.awaiting?.index === event.index) next.awaiting = null
+      if (event.kind !== "denied") next.last = "rejected"
       return next
+    }
     case "ToolStarted":
-      next.turns = updateTurn(state.turns, iteration, (turn) => ({ ...turn, call: { tool: event.tool, input: event.input } }))
+      next.turns = updateTurn(state.turns, iteration, (turn) => ({
+        ...turn,
+        calls: [...turn.calls, { tool: event.tool, input: event.input, result: null }]
+      }))
       next.pending = { callId: event.callId, tool: event.tool, input: event.input, startedAt: event.at }
+      if (state.answer !== null) next.answer = { ...state.answer, next: (event.index ?? 0) + 1, started: true }
+      next.awaiting = null
       next.consecutiveMalformed = 0
       next.toolCalls = state.toolCalls + 1
       return next
+    case "ApprovalRequested":
+      next.awaiting = { callId: event.callId, tool: event.tool, input: event.input, index: event.index ?? 0, decision: null }
+      return next
+    case "ApprovalDecided":
+      if (state.awaiting?.callId === event.callId && state.awaiting.decision === null) {
+        next.awaiting = { ...state.awaiting, decision: { approved: event.approved, reason: event.reason, by: event.by } }
+      }
+      next.suspended = state.suspended
+      return next
+    case "Suspended":
+      next.suspended = { reason: event.reason, detail: event.detail }
+      return next
     case "ToolSucceeded": {
       const full = canonical(event.output)
-      next.turns = withResult(state.turns, iteration, { status: "ok", content: truncate(full, maxTurnText) })
+      next.turns = withCallResult(state.turns, iteration, { status: "ok", content: truncate(full, maxTurnText) })
       next.pending = null
       next.consecutiveFailures = 0
       next.progressed = true
@@ -186,7 +264,7 @@ export const reduce = (state: State, event: Event.Event): State => {
     }
     case "ToolFailed": {
       const full = `${event.error.kind} error: ${event.error.message}`
-      next.turns = withResult(state.turns, iteration, { status: "error", content: truncate(full, maxTurnText) })
+      next.turns = withCallResult(state.turns, iteration, { status: "error", content: truncate(full, maxTurnText) })
       next.pending = null
       next.consecutiveFailures = state.consecutiveFailures + 1
       if (event.error.kind === "fatal") next.fatal = event.error
@@ -196,15 +274,22 @@ export const reduce = (state: State, event: Event.Event): State => {
       return next
     }
     case "IterationCompleted":
+      // An answer none of whose calls could start counts as malformed.
+      if (state.answer !== null && state.answer.rejected && !state.answer.started) {
+        next.consecutiveMalformed = state.consecutiveMalformed + 1
+      }
+      next.answer = null
       next.completed = state.completed + 1
       next.idleIterations = state.progressed ? 0 : state.idleIterations + 1
       next.progressed = false
       return next
     case "CancelRequested":
       next.cancelRequested = state.cancelRequested ?? event.reason
+      next.suspended = state.suspended
       return next
     case "OptionsChanged":
       next.options = event.options
+      next.suspended = state.suspended
       return next
     case "Terminated":
       next.pending = null
@@ -244,8 +329,12 @@ const updateTurn = (turns: ReadonlyArray<Turn>, iteration: number, f: (turn: Tur
   return updated
 }
 
-const withResult = (turns: ReadonlyArray<Turn>, iteration: number, result: NonNullable<Turn["result"]>) =>
-  updateTurn(turns, iteration, (turn) => ({ ...turn, result }))
+/** The turn with its last call's result set. */
+const withCallResult = (turns: ReadonlyArray<Turn>, iteration: number, result: Result) =>
+  updateTurn(turns, iteration, (turn) => {
+    const last = turn.calls[turn.calls.length - 1]
+    return last === undefined ? turn : { ...turn, calls: [...turn.calls.slice(0, -1), { ...last, result }] }
+  })
 
 /** Fingerprints kept in `recent`: enough for the longest cycle period at any sensible `maxRepeats`. */
 export const maxRecent = 64

@@ -92,8 +92,8 @@ describe("golden logs", () => {
               expect(checked._tag).toBe("Complete")
               const replayed = yield* Replay.verify(events)
               expect(replayed.reason).toBe(end.reason)
-              expect(replayed.detail).toBe(end.detail)
-              expect(replayed.state).toEqual(State.fromEvents(first.goalId, events))
+              // Wording may change between versions (that is no divergence); counters and fingerprints may not.
+              expect(State.summary(replayed.state)).toEqual(State.summary(State.fromEvents(first.goalId, events)))
             }))
         } else {
           // An open log (rx killed between steps, never resumed) has no end to reproduce:

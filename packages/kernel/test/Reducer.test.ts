@@ -44,7 +44,7 @@ describe("State.reduce", () => {
     })
     expect(failed.pending).toBeNull()
     expect(failed.consecutiveFailures).toBe(1)
-    expect(failed.turns[0]?.result).toEqual({ status: "error", content: "recoverable error: no" })
+    expect(failed.turns[0]?.calls[0]?.result).toEqual({ status: "error", content: "recoverable error: no" })
     s = State.reduce(s, { ...base, _tag: "ToolSucceeded", seq: 3, iteration: 1, callId: "g:1", tool: "echo", output: { text: "x" }, durationMs: 1 })
     expect(s.pending).toBeNull()
     expect(s.progressed).toBe(true)
@@ -57,12 +57,19 @@ describe("State.reduce", () => {
     expect(s.idleIterations).toBe(0)
   })
 
-  it("a rejection counts as malformed; a cancel request and Terminated are kept", () => {
-    let s = State.reduce(submitted, { ...base, _tag: "ActionRejected", seq: 1, iteration: 1, kind: "no_action", reason: "r", raw: "" })
+  it("an answer that started no call counts as malformed once its iteration ends; a cancel request and Terminated are kept", () => {
+    const response = { text: "hmm", toolCalls: [], finishReason: "stop", usage: { inputTokens: 0, outputTokens: 0 } } as const
+    let s = State.reduce(submitted, { ...base, _tag: "ModelResponded", seq: 1, iteration: 1, response })
+    s = State.reduce(s, { ...base, _tag: "ActionRejected", seq: 2, iteration: 1, kind: "no_action", reason: "r", raw: "" })
+    expect(s.consecutiveMalformed).toBe(0)
+    s = State.reduce(s, {
+      ...base, _tag: "IterationCompleted", seq: 3, iteration: 1,
+      summary: { toolCalls: 0, consecutiveFailures: 0, consecutiveMalformed: 1, idleIterations: 1, repeats: 0, last: "rejected", fingerprint: "" }
+    })
     expect(s.consecutiveMalformed).toBe(1)
-    s = State.reduce(s, { ...base, _tag: "CancelRequested", seq: 2, iteration: 1, reason: "stop" })
+    s = State.reduce(s, { ...base, _tag: "CancelRequested", seq: 4, iteration: 1, reason: "stop" })
     expect(s.cancelRequested).toBe("stop")
-    s = State.reduce(s, { ...base, _tag: "Terminated", seq: 3, iteration: 1, reason: "cancelled", detail: "stop" })
+    s = State.reduce(s, { ...base, _tag: "Terminated", seq: 5, iteration: 1, reason: "cancelled", detail: "stop" })
     expect(s.terminated).toEqual({ reason: "cancelled", detail: "stop" })
   })
 

@@ -116,10 +116,11 @@ describe("Runner: malformed answers", () => {
       expect(rejected.map((e) => e.kind)).toEqual(["bad_json", "unknown_tool", "invalid_input", "no_action", "cut_off", "bad_json"])
       expect(rejected[1]?.reason).toContain("available tools: echo, flaky, done")
       expect(rejected[2]?.reason).toContain("text")
-      // The request after each rejection ends with the reason, as a user message.
+      // The request after each rejection ends with the reason: the rejected call's own result,
+      // or a user message when the answer as a whole was not executed.
       for (const [i, request] of requests.entries()) {
         const last = request.messages.at(-1)
-        expect(last?.role).toBe("user")
+        expect(last?.role).toBe(rejected[i]?.index === undefined ? "user" : "tool")
         expect(last?.content).toContain(rejected[i]?.reason)
       }
       // The JSON action in text (fenced) was executed.

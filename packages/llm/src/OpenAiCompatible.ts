@@ -140,7 +140,8 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
       HttpClientRequest.setHeaders(cfg.headers ?? {}),
       (request) => cfg.apiKey === undefined ? request : HttpClientRequest.bearerToken(request, Redacted.value(cfg.apiKey))
     )
-    const fail = (message: string) => Effect.fail(new LanguageModel.ModelError({ message, server }))
+    /** The request could not be built or encoded: no later attempt would do better. */
+    const fail = (message: string) => Effect.fail(new LanguageModel.ModelError({ message, server, permanent: true }))
     /** A 2xx answer that is not usable is the server's fault, and not retried. */
     const unusable = (status: number, message: string): Retrying.Failure => ({ message, status, retryable: false })
 
