@@ -47,6 +47,13 @@ export const Config = Schema.Struct({
   maxMatches: positive(200),
   /** `search_text`: files larger than this are skipped. */
   searchMaxFileBytes: positive(1024 * 1024),
+  /** `search_text`: time a search may take; then it stops and returns what it found, flagged. */
+  searchTimeoutMs: positive(10_000),
+  /**
+   * `write_file`, `edit_file`: bytes a write may make a file hold at most. The default, 16 MiB,
+   * is more than a model writes in one answer, so mostly edits that multiply a file reach it.
+   */
+  maxWriteBytes: positive(16 * 1024 * 1024),
   /** `shell`: timeout when the call gives none. */
   shellTimeoutMs: positive(60_000),
   /** `shell`: the largest `timeout_ms` a call may ask for. */

@@ -13,6 +13,12 @@
  * link swapped into any component after the check therefore cannot redirect a write outside the
  * workspace: the write is refused, or it replaces the link itself. Without `/proc` (not Linux),
  * paths are re-resolved instead, which narrows but does not close that window.
+ *
+ * Every open is first made non-blocking (node:fs, `O_NONBLOCK`) and checked with `fstat` on the
+ * descriptor: a FIFO, socket or device swapped in after the check is refused, never waited on.
+ * An overwrite holds the old file open from its first read; right before the rename it hashes it
+ * again through that descriptor, then compares `fstat`/`lstat` stamps and renames in one
+ * synchronous step, and after the rename puts the old file back if it was written to meanwhile.
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
@@ -68,12 +74,16 @@ export class StaleFile extends Schema.TaggedError<StaleFile>()("StaleFile", {
   }
 }
 
-/** The file system failed (permissions, disk, I/O). `reason` is @effect/platform's. */
+/**
+ * The file system failed (permissions, disk, I/O). `reason` is @effect/platform's; `code` the
+ * errno (`ENAMETOOLONG`), which decides whether the model can work around it.
+ */
 export class FileSystemFailure extends Schema.TaggedError<FileSystemFailure>()("FileSystemFailure", {
   path: Schema.String,
   operation: Schema.String,
   reason: Schema.String,
-  detail: Schema.String
+  detail: Schema.String,
+  code: Schema.optional(Schema.String)
 }) {
   override get message() {
     return `${this.operation} "${this.path}" failed (${this.reason}): ${this.detail}`
@@ -156,19 +166,85 @@ export interface Service {
    */
   readonly write: <E>(
     path: string,
-    compute: (current: Option.Option<Current>) => Effect.Effect<Uint8Array, E>
+    compute: (current: Option.Option<Current>) => Effect.Effect<Uint8Array, E>,
+    options?: WriteOptions
   ) => Effect.Effect<Written, E | WorkspaceError>
+  /**
+   * Remove the temp file (and the old file's second name, `backupName`) that a write of `path`
+   * for the tool call `callId` left behind when rx stopped during it. True if there was a temp file.
+   */
+  readonly discardTemp: (path: string, callId: string) => Effect.Effect<boolean, WorkspaceError>
 }
+
+/** How a write is made. */
+export interface WriteOptions {
+  /**
+   * The tool call writing. Its temp file is then named after the call (`tempName`), so that
+   * recovery after a crash finds and removes exactly that file; otherwise the name is random.
+   */
+  readonly callId?: string
+}
+
+/**
+ * The temp file of a write of the file `name` for the call `callId`, beside the target:
+ * `.<name>.<first 12 hex digits of sha256(callId)>.rx-tmp`, the name cut to 200 bytes so the
+ * temp name fits where the target's does.
+ */
+export const tempName = (name: string, callId: string): string => sideName(name, callTag(callId), "rx-tmp")
+
+/**
+ * The second name an overwrite gives the old file during the rename, to put it back if it was
+ * written to at that instant: `.<name>.<tag>.rx-old`. Removed right after.
+ */
+export const backupName = (name: string, callId: string): string => sideName(name, callTag(callId), "rx-old")
+
+const callTag = (callId: string): string => Text.sha256(Text.utf8(callId)).slice(0, 12)
+
+const sideName = (name: string, tag: string, suffix: string): string =>
+  `.${Text.decodeLenient(Text.utf8Prefix(Text.utf8(name), 200))}.${tag}.${suffix}`
 
 export class Workspace extends Context.Tag("@rx/tools/Workspace")<Workspace, Service>() {}
 
 /** A failure of @effect/platform's FileSystem as a `FileSystemFailure` naming the path. */
-export const failure = (path: string, operation: string) => (error: PlatformError): FileSystemFailure =>
-  new FileSystemFailure({
+export const failure = (path: string, operation: string) => (error: PlatformError): FileSystemFailure => {
+  const code = errorCode(error)
+  return new FileSystemFailure({
     path,
     operation,
     reason: error._tag === "SystemError" ? error.reason : "BadArgument",
-    detail: error.message
+    detail: error.message,
+    ...(code === undefined ? {} : { code })
+  })
+}
+
+/** @effect/platform's reason for an errno, for failures of calls made with node:fs directly. */
+const reasonOf = (code: string | undefined): string => {
+  switch (code) {
+    case "ENOENT":
+      return "NotFound"
+    case "EACCES":
+      return "PermissionDenied"
+    case "EEXIST":
+      return "AlreadyExists"
+    case "EISDIR":
+    case "ENOTDIR":
+    case "ELOOP":
+      return "BadResource"
+    case "EBUSY":
+      return "Busy"
+    default:
+      return "Unknown"
+  }
+}
+
+/** A failure of a node:fs call as a `FileSystemFailure` naming the path. */
+const nodeFailure = (path: string, operation: string) => (error: Files.NodeError): FileSystemFailure =>
+  new FileSystemFailure({
+    path,
+    operation,
+    reason: reasonOf(error.code),
+    detail: error.message,
+    ...(error.code === undefined ? {} : { code: error.code })
   })
 
 /** Most links followed while resolving one path, as the kernel's own limit. */
@@ -380,26 +456,48 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
         )
       )
 
+    /**
+     * Open what is at `at` (checked to be `expected`) for reading, as a `want`. The first open is
+     * non-blocking and its descriptor is `fstat`ed, so a FIFO, socket or device swapped in after
+     * the path was checked is refused instead of blocking rx or being read; the file is then
+     * opened again through that descriptor (`/proc/self/fd/N`), which names the same inode.
+     */
     const openChecked = (
       at: string,
       expected: string,
-      input: string
+      input: string,
+      want: "file" | "directory"
     ): Effect.Effect<FileSystem.File, PathRefused | FileNotFound | WrongType | FileSystemFailure, Scope.Scope> =>
-      fs.open(at, { flag: "r" }).pipe(
-        Effect.catchAll((error): Effect.Effect<never, FileNotFound | WrongType | FileSystemFailure> => {
-          if (isReason(error, "NotFound")) return Effect.fail(new FileNotFound({ path: input }))
-          if (errorCode(error) === "ENOTDIR") {
-            return Effect.fail(new WrongType({ path: input, expected: "directory", actual: "file" }))
+      Effect.gen(function*() {
+        const probe = yield* Files.openNonBlocking(at).pipe(
+          Effect.mapError((error): FileNotFound | WrongType | FileSystemFailure => {
+            if (error.code === "ENOENT") return new FileNotFound({ path: input })
+            if (error.code === "ENOTDIR") return new WrongType({ path: input, expected: "directory", actual: "file" })
+            // A socket cannot be opened at all.
+            if (error.code === "ENXIO") return new WrongType({ path: input, expected: want, actual: "socket or device" })
+            return nodeFailure(input, "open")(error)
+          })
+        )
+        const kind = Files.kindOf(probe.stats)
+        if (kind !== want) return yield* new WrongType({ path: input, expected: want, actual: kind })
+        const file = yield* fs.open(hasProc ? `/proc/self/fd/${probe.fd}` : at, { flag: "r" }).pipe(
+          Effect.mapError(failure(input, "open"))
+        )
+        if (!hasProc) {
+          // Reopened by path: it must still be the inode checked above.
+          const again = yield* Files.fstamp(file.fd).pipe(Effect.mapError(nodeFailure(input, "stat")))
+          if (again.ino !== probe.stats.ino || again.dev !== probe.stats.dev) {
+            return yield* new PathRefused({ path: input, reason: "it changed while being opened" })
           }
-          return Effect.fail(failure(input, "open")(error))
-        }),
-        Effect.tap((file) => verify(file, expected, input))
-      )
+        }
+        yield* verify(file, expected, input)
+        return file
+      })
 
     /** Open the directory at a resolved path, one component at a time from the root. */
     const openDirectory = (absolute: string, input: string, create: boolean) =>
       Effect.gen(function*() {
-        let dir = yield* openChecked(realRoot, realRoot, input)
+        let dir = yield* openChecked(realRoot, realRoot, input, "directory")
         let current = realRoot
         const rel = NodePath.relative(realRoot, absolute)
         for (const segment of rel === "" ? [] : rel.split(NodePath.sep)) {
@@ -411,25 +509,29 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
               Effect.mapError(failure(input, "create directory"))
             )
           }
-          const opened = yield* openChecked(at, next, input)
-          const info = yield* opened.stat.pipe(Effect.mapError(failure(input, "stat")))
-          if (info.type !== "Directory") {
-            return yield* new WrongType({ path: input, expected: "directory", actual: entryType(info) })
-          }
-          dir = opened
+          dir = yield* openChecked(at, next, input, "directory")
           current = next
         }
         return dir
       })
 
+    /** What a path is, in words, for a refusal that does not open it. */
+    const describe = (absolute: string): Effect.Effect<string> =>
+      fs.stat(absolute).pipe(
+        Effect.map(Files.kindOfInfo),
+        Effect.orElseSucceed(() => "special file")
+      )
+
     const open = (input: string): Effect.Effect<OpenedFile, WorkspaceError, Scope.Scope> =>
       Effect.gen(function*() {
         const resolved = yield* resolve(input)
         if (resolved.type === "missing") return yield* new FileNotFound({ path: input })
+        if (resolved.type === "other") {
+          return yield* new WrongType({ path: input, expected: "file", actual: yield* describe(resolved.absolute) })
+        }
         if (resolved.type !== "file") return yield* new WrongType({ path: input, expected: "file", actual: resolved.type })
-        const file = yield* openChecked(resolved.absolute, resolved.absolute, input)
+        const file = yield* openChecked(resolved.absolute, resolved.absolute, input, "file")
         const info = yield* file.stat.pipe(Effect.mapError(failure(input, "stat")))
-        if (info.type !== "File") return yield* new WrongType({ path: input, expected: "file", actual: entryType(info) })
         return { resolved, file, info }
       })
 
@@ -438,7 +540,8 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
         const resolved = yield* resolve(input)
         if (resolved.type === "missing") return yield* new FileNotFound({ path: input })
         if (resolved.type !== "directory") {
-          return yield* new WrongType({ path: input, expected: "directory", actual: resolved.type })
+          const actual = resolved.type === "other" ? yield* describe(resolved.absolute) : resolved.type
+          return yield* new WrongType({ path: input, expected: "directory", actual })
         }
         const dir = yield* openDirectory(resolved.absolute, input, false)
         const names = yield* fs.readDirectory(hasProc ? fdPath(dir) : resolved.absolute).pipe(
@@ -466,32 +569,38 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
         return { resolved, entries }
       }))
 
-    /** The file at `at` (inside an opened directory), if there is one. */
+    /** The file a write replaces, held open until the commit, with its stamp before it was read. */
+    interface Held extends Current {
+      readonly file: FileSystem.File
+      readonly stamp: Files.Stamp
+    }
+
+    /** The file at `at` (inside an opened directory), if there is one, held open in the scope. */
     const readCurrent = (
       at: string,
       expected: string,
       input: string
-    ): Effect.Effect<Option.Option<Current>, PathRefused | WrongType | FileSystemFailure> =>
-      Effect.scoped(Effect.gen(function*() {
-        const opened = yield* openChecked(at, expected, input).pipe(
+    ): Effect.Effect<Option.Option<Held>, PathRefused | WrongType | FileSystemFailure, Scope.Scope> =>
+      Effect.gen(function*() {
+        const opened = yield* openChecked(at, expected, input, "file").pipe(
           Effect.map(Option.some),
           Effect.catchTag("FileNotFound", () => Effect.succeed(Option.none<FileSystem.File>()))
         )
-        if (Option.isNone(opened)) return Option.none<Current>()
-        const info = yield* opened.value.stat.pipe(Effect.mapError(failure(input, "stat")))
-        if (info.type !== "File") {
-          return yield* new WrongType({ path: input, expected: "file", actual: entryType(info) })
-        }
-        const bytes = yield* Files.readAll(opened.value).pipe(Effect.mapError(failure(input, "read")))
-        return Option.some<Current>({ bytes, sha256: Text.sha256(bytes), mode: info.mode & 0o7777 })
-      }))
+        if (Option.isNone(opened)) return Option.none<Held>()
+        const file = opened.value
+        const stamp = yield* Files.fstamp(file.fd).pipe(Effect.mapError(nodeFailure(input, "stat")))
+        const info = yield* file.stat.pipe(Effect.mapError(failure(input, "stat")))
+        const bytes = yield* Files.readAll(file).pipe(Effect.mapError(failure(input, "read")))
+        return Option.some<Held>({ bytes, sha256: Text.sha256(bytes), mode: info.mode & 0o7777, file, stamp })
+      })
 
-    const shaOf = (current: Option.Option<Current>): string | null =>
-      Option.match(current, { onNone: () => null, onSome: (c) => c.sha256 })
+    const changed = (input: string, previous: Current, actual: string | null, reason: string): StaleFile =>
+      new StaleFile({ path: input, expected: previous.sha256, actual, reason })
 
     const write = <E>(
       input: string,
-      compute: (current: Option.Option<Current>) => Effect.Effect<Uint8Array, E>
+      compute: (current: Option.Option<Current>) => Effect.Effect<Uint8Array, E>,
+      options?: WriteOptions
     ): Effect.Effect<Written, E | WorkspaceError> =>
       writes.withPermits(1)(Effect.scoped(Effect.gen(function*() {
         const resolved = yield* resolve(input, "write")
@@ -499,15 +608,19 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
           return yield* new WrongType({ path: input, expected: "file", actual: "directory" })
         }
         // A FIFO or device: opening it could block or do more than read a file.
-        if (resolved.type === "other") return yield* new WrongType({ path: input, expected: "file", actual: "other" })
+        if (resolved.type === "other") {
+          return yield* new WrongType({ path: input, expected: "file", actual: yield* describe(resolved.absolute) })
+        }
         const parent = NodePath.dirname(resolved.absolute)
         const name = NodePath.basename(resolved.absolute)
         const dir = yield* openDirectory(parent, input, true)
         const target = child(dir, parent, name)
-        const previous = yield* readCurrent(target, resolved.absolute, input)
+        const held = yield* readCurrent(target, resolved.absolute, input)
+        const previous = Option.map(held, ({ bytes, mode, sha256 }): Current => ({ bytes, sha256, mode }))
         const bytes = yield* compute(previous)
-        const tempName = `.${name}.${randomBytes(6).toString("hex")}.rx-tmp`
-        const temp = child(dir, parent, tempName)
+        const callId = options?.callId
+        const tag = callId === undefined ? randomBytes(6).toString("hex") : callTag(callId)
+        const temp = child(dir, parent, sideName(name, tag, "rx-tmp"))
         const commit = Effect.gen(function*() {
           yield* Effect.scoped(Effect.gen(function*() {
             // O_CREAT|O_EXCL: never follows a link, never reuses a file.
@@ -518,16 +631,7 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
             }
             yield* file.sync.pipe(Effect.mapError(failure(input, "fsync")))
           }))
-          const now = yield* readCurrent(target, resolved.absolute, input)
-          if (shaOf(now) !== shaOf(previous)) {
-            return yield* new StaleFile({
-              path: input,
-              expected: shaOf(previous),
-              actual: shaOf(now),
-              reason: "the file changed while it was being written; read it again"
-            })
-          }
-          if (Option.isNone(previous)) {
+          if (Option.isNone(held)) {
             // link(2) fails if the name exists: a file created meanwhile is never clobbered.
             yield* fs.link(temp, target).pipe(
               Effect.catchIf(
@@ -541,7 +645,40 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
             )
             yield* fs.remove(temp).pipe(Effect.ignore)
           } else {
-            yield* fs.rename(temp, target).pipe(Effect.mapError(failure(input, "rename")))
+            const current = held.value
+            // The content, read again through the descriptor held since the first read.
+            const again = yield* Files.hashFile(current.file).pipe(Effect.mapError(failure(input, "read")))
+            if (again !== current.sha256) {
+              return yield* changed(input, current, again, "the file changed while it was being written; read it again")
+            }
+            // Then, with no yield before the rename: the held file unchanged (size, times) and
+            // still the one the path names; and after it, not written to meanwhile.
+            const backup = child(dir, parent, sideName(name, tag, "rx-old"))
+            const replaced = yield* Files.replaceIfUnchanged(current.file.fd, target, temp, backup, (now, named) =>
+              !Files.sameStamp(now, current.stamp)
+                ? changed(input, current, "unknown", "the file changed while it was being written; read it again")
+                : named === undefined || named.ino !== now.ino || named.dev !== now.dev
+                ? changed(input, current, "unknown", "the file was replaced by someone else while it was being written; read it again")
+                : undefined).pipe(
+                Effect.mapError((error) => error instanceof StaleFile ? error : nodeFailure(input, "rename")(error))
+              )
+            if (replaced === "rolled-back") {
+              return yield* changed(
+                input,
+                current,
+                "unknown",
+                "the file was written to at the instant it was being replaced, so it was left as it is, with that write; read it again"
+              )
+            }
+            if (replaced === "lost") {
+              // The new content is in place: no temp file is left to remove.
+              return yield* changed(
+                input,
+                current,
+                "unknown",
+                "the new content was written, but something wrote to the file at the same instant and that write is lost; read the file again"
+              )
+            }
           }
           yield* dir.sync.pipe(Effect.mapError(failure(input, "fsync directory")))
         })
@@ -549,7 +686,27 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
         return { resolved: { ...resolved, type: "file" as const }, created: Option.isNone(previous), previous, sha256: Text.sha256(bytes), bytes: bytes.length }
       })))
 
-    return { root: realRoot, resolve, open, list, write }
+    const discardTemp = (input: string, callId: string): Effect.Effect<boolean, WorkspaceError> =>
+      Effect.scoped(Effect.gen(function*() {
+        const resolved = yield* resolve(input)
+        if (resolved.relative === ".") return false
+        const parent = NodePath.dirname(resolved.absolute)
+        const dir = yield* openDirectory(parent, input, false).pipe(
+          Effect.map(Option.some),
+          Effect.catchTag("FileNotFound", () => Effect.succeed(Option.none<FileSystem.File>()))
+        )
+        if (Option.isNone(dir)) return false
+        const name = NodePath.basename(resolved.absolute)
+        const removed = yield* Effect.forEach([tempName(name, callId), backupName(name, callId)], (side) =>
+          fs.remove(child(dir.value, parent, side)).pipe(
+            Effect.as(true),
+            Effect.catchIf((error) => isReason(error, "NotFound"), () => Effect.succeed(false)),
+            Effect.mapError(failure(input, "remove temp file"))
+          ))
+        return removed[0] === true
+      }))
+
+    return { root: realRoot, resolve, open, list, write, discardTemp }
   })
 
 /** A workspace over `root`. */

@@ -1,7 +1,13 @@
-/** Reading opened files in bounded chunks. */
+/**
+ * Reading opened files in bounded chunks, and the few operations @effect/platform's FileSystem
+ * does not offer: a non-blocking open, and a replacement checked with `fstat`/`lstat` stamps
+ * taken without yielding right before and after the rename.
+ */
 import type { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
-import { Effect, Option } from "effect"
+import { Effect, Either, Option, type Scope } from "effect"
+import { createHash } from "node:crypto"
+import * as NodeFs from "node:fs"
 
 /** Bytes read per call. */
 export const chunkSize = 64 * 1024
@@ -25,4 +31,181 @@ export const readAll = (file: FileSystem.File): Effect.Effect<Uint8Array, Platfo
     const chunks: Array<Uint8Array> = []
     yield* forEachChunk(file, (chunk) => Effect.sync(() => chunks.push(chunk)))
     return Buffer.concat(chunks)
+  })
+
+/** The sha256 of a file from its start, read in chunks (the position is moved to the end). */
+export const hashFile = (file: FileSystem.File): Effect.Effect<string, PlatformError> =>
+  Effect.gen(function*() {
+    yield* file.seek(0, "start")
+    const hash = createHash("sha256")
+    yield* forEachChunk(file, (chunk) => Effect.sync(() => hash.update(chunk)))
+    return hash.digest("hex")
+  })
+
+/** What a path or descriptor is, in words a message can use. */
+export type Kind = "file" | "directory" | "symbolic link" | "FIFO" | "socket" | "character device" | "block device" | "unknown"
+
+/** The kind of a `stat` result. */
+export const kindOf = (stats: NodeFs.BigIntStats | NodeFs.Stats): Kind =>
+  stats.isFile()
+    ? "file"
+    : stats.isDirectory()
+    ? "directory"
+    : stats.isSymbolicLink()
+    ? "symbolic link"
+    : stats.isFIFO()
+    ? "FIFO"
+    : stats.isSocket()
+    ? "socket"
+    : stats.isCharacterDevice()
+    ? "character device"
+    : stats.isBlockDevice()
+    ? "block device"
+    : "unknown"
+
+/** The kind of @effect/platform's file info. */
+export const kindOfInfo = (info: FileSystem.File.Info): Kind => {
+  switch (info.type) {
+    case "File":
+      return "file"
+    case "Directory":
+      return "directory"
+    case "SymbolicLink":
+      return "symbolic link"
+    case "FIFO":
+      return "FIFO"
+    case "Socket":
+      return "socket"
+    case "CharacterDevice":
+      return "character device"
+    case "BlockDevice":
+      return "block device"
+    default:
+      return "unknown"
+  }
+}
+
+/** An error of a Node file system call: its errno code, when it has one. */
+export interface NodeError {
+  readonly code: string | undefined
+  readonly message: string
+}
+
+const nodeError = (error: unknown): NodeError => ({
+  code: typeof error === "object" && error !== null && "code" in error && typeof error.code === "string" ? error.code : undefined,
+  message: error instanceof Error ? error.message : String(error)
+})
+
+// O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting forever.
+// O_NOCTTY: a terminal device never becomes rx's controlling terminal.
+const readNonBlocking = NodeFs.constants.O_RDONLY | NodeFs.constants.O_NONBLOCK | NodeFs.constants.O_NOCTTY
+
+/** A descriptor opened without blocking, and what `fstat` says it is. */
+export interface Probe {
+  readonly fd: number
+  readonly stats: NodeFs.BigIntStats
+}
+
+/**
+ * Open `path` read-only without blocking, whatever it is (a FIFO, a device), and `fstat` the
+ * descriptor, so the caller decides by what was opened, not by what a path named a moment before.
+ * Closed when the scope closes.
+ */
+export const openNonBlocking = (path: string): Effect.Effect<Probe, NodeError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.async<number, NodeError>((resume) => {
+      NodeFs.open(path, readNonBlocking, (error, fd) => resume(error ? Effect.fail(nodeError(error)) : Effect.succeed(fd)))
+    }),
+    (fd) => Effect.async<void>((resume) => NodeFs.close(fd, () => resume(Effect.void)))
+  ).pipe(
+    Effect.flatMap((fd) =>
+      Effect.async<Probe, NodeError>((resume) => {
+        NodeFs.fstat(fd, { bigint: true }, (error, stats) =>
+          resume(error ? Effect.fail(nodeError(error)) : Effect.succeed({ fd, stats })))
+      })
+    )
+  )
+
+/** What identifies a file's content cheaply: inode, size and change times (nanoseconds). */
+export interface Stamp {
+  readonly dev: bigint
+  readonly ino: bigint
+  readonly size: bigint
+  readonly mtimeNs: bigint
+  readonly ctimeNs: bigint
+}
+
+const stampOf = (stats: NodeFs.BigIntStats): Stamp => ({
+  dev: stats.dev,
+  ino: stats.ino,
+  size: stats.size,
+  mtimeNs: stats.mtimeNs,
+  ctimeNs: stats.ctimeNs
+})
+
+/** Two stamps of the same unchanged file. */
+export const sameStamp = (a: Stamp, b: Stamp): boolean =>
+  a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs
+
+/** The stamp of an opened descriptor. */
+export const fstamp = (fd: number): Effect.Effect<Stamp, NodeError> =>
+  Effect.try({ try: () => stampOf(NodeFs.fstatSync(fd, { bigint: true })), catch: nodeError })
+
+/** How a checked replacement ended. */
+export type Replaced =
+  /** The new content is in place, and the old file was not written to meanwhile. */
+  | "replaced"
+  /** A write reached the old file at the instant of the replacement: the old file, with that write, was put back. */
+  | "rolled-back"
+  /** Such a write reached the old file, and the new one was written to as well: the new content stays, that write is lost. */
+  | "lost"
+
+const statOrUndefined = (path: string): NodeFs.BigIntStats | undefined =>
+  NodeFs.lstatSync(path, { bigint: true, throwIfNoEntry: false })
+
+/**
+ * Replace `target` (whose opened descriptor is `fd`) by `temp`, with no yield in between: `check`
+ * runs on fresh `fstat`/`lstat` stamps of the held file and of what `target` names now, and only
+ * if it returns `undefined` is `temp` renamed over `target`. Before the rename the old file gets a
+ * second name, `backup`; after it, the held file is stamped again: if it was written to around
+ * the rename (a writer that opened it just before), the old file is renamed back, so that write
+ * is not lost, unless the new file was written to as well. POSIX has no compare-and-swap rename;
+ * this leaves only a writer that keeps the old file open after the last stamp.
+ */
+export const replaceIfUnchanged = <E>(
+  fd: number,
+  target: string,
+  temp: string,
+  backup: string,
+  check: (held: Stamp, named: Stamp | undefined) => E | undefined
+): Effect.Effect<Replaced, E | NodeError> =>
+  Effect.suspend((): Effect.Effect<Replaced, E | NodeError> => {
+    try {
+      const held = stampOf(NodeFs.fstatSync(fd, { bigint: true }))
+      const named = statOrUndefined(target)
+      const refused = check(held, named === undefined || !named.isFile() ? undefined : stampOf(named))
+      if (refused !== undefined) return Effect.fail(refused)
+      const written = statOrUndefined(temp)
+      // A second name for the old file, to put it back; without one (a file system without hard
+      // links), the rename goes ahead unguarded.
+      const backedUp = Either.isRight(Either.try(() => NodeFs.linkSync(target, backup)))
+      NodeFs.renameSync(temp, target)
+      const after = stampOf(NodeFs.fstatSync(fd, { bigint: true }))
+      // link and rename change the old file's ctime, not its size or mtime.
+      if (after.size === held.size && after.mtimeNs === held.mtimeNs) {
+        if (backedUp) Either.try(() => NodeFs.unlinkSync(backup))
+        return Effect.succeed("replaced")
+      }
+      const now = statOrUndefined(target)
+      const newUntouched = written !== undefined && now !== undefined && now.ino === written.ino &&
+        now.size === written.size && now.mtimeNs === written.mtimeNs
+      if (!backedUp || !newUntouched) {
+        if (backedUp) Either.try(() => NodeFs.unlinkSync(backup))
+        return Effect.succeed("lost")
+      }
+      NodeFs.renameSync(backup, target)
+      return Effect.succeed("rolled-back")
+    } catch (error) {
+      return Effect.fail(nodeError(error))
+    }
   })
