@@ -190,6 +190,10 @@ export type Encoded = typeof Event.Encoded
 /** An event of a given tag. */
 export type Of<Tag extends Event["_tag"]> = Extract<Event, { readonly _tag: Tag }>
 
+/** The id of call `index` of an iteration's answer: derived, never random, so a retried call keeps it. */
+export const callId = (goalId: string, iteration: number, index = 0): string =>
+  index === 0 ? `${goalId}:${iteration}` : `${goalId}:${iteration}:${index}`
+
 /** Events appended by someone other than the runner (a transport); the runner folds them in. */
 export const isExternal = (event: Event): boolean =>
   event._tag === "CancelRequested" || event._tag === "OptionsChanged" || event._tag === "ApprovalDecided"

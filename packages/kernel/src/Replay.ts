@@ -44,7 +44,7 @@ export type Verified =
 export const decision = (event: Event.Event): unknown => {
   switch (event._tag) {
     case "GoalSubmitted":
-      return [event.goal, event.options, event.tools, event.behaviour]
+      return [event.goal, event.options, event.tools, event.behaviour, event.instructions ?? ""]
     case "ModelResponded":
       return event.response
     case "ModelFailed":
@@ -162,7 +162,9 @@ export const check = (
     for (const event of events) {
       if (event._tag === "ToolSucceeded") outcomes.set(event.callId, { _tag: "Success", output: event.output })
       if (event._tag === "ToolFailed") outcomes.set(event.callId, { _tag: "Failure", error: event.error })
-      if (event._tag === "ActionRejected" && event.validation !== undefined) verdicts.set(`${goalId}:${event.iteration}`, event.validation)
+      if (event._tag === "ActionRejected" && event.validation !== undefined) {
+        verdicts.set(Event.callId(goalId, event.iteration, event.index), event.validation)
+      }
     }
     const recorded = (callId: string) => outcomes.get(callId) ?? Tool.failure("unknown", `the log holds no outcome for call ${callId}`)
     const registry = ToolRegistry.of({
@@ -196,8 +198,8 @@ export const check = (
     )
     const replayed = <E>(effect: Effect.Effect<Runner.Result, E, Runner.Services>) =>
       effect.pipe(Effect.provide(layers), Effect.withClock(clock), Effect.exit)
-    const { behaviour, goal, options } = first
-    let exit = yield* replayed(Runner.run({ goal, options, goalId, behaviour }))
+    const { behaviour, goal, instructions, options } = first
+    let exit = yield* replayed(Runner.run({ goal, instructions, options, goalId, behaviour }))
     // A run that stopped without ending (suspended, shut down) was resumed later: so is the replay.
     while (divergence === undefined && !reachedEnd && position < events.length && stopped(exit)) {
       exit = yield* replayed(Runner.resume(goalId))

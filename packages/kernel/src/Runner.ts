@@ -67,12 +67,10 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
           ...(status === undefined ? {} : { status }),
           ...(permanent === undefined ? {} : { permanent })
         }
-        const committed = yield* run.commit([failed])
-        // A model that may answer later leaves the goal open, waiting; the rules end it otherwise.
-        if (committed === "committed" && run.state.modelFailure === null) {
-          const stopped = yield* suspend(run, "model_unavailable", message)
-          if (Option.isSome(stopped)) return stopped.value
-        }
+        // A model that may answer later leaves the goal open, waiting (in the same commit); the rules end it otherwise.
+        const waits = State.reduce(state, failed).modelFailure === null
+        const suspended: Event.Event = { _tag: "Suspended", goalId, seq: seq + 1, iteration, at: run.now(), reason: "model_unavailable", detail: message }
+        if ((yield* run.commit(waits ? [failed, suspended] : [failed])) === "committed" && waits) return result(run.state)
         continue
       }
       const rules = Behaviour.rules(state.behaviour)
@@ -113,7 +111,7 @@ const advance = (run: Run, first: ReadonlyArray<Event.Event>): Effect.Effect<unk
     }
     const calls = planned._tag === "Calls" ? planned.calls : []
     for (let index = answer.next; index < calls.length; index++) {
-      const callId = index === 0 ? `${goalId}:${iteration}` : `${goalId}:${iteration}:${index}`
+      const callId = Event.callId(goalId, iteration, index)
       const call = calls[index] as Action.Parsed
       const decision = Action.decideCall(call, draft.tools, (tool, input) => run.registry.prepare({ callId, tool, input }), limits)
       const one = rules.multiCall ? { index } : {}
@@ -296,6 +294,8 @@ export type Observer = (event: Event.Event) => Effect.Effect<void>
 /** What a goal is started with. Its id is derived from the goal and the clock unless given. */
 export interface Submission {
   readonly goal: string
+  /** Standing instructions for the model (a project's conventions, a style), shown with the goal. */
+  readonly instructions?: string | undefined
   readonly options?: Options.Input
   readonly goalId?: string
   readonly observe?: Observer
@@ -312,7 +312,8 @@ export const submit = (input: Submission): Effect.Effect<string, RunError, ToolR
     const goalId = input.goalId ?? deriveGoalId(input.goal, at)
     const behaviour = input.behaviour ?? Behaviour.current
     if (!Behaviour.isSupported(behaviour)) return yield* new Behaviour.UnsupportedBehaviour({ goalId, version: behaviour })
-    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools, behaviour }
+    const instructions = input.instructions === undefined || input.instructions === "" ? {} : { instructions: input.instructions }
+    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools, ...instructions, behaviour }
     yield* Effect.flatMap(StateStore, (store) => store.append(goalId, 0, [submitted])).pipe(
       Effect.catchTag("AppendConflict", () => new GoalBusy({ goalId, reason: "a goal with this id already exists" }))
     )

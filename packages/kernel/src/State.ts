@@ -96,6 +96,8 @@ export const State = Schema.Struct({
   repeat: Schema.Struct({ signature: Schema.String, count: Schema.NonNegativeInt }),
   /** Fingerprints of the latest calls and results, oldest first, for cycle detection. */
   recent: Schema.Array(Schema.String),
+  /** A fingerprint of every call and full result of the current answer, chained: replay notices any changed output. */
+  answered: Schema.String,
   last: Event.Summary.fields.last,
   fatal: Schema.NullOr(Tool.Failure),
   /** The model could not answer (after the adapter's own retries). */
@@ -133,6 +135,7 @@ export const empty = (goalId: string): State => ({
   progressed: false,
   repeat: { signature: "", count: 0 },
   recent: [],
+  answered: "",
   last: "none",
   fatal: null,
   modelFailure: null,
@@ -170,6 +173,7 @@ const copy = (s: State, seq: number, iteration: number): Mutable => ({
   progressed: s.progressed,
   repeat: s.repeat,
   recent: s.recent,
+  answered: s.answered,
   last: s.last,
   fatal: s.fatal,
   modelFailure: s.modelFailure,
@@ -196,6 +200,7 @@ export const reduce = (state: State, event: Event.Event): State => {
       const turn: Turn = { iteration, text: truncate(response.text, maxTurnText), calls: [], result: null }
       const calls = Behaviour.rules(state.behaviour).multiCall ? Math.max(1, response.toolCalls.length) : 1
       next.answer = { response, calls, next: 0, started: false, rejected: false }
+      next.answered = ""
       const full = state.turns.length >= maxTurns
       next.turns = full ? [...state.turns.slice(1), turn] : [...state.turns, turn]
       next.omitted = full ? state.omitted + 1 : state.omitted
@@ -259,6 +264,7 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.progressed = true
       next.repeat = repeatOf(state, event.tool, "ok", full)
       next.recent = remember(state.recent, next.repeat.signature)
+      next.answered = fingerprint(state.answered + next.repeat.signature)
       next.last = "ok"
       return next
     }
@@ -270,6 +276,7 @@ export const reduce = (state: State, event: Event.Event): State => {
       if (event.error.kind === "fatal") next.fatal = event.error
       next.repeat = repeatOf(state, event.tool, "error", full + canonical(event.error.details ?? null))
       next.recent = remember(state.recent, next.repeat.signature)
+      next.answered = fingerprint(state.answered + next.repeat.signature)
       next.last = "error"
       return next
     }
@@ -316,7 +323,8 @@ export const summary = (state: State): Event.Summary => ({
   idleIterations: state.idleIterations,
   repeats: state.repeat.count,
   last: state.last,
-  fingerprint: state.repeat.signature
+  // rx 0.1 answers held one call: the fingerprint of that call and its result.
+  fingerprint: Behaviour.rules(state.behaviour).multiCall ? state.answered : state.repeat.signature
 })
 
 /** The turns with the newest one updated, if it belongs to `iteration`; otherwise unchanged. */

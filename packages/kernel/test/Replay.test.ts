@@ -12,8 +12,9 @@ const mutate = (events: ReadonlyArray<Event.Event>, kind: Mutation, pick: number
     const target = targets[pick % Math.max(1, targets.length)]
     if (target === undefined) return undefined
     const mutated = events.map((e) => (e === target ? { ...target, output: { tampered: true } } : e))
-    // The outcome itself is replayed from the log; the summary after it no longer matches.
-    return { events: mutated, seq: target.seq + 1 }
+    // The outcome itself is replayed from the log; the summary that ends its iteration no longer matches.
+    const summary = events.find((e) => e._tag === "IterationCompleted" && e.seq > target.seq)
+    return summary === undefined ? undefined : { events: mutated, seq: summary.seq }
   }
   const s = 1 + (pick % (events.length - 1))
   // Dropping the last event leaves a valid open log (see the next property), not a divergence.
