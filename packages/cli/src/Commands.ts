@@ -134,7 +134,7 @@ const runWithCancel = <E>(
       goalId = event.goalId
       return print(event)
     })
-    const code = ExitCode.byReason[result.reason]
+    const code = ExitCode.of(result)
     if (!json) yield* say(Render.endLine(result, code))
     yield* setExit(code)
   }))
@@ -368,7 +368,7 @@ const demo = Command.make("demo", { json: Settings.json }, (flags) =>
         observe: print
       }).pipe(Effect.provide(services))
       const log = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(outcome.goalId))
-      yield* say(`\n${Render.endLine(outcome, ExitCode.byReason[outcome.reason])}\n\n--- rx inspect ${outcome.goalId}\n`)
+      yield* say(`\n${Render.endLine(outcome, ExitCode.of(outcome))}\n\n--- rx inspect ${outcome.goalId}\n`)
       yield* say(Render.inspect(log, undefined).join("\n"))
       const replayed = yield* Replay.verify(log)
       yield* say(`\n--- rx replay ${outcome.goalId}\nidentical: ${log.length} events reproduced with no live calls (${replayed.reason})`)
@@ -376,7 +376,7 @@ const demo = Command.make("demo", { json: Settings.json }, (flags) =>
       yield* say(`Look again with: rx inspect ${outcome.goalId} --db ${db}`)
       return outcome
     }).pipe(Effect.provide(SqliteStore.layer({ filename: db })))
-    yield* setExit(ExitCode.byReason[result.reason])
+    yield* setExit(ExitCode.of(result))
   })
 ).pipe(Command.withDescription("a complete goal with a scripted model, real tools and a real SQLite log, then inspect and replay"))
 

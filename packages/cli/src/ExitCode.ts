@@ -1,5 +1,5 @@
 /** The exit codes of `rx`: one per termination reason, so scripts can tell outcomes apart. */
-import type { Event } from "@rx/kernel"
+import type { Event, Runner } from "@rx/kernel"
 
 export const byReason: Readonly<Record<Event.Reason, number>> = {
   done: 0,
@@ -11,6 +11,12 @@ export const byReason: Readonly<Record<Event.Reason, number>> = {
   cancelled: 7,
   token_budget: 9
 }
+
+/** The goal is open, waiting (the model is unreachable, a call awaits approval, rx was shut down): `rx resume` continues it. */
+export const suspended = 11
+
+/** The exit code of a run's result. */
+export const of = (result: Runner.Result): number => (result.status === "suspended" ? suspended : byReason[result.reason])
 
 /** rx itself failed: bad flags, an unknown goal, a database it cannot use. */
 export const failure = 1
@@ -27,5 +33,6 @@ export const table = [
   [failure, "error (bad flags, unknown goal, unusable database)"] as const,
   [diverged, "replay diverged"] as const,
   [unhealthy, "rx doctor found problems in the database"] as const,
+  [suspended, "suspended: the goal is open and waits (model unreachable, approval, shutdown); rx resume continues it"] as const,
   [interrupted, "interrupted by a second Ctrl-C (the goal stays open)"] as const
 ].sort(([a], [b]) => a - b).map(([code, what]) => `${code}  ${what}`).join("\n")

@@ -69,8 +69,11 @@ export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.
 }
 
 /** The closing line of a run. */
-export const endLine = (result: { readonly reason: Event.Reason; readonly detail: string; readonly iterations: number; readonly goalId: string }, exitCode: number) =>
-  `${result.reason} after ${result.iterations} iteration${result.iterations === 1 ? "" : "s"} (goal ${result.goalId}, exit ${exitCode}): ${oneLine(result.detail, 2_000)}`
+export const endLine = (
+  result: { readonly status?: "terminated" | "suspended"; readonly reason: string; readonly detail: string; readonly iterations: number; readonly goalId: string },
+  exitCode: number
+) =>
+  `${result.status === "suspended" ? `suspended (${result.reason}), open,` : result.reason} after ${result.iterations} iteration${result.iterations === 1 ? "" : "s"} (goal ${result.goalId}, exit ${exitCode}): ${oneLine(result.detail, 2_000)}`
 
 /** The first line of a run: the goal and the settings it runs with. */
 export const goalLine = (event: Event.Of<"GoalSubmitted">, m: { readonly model?: string | undefined; readonly baseUrl?: string | undefined; readonly workspace?: string | undefined; readonly sandbox?: string | undefined }) =>
