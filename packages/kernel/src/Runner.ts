@@ -95,7 +95,7 @@ const advance = (run: Run, first: ReadonlyArray<Event.Event>): Effect.Effect<unk
     }
     first.forEach(push)
     const answer = draft.answer
-    if (answer === null) return yield* run.commit(batch)
+    if (answer === null) return yield* run.commit(batch, draft)
     const { goalId, iteration } = draft
     const rules = Behaviour.rules(draft.behaviour)
     const limits = { ...rules, maxCallsPerAnswer: draft.options.maxCallsPerAnswer }
@@ -118,7 +118,7 @@ const advance = (run: Run, first: ReadonlyArray<Event.Event>): Effect.Effect<unk
       if (decision._tag === "Done") {
         close()
         push({ _tag: "Terminated", ...at(), reason: "done", detail: decision.summary })
-        return yield* run.commit(batch)
+        return yield* run.commit(batch, draft)
       }
       if (decision._tag === "Reject") {
         const { kind, raw, reason, tool, validation } = decision
@@ -137,15 +137,20 @@ const advance = (run: Run, first: ReadonlyArray<Event.Event>): Effect.Effect<unk
       }
       if (policy === "ask") {
         push({ _tag: "ApprovalRequested", ...at(), callId, tool, input, ...one })
-        return yield* run.commit(batch)
+        return yield* run.commit(batch, draft)
       }
       push({ _tag: "ToolStarted", ...at(), callId, tool, input, ...one })
-      const recorded = rules.inputOnce ? batch.map((e) => (e._tag === "ModelResponded" ? { ...e, response: Action.withoutArguments(e.response, index) } : e)) : batch
-      if ((yield* run.commit(recorded)) === "committed") yield* execute(run, decision.prepared)
+      const recorded = batch.map((e) => {
+        const response = rules.inputOnce && e._tag === "ModelResponded" ? Action.withoutArguments(e.response, index) : undefined
+        return response === undefined || e._tag !== "ModelResponded" || response === e.response ? e : { ...e, response }
+      })
+      // The draft was folded from the events as drafted; an elided answer is folded again as recorded.
+      const same = recorded.every((e, i) => e === batch[i])
+      if ((yield* run.commit(recorded, same ? draft : undefined)) === "committed") yield* execute(run, decision.prepared)
       return
     }
     close()
-    return yield* run.commit(batch)
+    return yield* run.commit(batch, draft)
   })
 
 /** A person decided on the awaited call: run it exactly as requested, or record the denial. */
@@ -374,7 +379,7 @@ interface Run {
    * are folded in and the batch goes after them, except that a batch recording no tool outcome
    * is dropped once a cancel has come: the loop then decides again.
    */
-  readonly commit: (batch: ReadonlyArray<Event.Event>) => Effect.Effect<Committed, RunError>
+  readonly commit: (batch: ReadonlyArray<Event.Event>, after?: State.State) => Effect.Effect<Committed, RunError>
   /** Run `effect` until it ends, or until the goal is cancelled (`None`: it was interrupted). */
   readonly race: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<Option.Option<A>, E | RunError>
   /** Ask the run's approver about an awaited call and record its decision; false when there is none. */
@@ -401,14 +406,15 @@ const start = (initial: State.State, { approve, observe }: Hooks): Effect.Effect
       return Effect.as(publish(newer), newer.length)
     })
 
-    const commit = (batch: ReadonlyArray<Event.Event>): Effect.Effect<Committed, RunError> =>
+    /** `after`, when given, is the State the batch leads to from the current one, already folded. */
+    const commit = (batch: ReadonlyArray<Event.Event>, after?: State.State): Effect.Effect<Committed, RunError> =>
       Effect.uninterruptible(Effect.gen(function*() {
         const outcome = batch.some((event) => event._tag === "ToolSucceeded" || event._tag === "ToolFailed")
         const answer = batch.some((event) => event._tag === "ModelResponded" || event._tag === "ModelFailed")
         while (true) {
           // Events are drafted with the seq they should take; only a rebase after a conflict renumbers them.
           const events = batch[0]?.seq === state.seq ? batch : batch.map((event, i) => ({ ...event, seq: state.seq + i }))
-          const next = State.fold(state, events)
+          const next = after !== undefined && events === batch ? after : State.fold(state, events)
           const appended = yield* Effect.either(store.append(goalId, state.seq, events, next))
           if (Either.isRight(appended)) {
             state = next
