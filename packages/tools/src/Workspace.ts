@@ -18,7 +18,8 @@
  * descriptor: a FIFO, socket or device swapped in after the check is refused, never waited on.
  * An overwrite holds the old file open from its first read; right before the rename it hashes it
  * again through that descriptor, then compares `fstat`/`lstat` stamps and renames in one
- * synchronous step, and after the rename puts the old file back if it was written to meanwhile.
+ * synchronous step, and puts the old file back if it is written to before a last look, a few
+ * milliseconds after the rename.
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
@@ -246,6 +247,13 @@ const nodeFailure = (path: string, operation: string) => (error: Files.NodeError
     detail: error.message,
     ...(error.code === undefined ? {} : { code: error.code })
   })
+
+/**
+ * How long an overwrite keeps watching the old file after the rename, beyond the directory's
+ * fsync: a writer that opened it just before (an appender between its open and its write) has
+ * this long to finish, and the old file is put back if it did.
+ */
+const settleMs = 5
 
 /** Most links followed while resolving one path, as the kernel's own limit. */
 const maxLinks = 40
@@ -597,6 +605,17 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
     const changed = (input: string, previous: Current, actual: string | null, reason: string): StaleFile =>
       new StaleFile({ path: input, expected: previous.sha256, actual, reason })
 
+    /** Another writer reached the old file around the rename. */
+    const interfered = (input: string, previous: Current, how: "rolled-back" | "lost"): Effect.Effect<never, StaleFile> =>
+      Effect.fail(changed(
+        input,
+        previous,
+        "unknown",
+        how === "rolled-back"
+          ? "the file was written to while it was being replaced, so it was left as it is, with that write; read it again"
+          : "the new content was written, but something wrote to the old file at the same time and that write is lost; read the file again"
+      ))
+
     const write = <E>(
       input: string,
       compute: (current: Option.Option<Current>) => Effect.Effect<Uint8Array, E>,
@@ -621,6 +640,7 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
         const callId = options?.callId
         const tag = callId === undefined ? randomBytes(6).toString("hex") : callTag(callId)
         const temp = child(dir, parent, sideName(name, tag, "rx-tmp"))
+        const backup = child(dir, parent, sideName(name, tag, "rx-old"))
         const commit = Effect.gen(function*() {
           yield* Effect.scoped(Effect.gen(function*() {
             // O_CREAT|O_EXCL: never follows a link, never reuses a file.
@@ -653,7 +673,6 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
             }
             // Then, with no yield before the rename: the held file unchanged (size, times) and
             // still the one the path names; and after it, not written to meanwhile.
-            const backup = child(dir, parent, sideName(name, tag, "rx-old"))
             const replaced = yield* Files.replaceIfUnchanged(current.file.fd, target, temp, backup, (now, named) =>
               !Files.sameStamp(now, current.stamp)
                 ? changed(input, current, "unknown", "the file changed while it was being written; read it again")
@@ -662,27 +681,20 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
                 : undefined).pipe(
                 Effect.mapError((error) => error instanceof StaleFile ? error : nodeFailure(input, "rename")(error))
               )
-            if (replaced === "rolled-back") {
-              return yield* changed(
-                input,
-                current,
-                "unknown",
-                "the file was written to at the instant it was being replaced, so it was left as it is, with that write; read it again"
-              )
-            }
-            if (replaced === "lost") {
-              // The new content is in place: no temp file is left to remove.
-              return yield* changed(
-                input,
-                current,
-                "unknown",
-                "the new content was written, but something wrote to the file at the same instant and that write is lost; read the file again"
-              )
-            }
+            if (replaced === "rolled-back" || replaced === "lost") return yield* interfered(input, current, replaced)
+            // A writer that opened the old file just before the rename has until the directory is
+            // synced and `settleMs` more to finish its write: the old file is watched till then.
+            yield* dir.sync.pipe(Effect.mapError(failure(input, "fsync directory")))
+            yield* Files.realDelay(settleMs)
+            const settled = yield* Files.settle(current.file.fd, target, backup, replaced).pipe(
+              Effect.mapError(nodeFailure(input, "rename"))
+            )
+            if (settled !== "replaced") return yield* interfered(input, current, settled)
           }
           yield* dir.sync.pipe(Effect.mapError(failure(input, "fsync directory")))
         })
-        yield* commit.pipe(Effect.onError(() => fs.remove(temp).pipe(Effect.ignore)))
+        // What an interrupted or refused commit leaves: the temp file, the old file's second name.
+        yield* commit.pipe(Effect.onError(() => Effect.all([fs.remove(temp), fs.remove(backup)].map(Effect.ignore))))
         return { resolved: { ...resolved, type: "file" as const }, created: Option.isNone(previous), previous, sha256: Text.sha256(bytes), bytes: bytes.length }
       })))
 

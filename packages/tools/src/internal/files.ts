@@ -155,22 +155,52 @@ export const fstamp = (fd: number): Effect.Effect<Stamp, NodeError> =>
 export type Replaced =
   /** The new content is in place, and the old file was not written to meanwhile. */
   | "replaced"
-  /** A write reached the old file at the instant of the replacement: the old file, with that write, was put back. */
+  /** A write reached the old file around the replacement: the old file, with that write, was put back. */
   | "rolled-back"
   /** Such a write reached the old file, and the new one was written to as well: the new content stays, that write is lost. */
   | "lost"
+
+/** A replacement made and still watched: the old file keeps its second name until `settle`. */
+export interface Watched {
+  readonly _tag: "Watched"
+  /** The old file's stamp when it was last found unchanged before the rename. */
+  readonly held: Stamp
+  /** The new file's stamp as written, before the rename. */
+  readonly written: Stamp | undefined
+  readonly backedUp: boolean
+}
 
 const statOrUndefined = (path: string): NodeFs.BigIntStats | undefined =>
   NodeFs.lstatSync(path, { bigint: true, throwIfNoEntry: false })
 
 /**
+ * Whether the old file (descriptor `fd`) was written to since `watched.held`; if so, put it back
+ * under `target` (from `backup`) unless the new file was written to as well. Synchronous.
+ */
+const verdict = (fd: number, target: string, backup: string, watched: Watched): "unchanged" | "rolled-back" | "lost" => {
+  const after = stampOf(NodeFs.fstatSync(fd, { bigint: true }))
+  // link and rename change the old file's ctime, not its size or mtime.
+  if (after.size === watched.held.size && after.mtimeNs === watched.held.mtimeNs) return "unchanged"
+  const now = statOrUndefined(target)
+  const written = watched.written
+  const newUntouched = written !== undefined && now !== undefined && now.ino === written.ino &&
+    now.size === written.size && now.mtimeNs === written.mtimeNs
+  if (!watched.backedUp || !newUntouched) {
+    if (watched.backedUp) Either.try(() => NodeFs.unlinkSync(backup))
+    return "lost"
+  }
+  NodeFs.renameSync(backup, target)
+  return "rolled-back"
+}
+
+/**
  * Replace `target` (whose opened descriptor is `fd`) by `temp`, with no yield in between: `check`
  * runs on fresh `fstat`/`lstat` stamps of the held file and of what `target` names now, and only
  * if it returns `undefined` is `temp` renamed over `target`. Before the rename the old file gets a
- * second name, `backup`; after it, the held file is stamped again: if it was written to around
- * the rename (a writer that opened it just before), the old file is renamed back, so that write
- * is not lost, unless the new file was written to as well. POSIX has no compare-and-swap rename;
- * this leaves only a writer that keeps the old file open after the last stamp.
+ * second name, `backup`; right after it, the held file is stamped again: if it was written to
+ * around the rename (a writer that opened it just before), the old file is renamed back, so that
+ * write is not lost, unless the new file was written to as well. Otherwise the replacement is
+ * `Watched`: `settle` looks once more, later, for a writer slower to finish.
  */
 export const replaceIfUnchanged = <E>(
   fd: number,
@@ -178,34 +208,49 @@ export const replaceIfUnchanged = <E>(
   temp: string,
   backup: string,
   check: (held: Stamp, named: Stamp | undefined) => E | undefined
-): Effect.Effect<Replaced, E | NodeError> =>
-  Effect.suspend((): Effect.Effect<Replaced, E | NodeError> => {
+): Effect.Effect<Watched | "rolled-back" | "lost", E | NodeError> =>
+  Effect.suspend((): Effect.Effect<Watched | "rolled-back" | "lost", E | NodeError> => {
     try {
       const held = stampOf(NodeFs.fstatSync(fd, { bigint: true }))
       const named = statOrUndefined(target)
       const refused = check(held, named === undefined || !named.isFile() ? undefined : stampOf(named))
       if (refused !== undefined) return Effect.fail(refused)
-      const written = statOrUndefined(temp)
+      const temporary = statOrUndefined(temp)
       // A second name for the old file, to put it back; without one (a file system without hard
       // links), the rename goes ahead unguarded.
       const backedUp = Either.isRight(Either.try(() => NodeFs.linkSync(target, backup)))
       NodeFs.renameSync(temp, target)
-      const after = stampOf(NodeFs.fstatSync(fd, { bigint: true }))
-      // link and rename change the old file's ctime, not its size or mtime.
-      if (after.size === held.size && after.mtimeNs === held.mtimeNs) {
-        if (backedUp) Either.try(() => NodeFs.unlinkSync(backup))
-        return Effect.succeed("replaced")
-      }
-      const now = statOrUndefined(target)
-      const newUntouched = written !== undefined && now !== undefined && now.ino === written.ino &&
-        now.size === written.size && now.mtimeNs === written.mtimeNs
-      if (!backedUp || !newUntouched) {
-        if (backedUp) Either.try(() => NodeFs.unlinkSync(backup))
-        return Effect.succeed("lost")
-      }
-      NodeFs.renameSync(backup, target)
-      return Effect.succeed("rolled-back")
+      const watched: Watched = { _tag: "Watched", held, written: temporary === undefined ? undefined : stampOf(temporary), backedUp }
+      const result = verdict(fd, target, backup, watched)
+      return Effect.succeed(result === "unchanged" ? watched : result)
     } catch (error) {
       return Effect.fail(nodeError(error))
     }
+  })
+
+/**
+ * Wait `ms` of real time. Not `Effect.sleep`: the wait is for other processes, which a test
+ * clock does not move.
+ */
+export const realDelay = (ms: number): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), ms)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+/**
+ * End the watch of a replacement: look at the old file once more (a writer that opened it before
+ * the rename may have written since), put it back if needed as `replaceIfUnchanged` does, and
+ * remove its second name otherwise. What remains unwatched: a writer that keeps the old file open
+ * past this point writes into a file no longer in the folder. POSIX has no compare-and-swap rename.
+ */
+export const settle = (fd: number, target: string, backup: string, watched: Watched): Effect.Effect<Replaced, NodeError> =>
+  Effect.try({
+    try: (): Replaced => {
+      const result = verdict(fd, target, backup, watched)
+      if (result !== "unchanged") return result
+      if (watched.backedUp) Either.try(() => NodeFs.unlinkSync(backup))
+      return "replaced"
+    },
+    catch: nodeError
   })
