@@ -204,15 +204,16 @@ const execute = (run: Run, prepared: ToolRegistryModule.Prepared): Effect.Effect
 const recover = (run: Run, pending: State.Pending) => {
   const { callId, input, tool } = pending
   const unknown = (why: string) => Tool.failure("unknown", `rx stopped while ${tool} was running (call ${callId})${why}`)
-  if (run.state.cancelRequested !== null) {
-    return finish(run, unknown(" and the goal was cancelled, so it did not run again; whether it took effect is unknown"))
-  }
+  const cancelled = run.state.cancelRequested !== null
   const prepared = run.registry.prepare({ callId, tool, input })
   const idempotent = run.state.tools.some((spec) => spec.name === tool && spec.idempotent)
-  if (Either.isRight(prepared) && idempotent) return execute(run, prepared.right)
-  const known = Either.isRight(prepared) ? prepared.right.recover : Effect.succeedNone
-  return Effect.flatMap(known, (outcome) =>
-    finish(run, Option.getOrElse(outcome, () => unknown("; whether it took effect is unknown, so check before repeating it"))))
+  if (Either.isRight(prepared) && idempotent && !cancelled) return execute(run, prepared.right)
+  // The tool may tell that the call took effect, and cleans up what it left; a cancelled goal runs nothing again.
+  const known = Either.isRight(prepared) && !idempotent ? prepared.right.recover : Effect.succeedNone
+  const why = cancelled
+    ? " and the goal was cancelled, so it did not run again; whether it took effect is unknown"
+    : "; whether it took effect is unknown, so check before repeating it"
+  return Effect.flatMap(known, (outcome) => finish(run, Option.getOrElse(outcome, () => unknown(why))))
 }
 
 /** Record the pending call's outcome; with no call of the answer left, the iteration ends in the same commit. */
