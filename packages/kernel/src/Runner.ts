@@ -85,73 +85,91 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
  * outcome of a call): rejected and denied calls are recorded, and the batch is committed when a
  * call starts (its `ToolStarted` before it runs), waits for approval, or the answer is done.
  */
-const advance = (run: Run, first: ReadonlyArray<Event.Event>): Effect.Effect<unknown, RunError> =>
-  Effect.gen(function*() {
-    const batch: Array<Event.Event> = []
-    let draft = run.state
-    const push = (event: Event.Event) => {
-      batch.push(event)
-      draft = State.reduce(draft, event)
+const advance = (run: Run, first: ReadonlyArray<Event.Event>, decide = true): Effect.Effect<unknown, RunError> => {
+  const step = work(run, first, decide)
+  return Effect.flatMap(run.commit(step.batch, step.after), (committed) =>
+    committed === "committed" && step.call !== undefined ? execute(run, step.call) : Effect.void)
+}
+
+/** The events to commit, the State they lead to (unless the log keeps them otherwise), and the call to run after them. */
+interface Step {
+  readonly batch: ReadonlyArray<Event.Event>
+  readonly after: State.State | undefined
+  readonly call?: ToolRegistryModule.Prepared
+}
+
+/**
+ * Draft `advance`'s batch: pure but for the clock reads and the registry's checks. Without
+ * `decide`, calls left in the answer wait for the next batch (a call's outcome is then recorded
+ * on its own, before anything else is decided).
+ */
+const work = (run: Run, first: ReadonlyArray<Event.Event>, decide: boolean): Step => {
+  const batch: Array<Event.Event> = []
+  let draft = run.state
+  const push = (event: Event.Event) => {
+    batch.push(event)
+    draft = State.reduce(draft, event)
+  }
+  first.forEach(push)
+  const answer = draft.answer
+  const { goalId, iteration } = draft
+  const at = () => ({ goalId, seq: draft.seq, iteration, at: run.now() })
+  const close = (): Step => {
+    const completed: Event.Of<"IterationCompleted"> = { _tag: "IterationCompleted", ...at(), summary: State.summary(draft) }
+    push({ ...completed, summary: State.summary(State.reduce(draft, completed)) })
+    return { batch, after: draft }
+  }
+  if (answer === null) return { batch, after: draft }
+  if (answer.next >= answer.calls) return close()
+  if (!decide) return { batch, after: draft }
+  const rules = Behaviour.rules(draft.behaviour)
+  const limits = { ...rules, maxCallsPerAnswer: draft.options.maxCallsPerAnswer }
+  const planned = Action.plan(answer.response, limits)
+  if (planned._tag === "Reject") {
+    const { kind, raw, reason } = planned
+    push({ _tag: "ActionRejected", ...at(), kind, reason, raw })
+  }
+  const calls = planned._tag === "Calls" ? planned.calls : []
+  for (let index = answer.next; index < calls.length; index++) {
+    const callId = Event.callId(goalId, iteration, index)
+    const call = calls[index] as Action.Parsed
+    const decision = Action.decideCall(call, draft.tools, (tool, input) => run.registry.prepare({ callId, tool, input }), limits)
+    const one = rules.multiCall ? { index } : {}
+    if (decision._tag === "Done") {
+      close()
+      push({ _tag: "Terminated", ...at(), reason: "done", detail: decision.summary })
+      return { batch, after: draft }
     }
-    first.forEach(push)
-    const answer = draft.answer
-    if (answer === null) return yield* run.commit(batch, draft)
-    const { goalId, iteration } = draft
-    const rules = Behaviour.rules(draft.behaviour)
-    const limits = { ...rules, maxCallsPerAnswer: draft.options.maxCallsPerAnswer }
-    const at = () => ({ goalId, seq: draft.seq, iteration, at: run.now() })
-    const close = () => {
-      const completed: Event.Of<"IterationCompleted"> = { _tag: "IterationCompleted", ...at(), summary: State.summary(draft) }
-      push({ ...completed, summary: State.summary(State.reduce(draft, completed)) })
-    }
-    const planned = Action.plan(answer.response, limits)
-    if (planned._tag === "Reject") {
-      const { kind, raw, reason } = planned
-      push({ _tag: "ActionRejected", ...at(), kind, reason, raw })
-    }
-    const calls = planned._tag === "Calls" ? planned.calls : []
-    for (let index = answer.next; index < calls.length; index++) {
-      const callId = Event.callId(goalId, iteration, index)
-      const call = calls[index] as Action.Parsed
-      const decision = Action.decideCall(call, draft.tools, (tool, input) => run.registry.prepare({ callId, tool, input }), limits)
-      const one = rules.multiCall ? { index } : {}
-      if (decision._tag === "Done") {
-        close()
-        push({ _tag: "Terminated", ...at(), reason: "done", detail: decision.summary })
-        return yield* run.commit(batch, draft)
-      }
-      if (decision._tag === "Reject") {
-        const { kind, raw, reason, tool, validation } = decision
-        push({
-          _tag: "ActionRejected", ...at(), kind, reason, raw,
-          ...(validation === undefined ? {} : { validation }),
-          ...(rules.multiCall && tool !== undefined ? { index, tool } : {})
-        })
-        continue
-      }
-      const { input, tool } = decision
-      const policy = draft.options.approval[tool] ?? "auto"
-      if (policy === "deny") {
-        push({ _tag: "ActionRejected", ...at(), kind: "denied", reason: `${tool} is not allowed in this run`, raw: "", index, tool })
-        continue
-      }
-      if (policy === "ask") {
-        push({ _tag: "ApprovalRequested", ...at(), callId, tool, input, ...one })
-        return yield* run.commit(batch, draft)
-      }
-      push({ _tag: "ToolStarted", ...at(), callId, tool, input, ...one })
-      const recorded = batch.map((e) => {
-        const response = rules.inputOnce && e._tag === "ModelResponded" ? Action.withoutArguments(e.response, index) : undefined
-        return response === undefined || e._tag !== "ModelResponded" || response === e.response ? e : { ...e, response }
+    if (decision._tag === "Reject") {
+      const { kind, raw, reason, tool, validation } = decision
+      push({
+        _tag: "ActionRejected", ...at(), kind, reason, raw,
+        ...(validation === undefined ? {} : { validation }),
+        ...(rules.multiCall && tool !== undefined ? { index, tool } : {})
       })
-      // The draft was folded from the events as drafted; an elided answer is folded again as recorded.
-      const same = recorded.every((e, i) => e === batch[i])
-      if ((yield* run.commit(recorded, same ? draft : undefined)) === "committed") yield* execute(run, decision.prepared)
-      return
+      continue
     }
-    close()
-    return yield* run.commit(batch, draft)
-  })
+    const { input, tool } = decision
+    const policy = draft.options.approval[tool] ?? "auto"
+    if (policy === "deny") {
+      push({ _tag: "ActionRejected", ...at(), kind: "denied", reason: `${tool} is not allowed in this run`, raw: "", index, tool })
+      continue
+    }
+    if (policy === "ask") {
+      push({ _tag: "ApprovalRequested", ...at(), callId, tool, input, ...one })
+      return { batch, after: draft }
+    }
+    push({ _tag: "ToolStarted", ...at(), callId, tool, input, ...one })
+    const recorded = batch.map((e) => {
+      const response = rules.inputOnce && e._tag === "ModelResponded" ? Action.withoutArguments(e.response, index) : undefined
+      return response === undefined || e._tag !== "ModelResponded" || response === e.response ? e : { ...e, response }
+    })
+    // The draft was folded from the events as drafted; an elided answer is folded again as recorded.
+    const same = recorded.every((e, i) => e === batch[i])
+    return { batch: recorded, after: same ? draft : undefined, call: decision.prepared }
+  }
+  return close()
+}
 
 /** A person decided on the awaited call: run it exactly as requested, or record the denial. */
 const decided = (run: Run) =>
@@ -228,9 +246,8 @@ const finish = (run: Run, outcome: Tool.Outcome): Effect.Effect<unknown, RunErro
     const recorded: Event.Event = plain._tag === "Success"
       ? { _tag: "ToolSucceeded", goalId, seq, iteration, at, callId, tool, output: plain.output, durationMs }
       : { _tag: "ToolFailed", goalId, seq, iteration, at, callId, tool, error: plain.error, durationMs }
-    const after = State.reduce(run.state, recorded)
     // Calls left in the answer are decided by the loop, after this outcome is safely recorded.
-    return after.answer !== null && after.answer.next < after.answer.calls ? run.commit([recorded]) : advance(run, [recorded])
+    return advance(run, [recorded], false)
   })
 
 /** How a run stopped: the goal ended (`terminated`), or it waits, open, for `resume` (`suspended`). */
