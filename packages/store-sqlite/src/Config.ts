@@ -15,7 +15,10 @@ export const Config = Schema.Struct({
   synchronous: Schema.optionalWith(Schema.Literal("FULL", "NORMAL"), { default: () => "FULL" as const }),
   /** How long a write waits for another process's transaction before failing as locked. */
   busyTimeoutMs: Schema.optionalWith(Schema.Int.pipe(Schema.nonNegative()), { default: () => 5_000 }),
-  /** Store the folded State every this many events, so resume folds only what follows. */
+  /**
+   * Save the State the runner hands with a batch that crosses a multiple of this many events, so
+   * resume folds only what follows it.
+   */
   snapshotEvery: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 1_000 }),
   /** How often `changes` looks for events appended by other processes. */
   pollIntervalMs: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 150 }),

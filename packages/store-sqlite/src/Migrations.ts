@@ -62,18 +62,28 @@ const createLeases = Effect.gen(function*() {
   )`
 })
 
+const addPayloadFormat = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // How each row's payload is written (1: the full event JSON, 2: slim, without the _tag, goal_id
+  // and seq the columns hold); the decoder goes by it. Rows before this column are slim: rx 0.1
+  // wrote them so. The default fills them without rewriting a row; every insert names its format.
+  yield* sql`ALTER TABLE events ADD COLUMN format INTEGER NOT NULL DEFAULT 2`
+})
+
 /** Every migration, by `<id>_<name>`. */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_create_log": createLog,
-  "0002_create_leases": createLeases
+  "0002_create_leases": createLeases,
+  "0003_payload_format": addPayloadFormat
 }
 
 /** The schema version this rx writes: the highest migration id. */
-export const latest = 2
+export const latest = 3
 
 /**
- * The oldest schema a read-only store reads as is: later migrations only added tables that
- * reading does not use (`leases`). Raise it with any migration that changes what reads see.
+ * The oldest schema a read-only store reads as is: later migrations added a table reading does not
+ * use (`leases`) and the `format` column, whose value rows of older schemas all have (2, slim), so
+ * reads supply it. Raise it with a migration whose effect reads cannot supply.
  */
 export const readableFrom = 1
 
@@ -147,20 +157,22 @@ const emptySchema = (filename: string) =>
 
 /**
  * Check the database is an rx log this rx reads, and, unless read-only, bring it to this rx's
- * schema. A database with no tables is initialised only with `create` (a file the store just
- * created); otherwise it is refused, as is anything that is not an rx log.
+ * schema: the schema version it is at then. A database with no tables is initialised only with
+ * `create` (a file the store just created); otherwise it is refused, as is anything that is not an
+ * rx log. The writable check and migration are one `BEGIN IMMEDIATE` transaction over the
+ * Migrator's Effects, on a connection no one else uses yet.
  */
 export const run = (
   client: SqlClient.SqlClient,
   options: { readonly filename: string; readonly busyTimeoutMs: number; readonly readonly: boolean; readonly create: boolean }
-): Effect.Effect<void, StateStore.StoreError | DatabaseRefused> => {
+): Effect.Effect<number, StateStore.StoreError | DatabaseRefused> => {
   const { filename } = options
   const failed = (error: unknown) => toStoreError({ ...options, what: `opening ${filename}` }, error)
   if (options.readonly) {
     return Effect.flatMap(connection(client), (conn) => inspect(conn, filename)).pipe(
       Effect.catchTag("SqlError", (error) => Effect.fail(failed(error))),
       Effect.flatMap((current) =>
-        current >= readableFrom ? Effect.void : Effect.fail(
+        current >= readableFrom ? Effect.succeed(current) : Effect.fail(
           current === 0
             ? emptySchema(filename)
             : refused(filename, "outdated", `${filename} has schema version ${current} and needs migrating to ${latest}; open it once without readonly`)
@@ -171,7 +183,7 @@ export const run = (
   return Effect.flatMap(connection(client), (conn) =>
     immediate(conn, Effect.gen(function*() {
       const current = yield* inspect(conn, filename)
-      if (current === latest) return
+      if (current === latest) return latest
       if (current === 0 && !options.create) return yield* emptySchema(filename)
       yield* migrate({ loader: Migrator.fromRecord(migrations), table }).pipe(
         Effect.provideService(SqlClient.TransactionConnection, [conn, 0]),
@@ -182,6 +194,7 @@ export const run = (
       if (after !== latest) {
         return yield* new StateStore.StoreError({ message: `${filename}: migrating to schema version ${latest} left version ${after}` })
       }
+      return after
     })
   )).pipe(
     Effect.catchTags({

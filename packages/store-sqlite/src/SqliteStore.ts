@@ -1,22 +1,24 @@
 /**
  * The SQLite `StateStore`: one `events` row per event (its Schema's JSON, with the encoding
- * version), a `goals` summary and a `snapshots` table kept in the same transaction. Each batch
- * is one `BEGIN IMMEDIATE` transaction that checks `expectedSeq` against the stored log end, so
- * two writers, in this process or another, can never both append at the same seq. A goal's
- * runner holds a row in `leases`, so a second runner stops before it touches the goal.
+ * version and the payload format), a `goals` summary and a `snapshots` table kept in the same
+ * transaction. Each batch is one `BEGIN IMMEDIATE` transaction that checks `expectedSeq` against
+ * the stored log end, so two writers, in this process or another, can never both append at the
+ * same seq. A goal's runner holds a row in `leases`, so a second runner stops before it touches
+ * the goal. Snapshots are States the runner hands with its batches: the store folds nothing.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import type { Connection } from "@effect/sql/SqlConnection"
+import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Chunk, Clock, Effect, Either, Layer, Option, PubSub, Queue, Schema, Stream } from "effect"
+import { Cause, Chunk, Clock, Context, Effect, Either, Layer, Option, PubSub, Queue, Schema, type Scope, Stream } from "effect"
 import { Event, GoalSummary, State, StateStore } from "@rx/kernel"
 import * as Config from "./Config.js"
-import { decodeRows, slimJson } from "./internal/codec.js"
+import { decodeRows, eventColumns, Format, slimJson } from "./internal/codec.js"
+import * as Database from "./internal/database.js"
 import { DatabaseRefused, toStoreError } from "./internal/errors.js"
 import { prepare } from "./internal/file.js"
 import { decodeHolder, describeHolder, isAlive, newToken, processLeases, thisHost } from "./internal/lease.js"
-import { atomically, connection, field, immediate, query } from "./internal/sql.js"
+import { connection, field, query } from "./internal/sql.js"
 import * as Migrations from "./Migrations.js"
 
 export { DatabaseRefused }
@@ -26,14 +28,12 @@ type StoreError = StateStore.StoreError
 const StoreError = StateStore.StoreError
 
 /**
- * Open the database as an @effect/sql `SqliteClient`: the busy timeout and the `synchronous`
- * level. The journal is left as the file has it: `make` switches an rx log to WAL once it
- * knows the file is one, so opening another program's database never rewrites its header.
- * The connection closes with the Layer's scope.
+ * An @effect/sql-sqlite-node client on the file with the store's settings (busy timeout,
+ * `synchronous`; the journal as the file has it): a connection of its own, for tools and tests.
+ * The store never uses it; `layerWithClient` gives a client over the store's own connection.
  */
-export const layerClient = (input: Config.Input): Layer.Layer<SqliteClient.SqliteClient, StoreError> =>
-  Layer.scoped(
-    SqliteClient.SqliteClient,
+export const layerClient = (input: Config.Input): Layer.Layer<SqliteClient.SqliteClient | SqlClient.SqlClient, StoreError> =>
+  Layer.scopedContext(
     Effect.gen(function*() {
       const config = yield* Config.decode(input)
       const where = { ...config, what: `opening ${config.filename}` }
@@ -47,7 +47,7 @@ export const layerClient = (input: Config.Input): Layer.Layer<SqliteClient.Sqlit
           query(conn, `PRAGMA busy_timeout = ${config.busyTimeoutMs}`),
           query(conn, `PRAGMA synchronous = ${config.synchronous}`)
         )).pipe(Effect.mapError((error) => toStoreError(where, error)))
-      return client
+      return Context.make(SqliteClient.SqliteClient, client).pipe(Context.add(SqlClient.SqlClient, client))
     })
   ).pipe(Layer.provide(Reactivity.layer))
 
@@ -56,9 +56,9 @@ export const layerClient = (input: Config.Input): Layer.Layer<SqliteClient.Sqlit
  * damaged file is refused before anything is written to it. Linear in the file's size: about
  * 12 ms for a log of 10,000 iterations (9.5 MB) with the file in the page cache.
  */
-const quickCheck = (conn: Connection, config: Config.Config) =>
+const quickCheck = (db: Database.Database, config: Config.Config) =>
   Effect.gen(function*() {
-    const rows = yield* query(conn, "PRAGMA quick_check(5)")
+    const rows = yield* db.read((tx) => Either.right(tx.all("PRAGMA quick_check(5)")))
     const problems = rows.map((row) => String(field(row, "quick_check")))
     if (problems.length === 1 && problems[0] === "ok") return
     return yield* new DatabaseRefused({
@@ -71,164 +71,197 @@ const quickCheck = (conn: Connection, config: Config.Config) =>
   }).pipe(Effect.catchTag("SqlError", (error) => Effect.fail(toStoreError({ ...config, what: `checking ${config.filename}` }, error))))
 
 /**
- * The store over the `SqliteClient` in context (opened with the same config by `layerClient`).
- * A writable store first runs `quick_check` (unless `quickCheck: false`), then creates or
- * migrates the schema (a database without tables is initialised only with `create`), then
- * switches the file to WAL.
+ * Open the file as a log: create it where no file exists (unless `create: false`), refuse anything
+ * that is not an rx log, run `quick_check` on a writable open (unless `quickCheck: false`), migrate
+ * an older schema (never when read-only), switch a writable log to WAL. Closed with the scope.
  */
-export const make = (input: Config.Input): Effect.Effect<Service, StoreError | DatabaseRefused, SqliteClient.SqliteClient> =>
-  makeWith(input, true)
-
-const makeWith = (input: Config.Input, mayInitialise: boolean): Effect.Effect<Service, StoreError | DatabaseRefused, SqliteClient.SqliteClient> =>
+const open = (input: Config.Input): Effect.Effect<Opened, StoreError | DatabaseRefused, Scope.Scope> =>
   Effect.gen(function*() {
     const config = yield* Config.decode(input)
-    const client = yield* SqliteClient.SqliteClient
-    const conn = yield* connection(client).pipe(Effect.mapError((error) => toStoreError({ ...config, what: `opening ${config.filename}` }, error)))
-    if (!config.readonly && config.quickCheck) yield* quickCheck(conn, config)
-    yield* Migrations.run(client, { ...config, create: mayInitialise && config.create })
+    yield* prepare(config)
+    const opening = (error: unknown) => toStoreError({ ...config, what: `opening ${config.filename}` }, error)
+    const db = yield* Database.open({
+      filename: config.filename,
+      readonly: config.readonly,
+      fileMustExist: true,
+      busyTimeoutMs: config.busyTimeoutMs,
+      synchronous: config.synchronous
+    }).pipe(Effect.mapError(opening))
+    if (!config.readonly && config.quickCheck) yield* quickCheck(db, config)
+    const schema = yield* Migrations.run(db.sql, { ...config, create: false })
     // WAL: readers never block the writer, so other processes read while a run appends.
-    if (!config.readonly) {
-      yield* query(conn, "PRAGMA journal_mode = WAL").pipe(
-        Effect.mapError((error) => toStoreError({ ...config, what: `opening ${config.filename}` }, error))
-      )
-    }
-    const failed = (what: string, goalId?: string) => (error: SqlError) =>
-      toStoreError({ ...config, what, goalId }, error)
+    if (!config.readonly) yield* db.read((tx) => Either.right(tx.all("PRAGMA journal_mode = WAL"))).pipe(Effect.mapError(opening))
+    return { db, store: yield* makeStore(db, config, schema) }
+  })
+
+interface Opened {
+  readonly db: Database.Database
+  readonly store: Service
+}
+
+/** The store on `config.filename`, open until the scope closes (see `layer`). */
+export const make = (input: Config.Input): Effect.Effect<Service, StoreError | DatabaseRefused, Scope.Scope> =>
+  Effect.map(open(input), (opened) => opened.store)
+
+/**
+ * The SQLite store as a Layer: opens `filename` and closes it with the scope. A new log is
+ * created only where no file exists (and `create` is not false); an existing file must be an rx
+ * log (older schemas are migrated), and anything else is a `DatabaseRefused`, the file untouched.
+ */
+export const layer = (input: Config.Input): Layer.Layer<StateStore.StateStore, StoreError | DatabaseRefused> =>
+  Layer.scoped(StateStore.StateStore, make(input))
+
+/**
+ * The store and an @effect/sql client over its own connection, for statements of your own
+ * (maintenance, fault injection in tests). The client's statements never fall inside one of the
+ * store's operations; a transaction held through it makes the store's operations wait for it.
+ */
+export const layerWithClient = (
+  input: Config.Input
+): Layer.Layer<StateStore.StateStore | SqlClient.SqlClient, StoreError | DatabaseRefused> =>
+  Layer.scopedContext(
+    Effect.map(open(input), ({ db, store }) => Context.make(StateStore.StateStore, store).pipe(Context.add(SqlClient.SqlClient, db.sql)))
+  )
+
+/** The store's operations over an open database of schema version `schema`. */
+const makeStore = (db: Database.Database, config: Config.Config, schema: number): Effect.Effect<Service> =>
+  Effect.gen(function*() {
+    const failed = (what: string, goalId?: string) => (error: SqlError) => toStoreError({ ...config, what, goalId }, error)
+    const columns = eventColumns(schema)
+    const selectEventsSql = `SELECT ${columns} FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq`
 
     /** Goals appended to by this store, so `changes` in this process need not wait for a poll. */
     const appended = yield* PubSub.unbounded<string>()
     /**
-     * What this store knows of each goal it appended to: the summary and, when known, the
-     * folded State after its last append. Valid only while the log end is still `nextSeq`,
-     * which each append checks in its transaction, so appends by others just make it stale.
+     * The `goals` row of each goal this store appended to last, as it wrote it (up to
+     * `maxCachedSummaries`), so its next append computes the new summary without reading the row.
+     * It is only a hint: the append's `UPDATE ... WHERE next_seq = ?` checks it against the row.
      */
-    const known = new Map<string, Known>()
+    const summaries = new Map<string, GoalSummary.GoalSummary>()
 
-    const append: Service["append"] = (goalId, expectedSeq, events) =>
-      Effect.gen(function*() {
+    /** Whether a batch of `count` events at `expectedSeq` crosses a multiple of `snapshotEvery`. */
+    const snapshotDue = (expectedSeq: number, count: number) =>
+      Math.floor((expectedSeq + count) / config.snapshotEvery) > Math.floor(expectedSeq / config.snapshotEvery)
+
+    /**
+     * The snapshot row of the State handed with a batch ending at `end`. A State that is not the
+     * goal's after the batch, or does not encode, is not saved (a warning; the append goes on).
+     */
+    const snapshotRow = (goalId: string, end: number, state: State.State): Effect.Effect<ReadonlyArray<unknown> | undefined> => {
+      if (state.goalId !== goalId || state.seq !== end) {
+        return Effect.as(
+          Effect.logWarning(
+            `goal ${goalId}: the State handed with the events up to seq ${end} is goal ${state.goalId}'s at seq ${state.seq}; no snapshot is saved`
+          ),
+          undefined
+        )
+      }
+      return Either.match(encodeStateJson(state), {
+        onLeft: (error) =>
+          Effect.as(Effect.logWarning(`goal ${goalId}: the State at seq ${end} does not encode (${error.message}); no snapshot is saved`), undefined),
+        onRight: (json) => Effect.succeed([goalId, end, State.version, json])
+      })
+    }
+
+    const append: Service["append"] = (goalId, expectedSeq, events, state) =>
+      Effect.suspend(() => {
         const params: Array<unknown> = []
         for (const event of events) {
           const payload = Either.try({ try: () => slimJson(event), catch: (error) => String(error) })
           if (Either.isLeft(payload)) {
-            return yield* new StoreError({
+            return new StoreError({
               message: `goal ${goalId}: ${event._tag} at seq ${event.seq} cannot be encoded as JSON (${payload.left})`,
               goalId,
               seq: event.seq
             })
           }
-          params.push(goalId, event.seq, event._tag, Event.version, payload.right)
+          params.push(goalId, event.seq, event._tag, Event.version, Format.slim, payload.right)
         }
-        const next = yield* atomically(immediate(conn, appendIn(goalId, expectedSeq, events, params))).pipe(
-          Effect.catchTag("SqlError", (error) => Effect.fail(failed(`appending to goal ${goalId} at seq ${expectedSeq}`, goalId)(error)))
-        )
-        known.delete(goalId)
-        if (next !== undefined && next.summary.status === "open") {
-          known.set(goalId, next)
-          if (known.size > maxKnownGoals) {
-            const oldest = known.keys().next()
-            if (oldest.done !== true) known.delete(oldest.value)
-          }
-        }
-        if (events.length > 0) yield* PubSub.publish(appended, goalId)
-      })
-
-    /** The append itself, inside the transaction: the goal's new summary and, when known, its folded State. */
-    const appendIn = (
-      goalId: string,
-      expectedSeq: number,
-      events: ReadonlyArray<Event.Event>,
-      params: ReadonlyArray<unknown>
-    ) =>
-      Effect.gen(function*() {
-        const cached = known.get(goalId)
-        const fresh = cached !== undefined && cached.summary.nextSeq === expectedSeq ? cached : undefined
-        if (fresh !== undefined && events.length > 0 && Option.isNone(StateStore.validateBatch(goalId, expectedSeq, events))) {
-          // The common case, this store's own next append: the summary row, updated only if
-          // it is still at `expectedSeq`, is the log-end check (it moves with every append).
-          const summary = GoalSummary.updateAll(fresh.summary, events)
-          if (summary !== undefined && summary.goal === fresh.summary.goal && summary.submittedAt === fresh.summary.submittedAt) {
-            const updated = yield* conn.executeRaw(advanceGoalSql, [
-              summary.status,
-              summary.iterations,
-              summary.nextSeq,
-              summary.lastIteration,
-              summary.reason,
-              summary.updatedAt,
-              goalId,
-              expectedSeq
-            ])
-            if (field(updated, "changes") === 1) {
-              yield* query(conn, insertSql(events.length), params)
-              return { summary, state: yield* snapshotAfter(goalId, expectedSeq, fresh.state, events) }
-            }
-          }
-        }
-        // Otherwise check the log itself and read the summary row.
-        const last = field((yield* query(conn, lastSeqSql, [goalId]))[0], "last")
-        const actualSeq = typeof last === "number" ? last + 1 : 0
-        if (actualSeq !== expectedSeq) return yield* new StateStore.AppendConflict({ goalId, expectedSeq, actualSeq })
         const invalid = StateStore.validateBatch(goalId, expectedSeq, events)
-        if (Option.isSome(invalid)) return yield* invalid.value
-        if (events.length === 0) return undefined
-        let summary = fresh?.summary
-        if (summary === undefined && expectedSeq > 0) {
-          const rows = yield* query(conn, selectGoalSql, [goalId])
-          summary = rows[0] === undefined ? undefined : yield* decodeSummary(rows[0])
-        }
-        summary = GoalSummary.updateAll(summary, events)
-        yield* query(conn, insertSql(events.length), params)
-        if (summary === undefined) return undefined
-        yield* query(conn, upsertGoalSql, summaryParams(summary))
-        const base = fresh?.state ?? (expectedSeq === 0 ? State.empty(goalId) : undefined)
-        return { summary, state: yield* snapshotAfter(goalId, expectedSeq, base, events) }
+        const write = (snapshot: ReadonlyArray<unknown> | undefined) =>
+          db.write((tx) => appendIn(tx, goalId, expectedSeq, events, params, invalid, snapshot)).pipe(
+            Effect.catchTag("SqlError", (error) => Effect.fail(failed(`appending to goal ${goalId} at seq ${expectedSeq}`, goalId)(error))),
+            Effect.flatMap((summary) => {
+              summaries.delete(goalId)
+              if (summary !== undefined && summary.status === "open") {
+                summaries.set(goalId, summary)
+                if (summaries.size > maxCachedSummaries) {
+                  const oldest = summaries.keys().next()
+                  if (oldest.done !== true) summaries.delete(oldest.value)
+                }
+              }
+              return events.length > 0 ? PubSub.publish(appended, goalId) : Effect.void
+            })
+          )
+        // Appends without a State (from outside a runner) never save a snapshot.
+        return state !== undefined && snapshotDue(expectedSeq, events.length)
+          ? Effect.flatMap(snapshotRow(goalId, expectedSeq + events.length, state), write)
+          : write(undefined)
       })
 
     /**
-     * The State after `events` (appended at `expectedSeq`) when `base` is the State before them,
-     * writing a snapshot when one is due (rebuilt from the last snapshot if `base` is unknown).
+     * The append inside its transaction: check the log end, insert the events, update the goal's
+     * summary, save the snapshot row if any. Returns the goal's new summary.
      */
-    const snapshotAfter = (
+    const appendIn = (
+      tx: Database.Tx,
       goalId: string,
       expectedSeq: number,
-      base: State.State | undefined,
-      events: ReadonlyArray<Event.Event>
-    ): Effect.Effect<State.State | undefined, StoreError | SqlError> => {
-      const folded = base === undefined ? undefined : State.fold(base, events)
-      const end = expectedSeq + events.length
-      if (Math.floor(end / config.snapshotEvery) <= Math.floor(expectedSeq / config.snapshotEvery)) return Effect.succeed(folded)
-      return Effect.gen(function*() {
-        const next = folded ?? State.fold(yield* rebuild(goalId, expectedSeq), events)
-        const encoded = encodeState(next)
-        if (Either.isRight(encoded)) {
-          yield* query(conn, upsertSnapshotSql, [goalId, next.seq, State.version, encoded.right])
+      events: ReadonlyArray<Event.Event>,
+      params: ReadonlyArray<unknown>,
+      invalid: Option.Option<StoreError>,
+      snapshot: ReadonlyArray<unknown> | undefined
+    ): Either.Either<GoalSummary.GoalSummary | undefined, StateStore.AppendConflict | StoreError> => {
+      const cached = summaries.get(goalId)
+      const fresh = cached !== undefined && cached.nextSeq === expectedSeq ? cached : undefined
+      if (fresh !== undefined && events.length > 0 && Option.isNone(invalid)) {
+        // The common case, this store's own next append: the summary row, updated only if it is
+        // still at `expectedSeq`, is the log-end check (it moves with every append).
+        const summary = GoalSummary.updateAll(fresh, events)
+        if (summary !== undefined && summary.goal === fresh.goal && summary.submittedAt === fresh.submittedAt) {
+          const updated = tx.run(advanceGoalSql, [
+            summary.status,
+            summary.iterations,
+            summary.nextSeq,
+            summary.lastIteration,
+            summary.reason,
+            summary.updatedAt,
+            goalId,
+            expectedSeq
+          ])
+          if (updated === 1) {
+            tx.run(insertSql(events.length), params)
+            if (snapshot !== undefined) tx.run(upsertSnapshotSql, snapshot)
+            return Either.right(summary)
+          }
         }
-        return next
-      })
+      }
+      // Otherwise check the log itself and read the summary row.
+      const last = field(tx.get(lastSeqSql, [goalId]), "last")
+      const actualSeq = typeof last === "number" ? last + 1 : 0
+      if (actualSeq !== expectedSeq) return Either.left(new StateStore.AppendConflict({ goalId, expectedSeq, actualSeq }))
+      if (Option.isSome(invalid)) return Either.left(invalid.value)
+      if (events.length === 0) return Either.right(undefined)
+      let summary = fresh
+      if (summary === undefined && expectedSeq > 0) {
+        const row = tx.get(selectGoalSql, [goalId])
+        if (row !== undefined) {
+          const decoded = decodeSummary(row)
+          if (Either.isLeft(decoded)) return decoded
+          summary = decoded.right
+        }
+      }
+      summary = GoalSummary.updateAll(summary, events)
+      tx.run(insertSql(events.length), params)
+      if (summary !== undefined) tx.run(upsertGoalSql, summaryParams(summary))
+      if (snapshot !== undefined) tx.run(upsertSnapshotSql, snapshot)
+      return Either.right(summary)
     }
 
-    /** The State at `upTo` events: the latest usable snapshot, then the events after it. */
-    const rebuild = (goalId: string, upTo: number) =>
-      Effect.gen(function*() {
-        const snapshot = yield* readSnapshot(conn, goalId)
-        const base = Option.match(snapshot, {
-          onNone: () => State.empty(goalId),
-          onSome: (s) => (s.seq <= upTo ? s.state : State.empty(goalId))
-        })
-        return State.fold(base, yield* loadIn(goalId, base.seq, upTo))
-      })
-
-    /** Events `fromSeq <= seq < toSeq`, decoded and checked; a bad row fails naming its seq. */
-    const loadIn = (goalId: string, fromSeq: number, toSeq?: number) =>
-      Effect.flatMap(
-        toSeq === undefined
-          ? query(conn, selectEventsSql, [goalId, fromSeq])
-          : query(conn, selectRangeSql, [goalId, fromSeq, toSeq]),
-        (rows) => decodeRows(goalId, fromSeq, rows)
-      )
-
     const load: Service["load"] = (goalId, fromSeq = 0) =>
-      atomically(loadIn(goalId, fromSeq)).pipe(
-        Effect.catchTag("SqlError", (error) => Effect.fail(failed(`loading goal ${goalId}`, goalId)(error)))
+      db.read((tx) => Either.right(tx.values(selectEventsSql, [goalId, fromSeq]))).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(failed(`loading goal ${goalId}`, goalId)(error))),
+        Effect.flatMap((rows) => decodeRows(goalId, fromSeq, rows))
       )
 
     /** Every event from `fromSeq`, and the seq after the last. */
@@ -240,38 +273,34 @@ const makeWith = (input: Config.Input, mayInitialise: boolean): Effect.Effect<Se
      * others are not even read (the runner's cancel watcher polls for one kind all run long).
      */
     const loadTagged = (goalId: string, fromSeq: number, tags: ReadonlyArray<string>) =>
-      atomically(Effect.gen(function*() {
-        const last = field((yield* query(conn, lastSeqSql, [goalId]))[0], "last")
+      db.read((tx) => {
+        const last = field(tx.get(lastSeqSql, [goalId]), "last")
         const end = typeof last === "number" ? last + 1 : 0
-        if (end <= fromSeq || tags.length === 0) return { events: [], end: Math.max(end, fromSeq) }
-        const rows = yield* query(
-          conn,
-          `SELECT seq, tag, version, payload FROM events WHERE goal_id = ? AND seq >= ? AND seq < ? AND tag IN (${
-            tags.map(() => "?").join(", ")
-          }) ORDER BY seq`,
+        if (end <= fromSeq || tags.length === 0) return Either.right({ rows: [], end: Math.max(end, fromSeq) })
+        const rows = tx.values(
+          `SELECT ${columns} FROM events WHERE goal_id = ? AND seq >= ? AND seq < ? AND tag IN (${tags.map(() => "?").join(", ")}) ORDER BY seq`,
           [goalId, fromSeq, end, ...tags]
         )
-        return { events: yield* decodeRows(goalId, undefined, rows), end }
-      })).pipe(
-        Effect.catchTag("SqlError", (error) => Effect.fail(failed(`loading goal ${goalId}`, goalId)(error)))
+        return Either.right({ rows, end })
+      }).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(failed(`loading goal ${goalId}`, goalId)(error))),
+        Effect.flatMap(({ end, rows }) => Effect.map(decodeRows(goalId, undefined, rows), (events) => ({ events, end })))
       )
 
     const goal: Service["goal"] = (goalId) =>
-      atomically(query(conn, selectGoalSql, [goalId])).pipe(
+      db.read((tx) => Either.right(tx.get(selectGoalSql, [goalId]))).pipe(
         Effect.catchTag("SqlError", (error) => Effect.fail(failed(`reading goal ${goalId}`, goalId)(error))),
-        Effect.flatMap((rows) =>
-          rows[0] === undefined ? Effect.succeed(Option.none()) : Effect.map(decodeSummary(rows[0]), Option.some)
-        )
+        Effect.flatMap((row) => (row === undefined ? Effect.succeed(Option.none()) : Effect.map(decodeSummary(row), Option.some)))
       )
 
     const goals: Service["goals"] = (q = {}) => {
       const where = q.status === undefined ? "" : " WHERE status = ?"
       const limit = q.limit === undefined ? "" : " LIMIT ?"
       const params = [...(q.status === undefined ? [] : [q.status]), ...(q.limit === undefined ? [] : [q.limit])]
-      return atomically(query(conn, `SELECT * FROM goals${where} ORDER BY submitted_at DESC, goal_id DESC${limit}`, params)).pipe(
-          Effect.catchTag("SqlError", (error) => Effect.fail(failed("listing goals")(error))),
-          Effect.flatMap((rows) => Effect.forEach(rows, decodeSummary))
-        )
+      return db.read((tx) => Either.right(tx.all(`SELECT * FROM goals${where} ORDER BY submitted_at DESC, goal_id DESC${limit}`, params))).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(failed("listing goals")(error))),
+        Effect.flatMap((rows) => Effect.forEach(rows, decodeSummary))
+      )
     }
 
     const changes: Service["changes"] = (goalId, fromSeq, tags) =>
@@ -299,9 +328,23 @@ const makeWith = (input: Config.Input, mayInitialise: boolean): Effect.Effect<Se
         })
       )
 
+    /** The latest snapshot, if it is of this rx's State version and decodes; otherwise none (fold from the start). */
     const snapshot: Service["snapshot"] = (goalId) =>
-      atomically(readSnapshot(conn, goalId)).pipe(
-        Effect.catchTag("SqlError", (error) => Effect.fail(failed(`reading the snapshot of goal ${goalId}`, goalId)(error)))
+      db.read((tx) => Either.right(tx.get(selectSnapshotSql, [goalId]))).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(failed(`reading the snapshot of goal ${goalId}`, goalId)(error))),
+        Effect.flatMap((row): Effect.Effect<Option.Option<StateStore.Snapshot>> => {
+          if (row === undefined || field(row, "state_version") !== State.version) return Effect.succeed(Option.none())
+          const seq = field(row, "seq")
+          const decoded = decodeStateJson(field(row, "state"))
+          if (Either.isRight(decoded) && decoded.right.goalId === goalId && decoded.right.seq === seq) {
+            return Effect.succeed(Option.some({ seq: decoded.right.seq, state: decoded.right }))
+          }
+          const why = Either.isLeft(decoded) ? decoded.left.message : `it holds goal ${decoded.right.goalId}'s State at seq ${decoded.right.seq}`
+          return Effect.as(
+            Effect.logWarning(`goal ${goalId}: its snapshot at seq ${String(seq)} is not usable (${why}); its State is folded from the start`),
+            Option.none()
+          )
+        })
       )
 
     const where = (what: string, goalId: string) => ({ ...config, what, goalId })
@@ -314,25 +357,27 @@ const makeWith = (input: Config.Input, mayInitialise: boolean): Effect.Effect<Se
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const token = newToken()
-        const take = Effect.gen(function*() {
-          const rows = yield* query(conn, selectLeaseSql, [goalId])
-          if (rows[0] !== undefined) {
-            const holder = yield* decodeHolder(goalId, rows[0])
-            if (isAlive(holder, now, config.leaseTimeoutMs)) {
-              return yield* new StateStore.LeaseHeld({ goalId, holder: describeHolder(holder) })
+        yield* db.write((tx): Either.Either<void, StateStore.LeaseHeld | StoreError> => {
+          const row = tx.get(selectLeaseSql, [goalId])
+          if (row !== undefined) {
+            const holder = decodeHolder(goalId, row)
+            if (Either.isLeft(holder)) return holder
+            if (isAlive(holder.right, now, config.leaseTimeoutMs)) {
+              return Either.left(new StateStore.LeaseHeld({ goalId, holder: describeHolder(holder.right) }))
             }
           }
-          yield* query(conn, upsertLeaseSql, [goalId, thisHost, process.pid, token, now, now])
-        })
-        yield* atomically(Effect.zipRight(immediate(conn, take), Effect.sync(() => processLeases.tokens.add(token)))).pipe(
+          tx.run(upsertLeaseSql, [goalId, thisHost, process.pid, token, now, now])
+          return Either.void
+        }).pipe(
           Effect.catchTag("SqlError", (error) => Effect.fail(toStoreError(where(`taking the lease of goal ${goalId}`, goalId), error)))
         )
+        processLeases.tokens.add(token)
         return token
       })
 
     /** Delete our row (only ours: a taker's row stays). Never fails: a failure is logged. */
     const release = (goalId: string, token: string) =>
-      atomically(query(conn, deleteLeaseSql, [goalId, token])).pipe(
+      db.write((tx) => Either.right(tx.run(deleteLeaseSql, [goalId, token]))).pipe(
         Effect.catchAllCause((cause) =>
           Effect.logWarning(
             `releasing the lease of goal ${goalId} failed (${
@@ -352,8 +397,7 @@ const makeWith = (input: Config.Input, mayInitialise: boolean): Effect.Effect<Se
         while (true) {
           yield* Effect.sleep(config.leaseHeartbeatMs)
           const now = yield* Clock.currentTimeMillis
-          const beat = yield* atomically(query(conn, heartbeatSql, [now, goalId, token])).pipe(
-            Effect.map((rows) => rows.length > 0),
+          const beat = yield* db.write((tx) => Either.right(tx.run(heartbeatSql, [now, goalId, token]) > 0)).pipe(
             Effect.catchAllCause((cause) =>
               Effect.as(
                 Effect.logWarning(`the heartbeat of the lease of goal ${goalId} failed: ${
@@ -387,38 +431,17 @@ const makeWith = (input: Config.Input, mayInitialise: boolean): Effect.Effect<Se
     return StateStore.StateStore.of({ append, load, goal, goals, changes, snapshot, lease })
   })
 
-/**
- * The SQLite store as a Layer: opens `filename` and closes it with the scope. A new log is
- * created only where no file exists (and `create` is not false); an existing file must be an rx
- * log (older schemas are migrated), and anything else is a `DatabaseRefused`, the file untouched.
- */
-export const layer = (input: Config.Input): Layer.Layer<StateStore.StateStore, StoreError | DatabaseRefused> =>
-  Layer.unwrapEffect(
-    Effect.gen(function*() {
-      const config = yield* Config.decode(input)
-      yield* prepare(config)
-      return Layer.effect(StateStore.StateStore, makeWith(input, false)).pipe(Layer.provide(layerClient(input)))
-    })
-  )
-
 const selectLeaseSql = "SELECT host, pid, token, acquired_at, heartbeat_at FROM leases WHERE goal_id = ?"
 const upsertLeaseSql = `INSERT INTO leases (goal_id, host, pid, token, acquired_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (goal_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, token = excluded.token,
   acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at`
 const deleteLeaseSql = "DELETE FROM leases WHERE goal_id = ? AND token = ?"
-const heartbeatSql = "UPDATE leases SET heartbeat_at = ? WHERE goal_id = ? AND token = ? RETURNING goal_id"
+const heartbeatSql = "UPDATE leases SET heartbeat_at = ? WHERE goal_id = ? AND token = ?"
 
-/** Goals whose summary and folded State are kept in memory between appends. */
-const maxKnownGoals = 256
-
-interface Known {
-  readonly summary: GoalSummary.GoalSummary
-  readonly state: State.State | undefined
-}
+/** Goals whose summary row is kept in memory between appends. */
+const maxCachedSummaries = 256
 
 const lastSeqSql = "SELECT max(seq) AS last FROM events WHERE goal_id = ?"
-const selectEventsSql = "SELECT seq, tag, version, payload FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq"
-const selectRangeSql = "SELECT seq, tag, version, payload FROM events WHERE goal_id = ? AND seq >= ? AND seq < ? ORDER BY seq"
 const selectGoalSql = "SELECT * FROM goals WHERE goal_id = ?"
 /** The summary after an append, only if the goal's log still ends at the expected seq (`goals_newest` untouched). */
 const advanceGoalSql = `UPDATE goals SET status = ?, iterations = ?, next_seq = ?, last_iteration = ?, reason = ?, updated_at = ?
@@ -437,8 +460,8 @@ const insertSqls = new Map<number, string>()
 const insertSql = (n: number): string => {
   const cached = insertSqls.get(n)
   if (cached !== undefined) return cached
-  const sql = `INSERT INTO events (goal_id, seq, tag, version, payload) VALUES ${
-    Array.from({ length: n }, () => "(?, ?, ?, ?, ?)").join(", ")
+  const sql = `INSERT INTO events (goal_id, seq, tag, version, format, payload) VALUES ${
+    Array.from({ length: n }, () => "(?, ?, ?, ?, ?, ?)").join(", ")
   }`
   insertSqls.set(n, sql)
   return sql
@@ -459,9 +482,9 @@ const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> => [
 const decodeSummaryEither = Schema.decodeUnknownEither(GoalSummary.GoalSummary)
 
 /** A `goals` row as a `GoalSummary`. */
-const decodeSummary = (row: unknown): Effect.Effect<GoalSummary.GoalSummary, StoreError> => {
+const decodeSummary = (row: unknown): Either.Either<GoalSummary.GoalSummary, StoreError> => {
   const goalId = field(row, "goal_id")
-  return Either.match(
+  return Either.mapLeft(
     decodeSummaryEither({
       goalId,
       goal: field(row, "goal"),
@@ -473,32 +496,13 @@ const decodeSummary = (row: unknown): Effect.Effect<GoalSummary.GoalSummary, Sto
       submittedAt: field(row, "submitted_at"),
       updatedAt: field(row, "updated_at")
     }),
-    {
-      onLeft: (error) =>
-        Effect.fail(
-          new StoreError({
-            message: `the goals row of ${String(goalId)} does not decode: ${error.message}`,
-            ...(typeof goalId === "string" ? { goalId } : {})
-          })
-        ),
-      onRight: Effect.succeed
-    }
+    (error) =>
+      new StoreError({
+        message: `the goals row of ${String(goalId)} does not decode: ${error.message}`,
+        ...(typeof goalId === "string" ? { goalId } : {})
+      })
   )
 }
 
 const decodeStateJson = Schema.decodeUnknownEither(Schema.parseJson(State.State))
 const encodeStateJson = Schema.encodeEither(Schema.parseJson(State.State))
-
-/** The State as snapshot JSON; a State that cannot be encoded is simply not snapshotted. */
-const encodeState = (state: State.State): Either.Either<string, unknown> => encodeStateJson(state)
-
-/** The goal's snapshot if it is of this rx's State version and decodes; otherwise none (fold from scratch). */
-const readSnapshot = (conn: Connection, goalId: string) =>
-  Effect.map(query(conn, selectSnapshotSql, [goalId]), (rows): Option.Option<StateStore.Snapshot> => {
-    const row = rows[0]
-    if (row === undefined || field(row, "state_version") !== State.version) return Option.none()
-    const seq = field(row, "seq")
-    const decoded = decodeStateJson(field(row, "state"))
-    if (Either.isLeft(decoded) || decoded.right.goalId !== goalId || decoded.right.seq !== seq) return Option.none()
-    return Option.some({ seq: decoded.right.seq, state: decoded.right })
-  })

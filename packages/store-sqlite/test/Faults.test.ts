@@ -5,7 +5,7 @@
  * the store's `readonly` option, and from `chattr +i` where the filesystem supports it.
  */
 import { describe, expect, it } from "@effect/vitest"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Layer, Schema } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -19,7 +19,7 @@ import { layerWithClient, tempDb, tempDir } from "./helpers.js"
 const big = (i: number) => `${i}:`.padEnd(6_000, "x")
 
 /** The cause of a fault, switched on and off through the store's own connection. */
-type Fault = (client: SqliteClient.SqliteClient) => Effect.Effect<void>
+type Fault = (client: SqlClient.SqlClient) => Effect.Effect<void>
 
 /** A tool with a large output; `during` runs inside the call (to fail the outcome's commit). */
 const bigEcho = (during: (iteration: number) => Effect.Effect<void>) =>
@@ -59,14 +59,14 @@ const atBoundary = (events: ReadonlyArray<Event.Event>) =>
 
 /** Run until the fault strikes, then lift it and resume; check the error and both logs. */
 const faultThenResume = (options: {
-  readonly store: Layer.Layer<StateStore.StateStore | SqliteClient.SqliteClient, StateStore.StoreError | SqliteStore.DatabaseRefused>
+  readonly store: Layer.Layer<StateStore.StateStore | SqlClient.SqlClient, StateStore.StoreError | SqliteStore.DatabaseRefused>
   readonly inject: Fault
   readonly lift: Fault
   readonly where: "answer" | "call"
   readonly expected: string
 }) =>
   Effect.gen(function*() {
-    const client = yield* SqliteClient.SqliteClient
+    const client = yield* SqlClient.SqlClient
     const at = (i: number) => (i === 3 ? options.inject(client) : Effect.void)
     const failed = yield* Runner.run({ goal: "big", goalId: "g" }).pipe(
       Effect.provide(options.where === "answer" ? services(at, none) : services(none, at)),
@@ -90,7 +90,7 @@ const faultThenResume = (options: {
 const pragma = (sql: string): Fault => (client) => Effect.orDie(client.unsafe(sql))
 
 /** Cap the database at its current size: the next page it needs is SQLITE_FULL. */
-const capAtCurrentSize = (client: SqliteClient.SqliteClient) =>
+const capAtCurrentSize = (client: SqlClient.SqlClient) =>
   Effect.orDie(Effect.gen(function*() {
     const rows = yield* client.unsafe<{ readonly page_count: number }>("PRAGMA page_count")
     yield* client.unsafe(`PRAGMA max_page_count = ${rows[0]?.page_count ?? 1}`)

@@ -22,7 +22,7 @@ const child = fileURLToPath(new URL("./fixtures/runner-child.mjs", import.meta.u
 
 const lease = (goalId: string) => Effect.flatMap(StateStore.StateStore, (store) => store.lease(goalId))
 const leaseRows = (goalId: string) =>
-  Effect.flatMap(SqliteClient.SqliteClient, (client) =>
+  Effect.flatMap(SqlClient.SqlClient, (client) =>
     client.unsafe<{ readonly host: string; readonly pid: number; readonly token: string; readonly heartbeat_at: number }>(
       "SELECT host, pid, token, heartbeat_at FROM leases WHERE goal_id = ?",
       [goalId]
@@ -52,11 +52,13 @@ describe("leases", () => {
           Effect.provideServiceEffect(SqlClient.SqlClient, SqliteClient.SqliteClient)
         )
         const client = yield* SqliteClient.SqliteClient
+        // The payload as rx 0.1 wrote it: slim, the row's columns hold _tag, goal_id and seq.
+        const { _tag: _t, goalId: _g, seq: _s, ...slim } = JSON.parse(Event.encodeJson(event)) as Record<string, unknown>
         yield* client.unsafe("INSERT INTO events (goal_id, seq, tag, version, payload) VALUES (?, 0, ?, ?, ?)", [
           "old",
           event._tag,
           Event.version,
-          Event.encodeJson(event)
+          JSON.stringify(slim)
         ])
         expect(yield* client.unsafe("SELECT name FROM sqlite_master WHERE name = 'leases'")).toEqual([])
       }).pipe(Effect.provide(Layer.fresh(SqliteStore.layerClient({ filename }))))

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Fiber, Layer, Option, Stream } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Chunk, Clock, Context, Deferred, Effect, Either, Fiber, HashMap, Layer, List, Logger, Option, Schema, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Event, GoalSummary, Replay, Runner, State, StateStore, StoreConformance } from "@rx/kernel"
@@ -8,6 +9,19 @@ import { contiguous, echoRun, endsOnce, submitted } from "./fixtures.js"
 import { exec, layerWithClient, tempDb, tempDir } from "./helpers.js"
 
 const loadAll = (goalId: string) => Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId))
+
+/** A logger that keeps what it is given: the message, annotations and log span labels. */
+const capture = () => {
+  const lines: Array<{ readonly message: unknown; readonly annotations: Record<string, unknown>; readonly spans: ReadonlyArray<string> }> = []
+  const logger = Logger.make(({ annotations, message, spans }) => {
+    lines.push({
+      message: Array.isArray(message) && message.length === 1 ? message[0] : message,
+      annotations: Object.fromEntries(HashMap.toEntries(annotations)),
+      spans: List.toArray(spans).map((span) => span.label)
+    })
+  })
+  return { lines, layer: Logger.replace(Logger.defaultLogger, logger) }
+}
 
 describe("SqliteStore", () => {
   it.scoped("runs a goal, and a new store on the file reads the same log, which replays", () =>
@@ -49,23 +63,48 @@ describe("SqliteStore", () => {
       }).pipe(Effect.provide(layer))
     }))
 
-  it.scoped("stores payloads without _tag, goalId and seq (the row holds them) and still reads full payloads", () =>
+  it.scoped("every row names its payload format (2, slim) and the decoder goes by it: a payload unlike its format is a StoreError naming goal and seq", () =>
     Effect.gen(function*() {
       const filename = yield* tempDb
       yield* Effect.gen(function*() {
         const store = yield* StateStore.StateStore
         const log = StoreConformance.sampleLog("g")
-        yield* store.append("g", 0, log)
-        const rows = (yield* exec("SELECT payload FROM events WHERE goal_id = 'g' ORDER BY seq")) as ReadonlyArray<{ payload: string }>
+        yield* store.append("g", 0, log.slice(0, 2))
+        yield* store.append("g", 2, log.slice(2))
+        const rows = (yield* exec("SELECT format, payload FROM events WHERE goal_id = 'g' ORDER BY seq")) as ReadonlyArray<{ format: number; payload: string }>
+        expect(rows.map((row) => row.format)).toEqual(log.map(() => 2))
         for (const row of rows) expect(Object.keys(JSON.parse(row.payload)).filter((k) => ["_tag", "goalId", "seq"].includes(k))).toEqual([])
-        // A row written in the full format (goalId and seq in the payload) reads the same.
-        const full = Event.encodeJson(log[3] as Event.Event)
-        yield* exec(`UPDATE events SET payload = '${full.replaceAll("'", "''")}' WHERE goal_id = 'g' AND seq = 3`)
-        const loaded = yield* store.load("g")
-        expect(loaded).toEqual(log)
-        // A full payload naming another seq than its row is refused.
-        yield* exec(`UPDATE events SET payload = '${Event.encodeJson({ ...(log[3] as Event.Event), seq: 9 }).replaceAll("'", "''")}' WHERE goal_id = 'g' AND seq = 3`)
-        expect((yield* Effect.flip(store.load("g"))).message).toContain("seq 9")
+        const slim = (rows[3]?.payload ?? "").replaceAll("'", "''")
+        const full = (event: Event.Event) => Event.encodeJson(event).replaceAll("'", "''")
+        const set = (format: number, payload: string) => exec(`UPDATE events SET format = ${format}, payload = '${payload}' WHERE goal_id = 'g' AND seq = 3`)
+        const refused = Effect.flatMap(Effect.flip(store.load("g")), (error) =>
+          Effect.sync(() => {
+            expect(error).toMatchObject({ _tag: "StoreError", goalId: "g", seq: 3 })
+            return error.message
+          }))
+
+        // A full payload marked full (format 1) reads as the same event.
+        yield* set(1, full(log[3] as Event.Event))
+        expect(yield* store.load("g")).toEqual(log)
+        // The same full payload marked slim is refused, not read as the event it holds.
+        yield* set(2, full(log[3] as Event.Event))
+        expect(yield* refused).toContain("says its payload is slim (format 2), but the payload holds _tag, goalId or seq")
+        // A slim payload marked full is refused.
+        yield* set(1, slim)
+        expect(yield* refused).toContain("says its payload is full (format 1), but the payload lacks _tag, goalId or seq")
+        // A format this rx does not know.
+        yield* set(7, slim)
+        expect(yield* refused).toContain("payload format 7, which this rx does not know")
+        // A full payload naming another seq, or another kind of event than its row.
+        yield* set(1, full({ ...(log[3] as Event.Event), seq: 9 }))
+        expect(yield* refused).toContain("says goal g, seq 9")
+        yield* set(1, full({ ...(log[2] as Event.Event), seq: 3 }))
+        expect(yield* refused).toContain("the row is a ToolSucceeded, but its payload is a ToolStarted")
+        // The tagged reads of `changes` go by the format too.
+        const tagged = yield* Effect.flip(Stream.runCollect(Stream.take(store.changes("g", 0, ["ToolSucceeded"]), 1)))
+        expect(tagged).toMatchObject({ _tag: "StoreError", goalId: "g", seq: 3 })
+        yield* set(2, slim)
+        expect(yield* store.load("g")).toEqual(log)
       }).pipe(Effect.provide(layerWithClient({ filename })))
     }))
 
@@ -98,7 +137,7 @@ describe("SqliteStore", () => {
       expect(badConfig.message).toContain("snapshotEvery")
     }))
 
-  it.scoped("snapshots: stored every N events, used by restore, rebuilt by another connection, ignored when stale", () =>
+  it.scoped("snapshots: the runner's State, saved every N events and used by restore; ignored when of another version or corrupt", () =>
     Effect.gen(function*() {
       const filename = yield* tempDb
       const config = { filename, snapshotEvery: 5 }
@@ -106,6 +145,7 @@ describe("SqliteStore", () => {
         Effect.provide(Layer.merge(SqliteStore.layer(config), echoRun(6)))
       )
       expect(result.reason).toBe("done")
+      const logs = capture()
       yield* Effect.gen(function*() {
         const store = yield* StateStore.StateStore
         const events = yield* store.load("g")
@@ -117,40 +157,56 @@ describe("SqliteStore", () => {
           expect(state).toEqual(State.fromEvents("g", events.slice(0, seq)))
         }
         expect(yield* Runner.restore("g")).toEqual(State.fromEvents("g", events))
-        // A snapshot of another State version is ignored: restore folds from scratch.
+        // A snapshot of another State version is ignored: restore folds from the start.
         yield* exec(`UPDATE snapshots SET state_version = ${State.version + 1}`)
         expect(Option.isNone(yield* store.snapshot("g"))).toBe(true)
         expect(yield* Runner.restore("g")).toEqual(State.fromEvents("g", events))
-        // A corrupt snapshot is ignored too.
+        expect(logs.lines).toEqual([])
+        // A corrupt snapshot is ignored too, with a warning.
         yield* exec(`UPDATE snapshots SET state_version = ${State.version}, state = '{"goalId": 1}'`)
         expect(Option.isNone(yield* store.snapshot("g"))).toBe(true)
-      }).pipe(Effect.provide(layerWithClient(config)))
+        expect(yield* Runner.restore("g")).toEqual(State.fromEvents("g", events))
+        expect(logs.lines.map((line) => line.message)).toEqual([
+          expect.stringContaining("goal g: its snapshot at seq"),
+          expect.stringContaining("goal g: its snapshot at seq")
+        ])
+      }).pipe(Effect.provide(layerWithClient(config)), Effect.provide(logs.layer))
+    }))
 
-      // Two stores append alternately: each one's cache goes cold, and due snapshots are rebuilt.
-      const a = yield* Layer.build(SqliteStore.layer(config))
-      const b = yield* Layer.build(SqliteStore.layer(config))
-      const log = [submitted("h"), ...StoreConformance.sampleLog("h").slice(1, 5)]
-      const more = Array.from({ length: 12 }, (_, i): Event.Event => ({
-        _tag: "CancelRequested", goalId: "h", seq: 5 + i, iteration: 1, at: 2_000 + i, reason: `r${i}`
-      }))
-      const all = [...log, ...more]
-      for (let i = 0; i < all.length; i += 2) {
-        const batch = all.slice(i, i + 2)
-        yield* Effect.flatMap(StateStore.StateStore, (s) => s.append("h", i, batch)).pipe(Effect.provide(i % 4 === 0 ? a : b))
-      }
-      const snap = yield* Effect.flatMap(StateStore.StateStore, (s) => s.snapshot("h")).pipe(Effect.provide(a))
-      expect(Option.map(snap, (s) => s.seq)).toEqual(Option.some(16))
-      expect(Option.map(snap, (s) => s.state)).toEqual(Option.some(State.fromEvents("h", all.slice(0, 16))))
-      // A snapshot of another State version is rebuilt at the next one due.
-      yield* exec(`UPDATE snapshots SET state_version = ${State.version + 1} WHERE goal_id = 'h'`).pipe(
-        Effect.provide(SqliteStore.layerClient(config))
-      )
-      const later = Array.from({ length: 4 }, (_, i): Event.Event => ({
-        _tag: "CancelRequested", goalId: "h", seq: 17 + i, iteration: 1, at: 3_000 + i, reason: `later${i}`
-      }))
-      yield* Effect.flatMap(StateStore.StateStore, (s) => s.append("h", 17, later)).pipe(Effect.provide(b))
-      const rebuilt = yield* Effect.flatMap(StateStore.StateStore, (s) => s.snapshot("h")).pipe(Effect.provide(a))
-      expect(Option.map(rebuilt, (s) => s.state)).toEqual(Option.some(State.fromEvents("h", [...all, ...later])))
+  it.scoped("the store folds nothing: a snapshot is the very State handed with the batch that crossed N events; appends without one save none", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      const log = StoreConformance.sampleLog("f")
+      // No fold of the events gives these States: the goal text marks each as the one handed over.
+      const handed = (upTo: number): State.State => ({ ...State.fromEvents("f", log.slice(0, upTo)), goal: `handed at ${upTo}` })
+      const logs = capture()
+      yield* Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const snapshotRow = Effect.map(exec("SELECT seq, state_version, state FROM snapshots WHERE goal_id = 'f'"), (rows) => rows[0])
+        yield* store.append("f", 0, log.slice(0, 2), handed(2))
+        expect(yield* store.snapshot("f")).toEqual(Option.none())
+        // Crossing 3: the State handed is saved as it is, encoded by its Schema, with its version.
+        yield* store.append("f", 2, log.slice(2, 4), handed(4))
+        expect(yield* store.snapshot("f")).toEqual(Option.some({ seq: 4, state: handed(4) }))
+        expect(yield* snapshotRow).toEqual({
+          seq: 4,
+          state_version: State.version,
+          state: Schema.encodeSync(Schema.parseJson(State.State))(handed(4))
+        })
+        // Crossing 6 with no State handed (an append from outside the runner): nothing saved.
+        yield* store.append("f", 4, log.slice(4))
+        expect(Option.map(yield* store.snapshot("f"), (s) => s.seq)).toEqual(Option.some(4))
+        // A State that is not the goal's after the batch is not saved; the append goes on.
+        const other = [submitted("o"), ...StoreConformance.sampleLog("o").slice(1)]
+        yield* store.append("o", 0, other.slice(0, 3), handed(3))
+        expect(yield* store.snapshot("o")).toEqual(Option.none())
+        expect((yield* store.load("o")).length).toBe(3)
+        expect(logs.lines.map((line) => line.message)).toEqual([
+          "goal o: the State handed with the events up to seq 3 is goal f's at seq 3; no snapshot is saved"
+        ])
+        // Restore starts from the State handed over, then folds the events after it.
+        expect((yield* Runner.restore("f")).goal).toBe("handed at 4")
+      }).pipe(Effect.provide(layerWithClient({ filename, snapshotEvery: 3 })), Effect.provide(logs.layer))
     }))
 
   it.scopedLive("a write lock held by another connection past the busy timeout is a clear error; nothing is appended", () =>
@@ -228,5 +284,75 @@ describe("SqliteStore", () => {
       const events = yield* Effect.provide(loadAll("race"), first)
       expect(contiguous(events) && endsOnce(events)).toBe(true)
       expect((yield* Replay.verify(events)).reason).toBe("done")
+    }))
+
+  it.scopedLive("appends from many fibers at once: one wins each seq, the others get AppendConflict; every log stays whole", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      const store = yield* Effect.provide(StateStore.StateStore, yield* Layer.build(SqliteStore.layer({ filename, synchronous: "NORMAL" })))
+      yield* store.append("race", 0, [submitted("race")])
+      const cancel = (i: number): Event.Event => ({ _tag: "CancelRequested", goalId: "race", seq: 1, iteration: 0, at: 2_000 + i, reason: `r${i}` })
+      const outcomes = yield* Effect.all(
+        Array.from({ length: 20 }, (_, i) => Effect.either(Effect.zipRight(Effect.yieldNow(), store.append("race", 1, [cancel(i)])))),
+        { concurrency: "unbounded" }
+      )
+      expect(outcomes.filter(Either.isRight)).toHaveLength(1)
+      expect(outcomes.filter(Either.isLeft).map((o) => Either.isLeft(o) && o.left._tag)).toEqual(Array.from({ length: 19 }, () => "AppendConflict"))
+      expect((yield* store.load("race")).length).toBe(2)
+      // Twenty goals appended event by event, all at once.
+      const ids = Array.from({ length: 20 }, (_, i) => `many-${i}`)
+      yield* Effect.forEach(ids, (goalId) => {
+        const log = StoreConformance.sampleLog(goalId)
+        return Effect.forEach(log, (event, seq) => Effect.zipRight(Effect.yieldNow(), store.append(goalId, seq, [event])), { discard: true })
+      }, { concurrency: "unbounded", discard: true })
+      for (const goalId of ids) {
+        expect(yield* store.load(goalId)).toEqual(StoreConformance.sampleLog(goalId))
+        expect(yield* store.goal(goalId)).toEqual(Option.some(GoalSummary.updateAll(undefined, StoreConformance.sampleLog(goalId))))
+      }
+    }))
+
+  it.scoped("store operations run in the caller's fiber: a warning reaches the caller's logger with its annotations and log spans", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      const logs = capture()
+      yield* Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const log = StoreConformance.sampleLog("w")
+        yield* store.append("w", 0, log, { ...State.fromEvents("w", log), goal: "handed" })
+        yield* exec("UPDATE snapshots SET state = 'not json'")
+        expect(yield* store.snapshot("w").pipe(Effect.annotateLogs("caller", "test"), Effect.withLogSpan("caller-span"))).toEqual(Option.none())
+      }).pipe(Effect.provide(layerWithClient({ filename, snapshotEvery: 2 })), Effect.provide(logs.layer))
+      expect(logs.lines).toHaveLength(1)
+      expect(logs.lines[0]?.message).toContain("goal w: its snapshot at seq 6 is not usable")
+      expect(logs.lines[0]?.annotations).toEqual({ caller: "test" })
+      expect(logs.lines[0]?.spans).toEqual(["caller-span"])
+    }))
+
+  it.scopedLive("a transaction held through the store's client makes the store wait for it; one begun behind the client's back makes it fail clearly", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      const context = yield* Layer.build(layerWithClient({ filename }))
+      const store = Context.get(context, StateStore.StateStore)
+      const sql = Context.get(context, SqlClient.SqlClient)
+      const log = StoreConformance.sampleLog("t")
+      yield* store.append("t", 0, log.slice(0, 1))
+      // The client's transaction (BEGIN IMMEDIATE) stays open across a sleep; the append waits for its commit.
+      const committed = yield* Deferred.make<number>()
+      const held = yield* Effect.fork(sql.withTransaction(
+        Effect.zipRight(Effect.sleep("100 millis"), Effect.flatMap(Clock.currentTimeMillis, (now) => Deferred.succeed(committed, now)))
+      ))
+      yield* Effect.sleep("20 millis")
+      yield* store.append("t", 1, log.slice(1, 2))
+      const appendedAt = yield* Clock.currentTimeMillis
+      yield* Fiber.join(held)
+      expect(appendedAt).toBeGreaterThanOrEqual(yield* Deferred.await(committed))
+      // A transaction begun with a bare statement is not the client's: the store refuses to run inside it.
+      yield* sql.unsafe("BEGIN")
+      const refused = yield* Effect.flip(store.append("t", 2, log.slice(2, 3)))
+      expect(refused._tag).toBe("StoreError")
+      expect(refused.message).toContain("a transaction is open on the store's connection")
+      yield* sql.unsafe("ROLLBACK")
+      yield* store.append("t", 2, log.slice(2))
+      expect(yield* store.load("t")).toEqual(log)
     }))
 })

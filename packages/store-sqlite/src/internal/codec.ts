@@ -1,7 +1,16 @@
-/** Events to and from `events` rows: the slim payload, and decoding a row checked against its key. */
+/**
+ * Events to and from `events` rows. A row's `format` column says how its payload is written, and
+ * the decoder goes by it, never by the payload's shape:
+ * - 1, full: the event's whole JSON encoding, `_tag`, `goalId` and `seq` included (checked
+ *   against the row's columns). No rx writes it; rows can be marked so by hand (see the README).
+ * - 2, slim: the encoding without `_tag`, `goalId` and `seq`, which the row's columns hold (about
+ *   70 bytes less per event). The store writes this one.
+ */
 import { Effect, Either, Schema } from "effect"
 import { Event, StateStore } from "@rx/kernel"
-import { field } from "./sql.js"
+
+/** The payload formats a row may name in its `format` column. */
+export const Format = { full: 1, slim: 2 } as const
 
 /** A stored event that cannot be read: never skipped. */
 export const corrupt = (goalId: string, seq: number, why: string): Effect.Effect<never, StateStore.StoreError> =>
@@ -13,10 +22,7 @@ export const corrupt = (goalId: string, seq: number, why: string): Effect.Effect
     })
   )
 
-/**
- * The payload stored for an event: its JSON without `_tag`, `goalId` and `seq`, which the
- * row's columns already hold (about 70 bytes less per event).
- */
+/** The slim payload of an event (format 2). */
 export const slimJson = (event: Event.Event): string => {
   const { _tag: _t, goalId: _g, seq: _s, ...rest } = Event.is(event) ? event : encodeEvent(event)
   return JSON.stringify(rest)
@@ -24,38 +30,50 @@ export const slimJson = (event: Event.Event): string => {
 
 const encodeEvent = Schema.encodeSync(Event.Event)
 
-/**
- * An event from its row. A slim payload gets `_tag`, `goalId` and `seq` back from the columns,
- * in the order the runner writes them (so `rx events` prints what `rx run --json` printed); a
- * payload with its own `goalId` (written before payloads were slim) is decoded as it is, and
- * its ids are checked against the row by the caller.
- */
-const decodePayload = (
-  payload: string,
-  tag: unknown,
-  version: number,
-  goalId: string,
-  seq: number
-): Either.Either<Event.Event, string> =>
-  Either.flatMap(
-    Either.try({ try: (): unknown => JSON.parse(payload), catch: (error) => `not JSON: ${error instanceof Error ? error.message : String(error)}` }),
-    (value) =>
-      typeof value === "object" && value !== null && !Array.isArray(value) && !("goalId" in value)
-        ? Event.decode({ _tag: tag, goalId, seq, ...value }, version)
-        : Event.decode(value, version)
-  )
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const parse = (payload: string): Either.Either<unknown, string> =>
+  Either.try({ try: (): unknown => JSON.parse(payload), catch: (error) => `not JSON: ${error instanceof Error ? error.message : String(error)}` })
+
+/** A payload of `format`, with the row's tag and ids, as the event's encoding to decode; or why it is not one. */
+const encodingOf = (format: unknown, value: unknown, tag: unknown, goalId: string, seq: number): Either.Either<unknown, string> => {
+  if (!isObject(value)) return Either.left("the payload is not a JSON object")
+  if (format === Format.slim) {
+    if ("_tag" in value || "goalId" in value || "seq" in value) {
+      return Either.left(
+        "the row says its payload is slim (format 2), but the payload holds _tag, goalId or seq as a full one does (a log written before rx 0.1 has such rows: see the store's README to mark them format 1)"
+      )
+    }
+    // The row's ids first, in the order the runner writes them (so `rx events` prints what `rx run --json` printed).
+    return Either.right({ _tag: tag, goalId, seq, ...value })
+  }
+  if (format === Format.full) {
+    if (!("_tag" in value) || !("goalId" in value) || !("seq" in value)) {
+      return Either.left("the row says its payload is full (format 1), but the payload lacks _tag, goalId or seq")
+    }
+    if (value["_tag"] !== tag) return Either.left(`the row is a ${String(tag)}, but its payload is a ${String(value["_tag"])}`)
+    return Either.right(value)
+  }
+  return Either.left(`the row names payload format ${String(format)}, which this rx does not know (1: full, 2: slim); if a newer rx wrote it, upgrade rx`)
+}
+
+/** An `events` row as column values, in the order of `eventColumns`: seq, tag, version, format, payload. */
+export type EventRow = ReadonlyArray<unknown>
 
 /**
- * One row of `events` (`seq, tag, version, payload`) expected at `seq`, decoded; or why it
- * cannot be read (a gap, no payload, a payload that does not decode, ids that differ from the row).
+ * One row of `events` expected at `seq`, decoded; or why it cannot be read (a gap, no payload, a
+ * payload that does not match its format or does not decode, ids that differ from the row).
  */
-export const decodeRow = (goalId: string, seq: number, row: unknown): Either.Either<Event.Event, string> => {
-  const stored = field(row, "seq")
+export const decodeRow = (goalId: string, seq: number, row: EventRow): Either.Either<Event.Event, string> => {
+  const stored = row[0]
   if (stored !== seq) return Either.left(`the log has no event at this seq (the next stored one is ${String(stored)})`)
-  const version = field(row, "version")
-  const payload = field(row, "payload")
+  const version = row[2]
+  const payload = row[4]
   if (typeof version !== "number" || typeof payload !== "string") return Either.left("the row has no version or payload")
-  const decoded = decodePayload(payload, field(row, "tag"), version, goalId, seq)
+  const value = parse(payload)
+  const encoded = Either.isLeft(value) ? value : encodingOf(row[3], value.right, row[1], goalId, seq)
+  const decoded = Either.isLeft(encoded) ? encoded : Event.decode(encoded.right, version)
   if (Either.isLeft(decoded)) return Either.left(`the stored event (encoding version ${version}) does not decode: ${decoded.left}`)
   const event = decoded.right
   if (event.goalId !== goalId || event.seq !== seq) return Either.left(`the stored event says goal ${event.goalId}, seq ${event.seq}`)
@@ -63,19 +81,19 @@ export const decodeRow = (goalId: string, seq: number, row: unknown): Either.Eit
 }
 
 /**
- * Rows of `events` (`seq, tag, version, payload`), decoded in one plain loop. With `fromSeq`, rows
- * must be the seqs from it with no gap; without, any ascending subset. A gap, a bad row or a
- * mismatched event fails naming goal and seq.
+ * Rows of `events` decoded in one plain loop. With `fromSeq`, rows must be the seqs from it with
+ * no gap; without, any ascending subset. A gap, a bad row or a mismatched event fails naming goal
+ * and seq.
  */
 export const decodeRows = (
   goalId: string,
   fromSeq: number | undefined,
-  rows: ReadonlyArray<unknown>
+  rows: ReadonlyArray<EventRow>
 ): Effect.Effect<ReadonlyArray<Event.Event>, StateStore.StoreError> => {
   const events: Array<Event.Event> = new Array(rows.length)
   for (let i = 0; i < rows.length; i++) {
-    const row = rows[i]
-    const seq = field(row, "seq")
+    const row = rows[i] ?? []
+    const seq = row[0]
     const expected = fromSeq === undefined ? (typeof seq === "number" ? seq : -1) : fromSeq + i
     const decoded = decodeRow(goalId, expected, row)
     if (Either.isLeft(decoded)) return corrupt(goalId, expected, decoded.left)
@@ -83,3 +101,14 @@ export const decodeRows = (
   }
   return Effect.succeed(events)
 }
+
+/** The schema version that added the `format` column. */
+export const formatColumnSince = 3
+
+/**
+ * The columns `decodeRow` reads, in its order, from a schema of `version`. Schemas before the
+ * `format` column hold slim payloads only (rx 0.1 wrote them so), which the migration records as
+ * format 2 too.
+ */
+export const eventColumns = (version: number): string =>
+  version >= formatColumnSince ? "seq, tag, version, format, payload" : `seq, tag, version, ${Format.slim} AS format, payload`

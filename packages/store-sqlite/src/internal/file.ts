@@ -4,13 +4,12 @@
  * temporary name and linked into place, so no process ever sees a half-created file at the
  * path, and two processes creating it at once both end up on the same, complete log.
  */
-import * as Reactivity from "@effect/experimental/Reactivity"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Effect, Either } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { StateStore } from "@rx/kernel"
 import * as Migrations from "../Migrations.js"
+import * as Database from "./database.js"
 import { DatabaseRefused, toStoreError } from "./errors.js"
 
 /** The first 16 bytes of every SQLite database file. */
@@ -102,12 +101,13 @@ const create = (options: Options) =>
       return yield* new StateStore.StoreError({ message: `cannot create ${filename}: its folder ${dir} does not exist` })
     }
     yield* Effect.scoped(Effect.gen(function*() {
-      const client = yield* SqliteClient.make({ filename: temp }).pipe(
-        Effect.catchAllDefect((defect) => Effect.fail(toStoreError({ ...where, filename: dir }, defect)))
+      const db = yield* Database.open({ filename: temp, readonly: false, fileMustExist: false, busyTimeoutMs: options.busyTimeoutMs }).pipe(
+        Effect.mapError((error) => toStoreError({ ...where, filename: dir }, error))
       )
-      yield* Migrations.run(client, { ...options, filename, readonly: false, create: true })
+      yield* Migrations.run(db.sql, { ...options, filename, readonly: false, create: true })
+      // WAL from the start, so the log never needs switching once other processes have it open.
+      yield* db.read((tx) => Either.right(tx.all("PRAGMA journal_mode = WAL"))).pipe(Effect.mapError((error) => toStoreError(where, error)))
     })).pipe(
-      Effect.provide(Reactivity.layer),
       Effect.zipRight(Effect.suspend(() =>
         Either.match(place(temp, filename), {
           onLeft: (error) => Effect.fail(toStoreError(where, error)),

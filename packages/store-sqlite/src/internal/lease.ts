@@ -1,5 +1,5 @@
 /** Who holds a goal's lease, and whether that holder still runs. */
-import { Effect, Either, GlobalValue, Schema } from "effect"
+import { Either, GlobalValue, Schema } from "effect"
 import * as os from "node:os"
 import { StateStore } from "@rx/kernel"
 
@@ -29,17 +29,12 @@ export type Holder = typeof Holder.Type
 const decodeHolderEither = Schema.decodeUnknownEither(Holder)
 
 /** A `leases` row; one that does not decode is an error, never taken over silently. */
-export const decodeHolder = (goalId: string, row: unknown): Effect.Effect<Holder, StateStore.StoreError> =>
-  Either.match(decodeHolderEither(row), {
-    onLeft: (error) =>
-      Effect.fail(
-        new StateStore.StoreError({
-          message: `the leases row of goal ${goalId} does not decode: ${error.message}. If no runner runs the goal, delete the row (DELETE FROM leases WHERE goal_id = '${goalId}')`,
-          goalId
-        })
-      ),
-    onRight: Effect.succeed
-  })
+export const decodeHolder = (goalId: string, row: unknown): Either.Either<Holder, StateStore.StoreError> =>
+  Either.mapLeft(decodeHolderEither(row), (error) =>
+    new StateStore.StoreError({
+      message: `the leases row of goal ${goalId} does not decode: ${error.message}. If no runner runs the goal, delete the row (DELETE FROM leases WHERE goal_id = '${goalId}')`,
+      goalId
+    }))
 
 /**
  * Whether a lease's holder still runs. On this host: its process exists (and, if it is this

@@ -1,25 +1,15 @@
-/** Small helpers over one @effect/sql connection: atomic operations, `BEGIN IMMEDIATE`, rows. */
+/**
+ * Helpers over an @effect/sql connection, for opening a file (checks, pragmas, migrations) before
+ * a store uses it; the store's own operations go through `database.ts`.
+ */
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Exit } from "effect"
 
-/**
- * The client's single connection. better-sqlite3 runs every statement synchronously, so the
- * store runs each operation (a read, or a whole append transaction) to completion in one
- * synchronous step with `atomically`: no other fiber can run a statement in between, which is
- * what the client's per-operation reservation (a scope, a permit, a finalizer: ~23 µs here)
- * would otherwise buy.
- */
+/** The client's connection (SQLite clients have one). */
 export const connection = (client: SqlClient.SqlClient): Effect.Effect<Connection, SqlError> =>
   Effect.scoped(client.reserve)
-
-/**
- * Run a synchronous Effect to its end at once, so no other fiber interleaves. `effect` must not
- * suspend (every statement on better-sqlite3 is synchronous); if it did, that is a defect.
- */
-export const atomically = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-  Effect.suspend(() => Effect.runSyncExit(effect))
 
 /** A statement through the client's prepared-statement cache. */
 export const query = (
