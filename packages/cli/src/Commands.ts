@@ -5,13 +5,14 @@
 import { Args, type CliApp, Command, Options } from "@effect/cli"
 import { FileSystem, Path } from "@effect/platform"
 import { Builtins } from "@rx/tools"
-import { OpenAiCompatible } from "@rx/llm"
+import { OpenAiCompatible, Retry } from "@rx/llm"
 import { Doctor, SqliteStore } from "@rx/store-sqlite"
 import { Event, GoalSummary, LanguageModel, Options as RunOptions, Replay, Runner, StateStore } from "@rx/kernel"
-import { Console, Context, Effect, Layer, Option, Redacted, Ref, Runtime, Schema, Stream } from "effect"
+import { Cause, Console, Context, Effect, Exit, Fiber, Layer, Option, Redacted, Ref, Runtime, Schema, Stream } from "effect"
+import * as Approval from "./Approval.js"
 import * as Demo from "./Demo.js"
 import * as ExitCode from "./ExitCode.js"
-import { takeOver } from "./internal/interrupt.js"
+import { onTerminate, takeOver } from "./internal/interrupt.js"
 import * as Render from "./Render.js"
 import * as Settings from "./Settings.js"
 
@@ -102,26 +103,59 @@ const loadGoal = (goalId: string) =>
     return events
   })
 
-/** Print each committed event: a JSON line, or a human line per step. */
-const printer = (json: boolean) => {
+/**
+ * Print each committed event: a JSON line, or a human line per step. `options` are the goal's
+ * options before the first event printed (a resume), to say what a later change changed.
+ */
+const printer = (json: boolean, options?: RunOptions.Options) => {
   const started = new Map<string, Event.Of<"ToolStarted">>()
+  let current = options
   return (event: Event.Event): Effect.Effect<void> => {
     if (json) return sayJson(event)
     if (event._tag === "ToolStarted") started.set(event.callId, event)
-    if (event._tag === "GoalSubmitted") return say(Render.goalLine(event, Settings.recorded(event.options.metadata)))
+    if (event._tag === "GoalSubmitted") {
+      current = event.options
+      return say(Render.goalLine(event, Settings.recorded(event.options.metadata)))
+    }
+    if (event._tag === "OptionsChanged") {
+      const before = current
+      current = event.options
+      return say(`      options changed (seq ${event.seq})${before === undefined ? "" : `: ${Render.optionsDiff(before, event.options)}`}`)
+    }
     const line = Render.stepLine(event, started)
     return line === undefined ? Effect.void : say(line)
   }
 }
 
-/** Run a goal (new or resumed) with Ctrl-C turned into a recorded cancel; then print and set the exit code. */
-const runWithCancel = <E>(
-  start: (observe: Runner.Observer) => Effect.Effect<Runner.Result, E, StateStore.StateStore>,
-  json: boolean
+/** What a goal's run is given: the hooks the kernel calls. */
+interface RunHooks {
+  readonly observe: Runner.Observer
+  readonly approve: Runner.Approver | undefined
+}
+
+/** The result of a goal whose runner was stopped from outside (SIGTERM), as its log says. */
+const stopped = (goalId: string) =>
+  Effect.map(Runner.restore(goalId), (state): Runner.Result => {
+    const base = { goalId, iterations: state.completed, state }
+    if (state.terminated !== null) return { ...base, status: "terminated", ...state.terminated }
+    return { ...base, status: "suspended", ...(state.suspended ?? { reason: "shutdown", detail: "rx was stopped before the goal ended" }) }
+  })
+
+/**
+ * Run a goal (new or resumed), then print how it ended and set the exit code. Ctrl-C becomes a
+ * recorded cancel; SIGTERM interrupts the runner, which records the call in flight and
+ * `Suspended(shutdown)` (exit 11). With a person at the terminal (and not `--json`), a call that
+ * needs approval is asked about in place; otherwise the goal suspends, and the way to decide it
+ * is printed.
+ */
+const runGoal = <E>(
+  start: (hooks: RunHooks) => Effect.Effect<Runner.Result, E, StateStore.StateStore>,
+  how: { readonly json: boolean; readonly db: Settings.Database; readonly goalId?: string; readonly options?: RunOptions.Options }
 ) =>
   Effect.scoped(Effect.gen(function*() {
     const runtime = yield* Effect.runtime<StateStore.StateStore>()
-    let goalId: string | undefined
+    const store = yield* StateStore.StateStore
+    let goalId = how.goalId
     let presses = 0
     yield* takeOver(() => {
       presses++
@@ -129,13 +163,40 @@ const runWithCancel = <E>(
       process.stderr.write(`\ncancelling goal ${goalId}; press Ctrl-C again to stop at once\n`)
       Runtime.runFork(runtime)(Effect.ignore(Runner.cancel(goalId, "cancelled by Ctrl-C")))
     })
-    const print = printer(json)
-    const result = yield* start((event) => {
+    const print = printer(how.json, how.options)
+    const observe = (event: Event.Event) => {
       goalId = event.goalId
       return print(event)
+    }
+    // "always" at the terminal: the tool runs without asking from now on, recorded as an options change.
+    const always = (tool: string) =>
+      goalId === undefined ? Effect.void : Runner.changeOptions(goalId, (current): RunOptions.Input => ({
+        ...current,
+        approval: { ...current.approval, [tool]: "auto" }
+      })).pipe(
+        Effect.provideService(StateStore.StateStore, store),
+        Effect.catchAll((error) => Console.error(Render.terminal(`rx: could not record that ${tool} is always allowed (${error.message}); this call is approved`))),
+        Effect.asVoid
+      )
+    const approve = !how.json && Approval.interactive() ? Approval.approver(Approval.stdio, always) : undefined
+    const fiber = yield* Effect.fork(start({ observe, approve }))
+    let stopping = false
+    yield* onTerminate(() => {
+      if (stopping) return
+      stopping = true
+      process.stderr.write(`\nrx: stopping (SIGTERM): the call in flight is recorded and the goal stays open for rx resume\n`)
+      Runtime.runFork(runtime)(Fiber.interrupt(fiber))
     })
+    const exit = yield* Fiber.await(fiber)
+    const result = Exit.isSuccess(exit)
+      ? exit.value
+      : stopping && goalId !== undefined && Cause.isInterruptedOnly(exit.cause)
+      ? yield* stopped(goalId)
+      : yield* exit
     const code = ExitCode.of(result)
-    if (!json) yield* say(Render.endLine(result, code))
+    const next = Render.nextSteps(result, how.db.source === "flag" ? how.db.file : undefined)
+    if (!how.json) yield* say(Render.endLine(result, code))
+    if (next !== undefined) yield* how.json ? Console.error(Render.terminal(next)) : say(next)
     yield* setExit(code)
   }))
 
@@ -157,13 +218,20 @@ const hide = (db: Settings.Database, workspace: string) =>
     return inside ? { hiddenPaths: ["", "-wal", "-shm", "-journal"].map((suffix) => `${file}${suffix}`) } : {}
   })
 
-/** The model Layer for these settings. */
-const modelLayer = (s: { readonly baseUrl: string; readonly model: string; readonly mode: "tools" | "json"; readonly apiKey: Option.Option<Redacted.Redacted> }) =>
+/** The model Layer for these settings; `retries` are attempts after the first. */
+const modelLayer = (s: {
+  readonly baseUrl: string
+  readonly model: string
+  readonly mode: "tools" | "json"
+  readonly apiKey: Option.Option<Redacted.Redacted>
+  readonly retries: Option.Option<number>
+}) =>
   OpenAiCompatible.layerNode({
     baseUrl: s.baseUrl,
     model: s.model,
     mode: s.mode,
-    ...(Option.isSome(s.apiKey) ? { apiKey: s.apiKey.value } : {})
+    ...(Option.isSome(s.apiKey) ? { apiKey: s.apiKey.value } : {}),
+    ...(Option.isSome(s.retries) ? { retry: { ...Retry.defaultPolicy, maxAttempts: s.retries.value + 1 } } : {})
   })
 
 /**
@@ -178,12 +246,14 @@ const prepare = (
     readonly model: Option.Option<string>
     readonly mode: Option.Option<"tools" | "json">
     readonly apiKey: Option.Option<Redacted.Redacted>
+    readonly retries: Option.Option<number>
   },
   recorded: Settings.Recorded,
   db: Settings.Database
 ) =>
   Effect.gen(function*() {
     const path = yield* Path.Path
+    const retries = yield* Settings.within("--retries", flags.retries, 0, 99)
     const model = Option.orElse(flags.model, () => Option.fromNullable(recorded.model))
     if (Option.isNone(model)) {
       return yield* new UsageError({ message: "which model? pass --model (or set RX_MODEL), e.g. --model qwen2.5-coder:7b for Ollama" })
@@ -197,7 +267,7 @@ const prepare = (
     }
     const services = Layer.mergeAll(
       Builtins.layer({ workspace: settings.workspace, sandbox: settings.sandbox, ...(yield* hide(db, settings.workspace)) }),
-      modelLayer({ ...settings, apiKey: flags.apiKey })
+      modelLayer({ ...settings, apiKey: flags.apiKey, retries })
     )
     return { services, settings }
   })
@@ -210,26 +280,95 @@ const common = {
   apiKey: Settings.apiKey,
   sandbox: Settings.sandbox,
   mode: Settings.mode,
+  retries: Settings.retries,
   json: Settings.json
 }
 
+/** The names of the tools a run offers the model (the built-ins). */
+const toolNames: ReadonlyArray<string> = Builtins.tools.map((tool) => tool.spec.name)
+
+/** Instruction files larger than this are refused: they would only be cut in every prompt. */
+const maxInstructionBytes = 256 * 1024
+
+/** Read one instructions file as text, or fail with one line saying why. */
+const readText = (file: string, what: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const why = (error: { readonly _tag: string; readonly reason?: string; readonly message: string }) =>
+      new UsageError({
+        message: `cannot read ${what} ${file}: ${error._tag === "SystemError" && error.reason === "NotFound" ? "no such file" : error._tag === "SystemError" && error.reason === "PermissionDenied" ? "permission denied" : error.message}`
+      })
+    const info = yield* fs.stat(file).pipe(Effect.mapError(why))
+    if (info.type !== "File") return yield* new UsageError({ message: `cannot read ${what} ${file}: not a regular file` })
+    if (Number(info.size) > maxInstructionBytes) {
+      return yield* new UsageError({ message: `${what} ${file} is ${info.size} bytes; instructions may be at most ${maxInstructionBytes} bytes` })
+    }
+    const text = yield* fs.readFileString(file).pipe(Effect.mapError(why))
+    if (text.includes("\u0000")) return yield* new UsageError({ message: `cannot read ${what} ${file}: not a text file` })
+    return text
+  })
+
+/**
+ * The run's instructions: AGENTS.md at the workspace root when `--agents-md` asks for it (a note
+ * when there is none), then the `--instructions` file. Nothing is read unless asked.
+ */
+const readInstructions = (file: Option.Option<string>, agentsMd: boolean, workspace: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const parts: Array<string> = []
+    if (agentsMd) {
+      const agents = path.join(workspace, "AGENTS.md")
+      if (yield* fs.exists(agents).pipe(Effect.orElseSucceed(() => false))) parts.push(yield* readText(agents, "AGENTS.md"))
+      else yield* Console.error(Render.terminal(`rx: note: --agents-md: there is no AGENTS.md at the workspace root (${agents}); running without it`))
+    }
+    if (Option.isSome(file)) parts.push(yield* readText(path.resolve(file.value), "the --instructions file"))
+    const text = parts.map((part) => part.trim()).filter((part) => part !== "").join("\n\n")
+    const shown = Math.floor(RunOptions.defaults.promptBudget / 4)
+    if (text.length > shown) {
+      yield* Console.error(`rx: note: the instructions are ${text.length} characters; each prompt shows the first ${shown}`)
+    }
+    return text
+  })
+
 const run = Command.make(
   "run",
-  { ...common, maxIterations: Settings.maxIterations, goal: Args.text({ name: "goal" }).pipe(Args.withDescription("what to achieve")) },
+  {
+    ...common,
+    maxIterations: Settings.maxIterations,
+    maxCallsPerAnswer: Settings.maxCallsPerAnswer,
+    ask: Settings.ask,
+    deny: Settings.deny,
+    instructions: Settings.instructions,
+    agentsMd: Settings.agentsMd,
+    goal: Args.text({ name: "goal" }).pipe(Args.withDescription("what to achieve"))
+  },
   (flags) =>
     Effect.gen(function*() {
-      // Settings first: a run refused for its flags creates no database.
+      // Settings first: a run refused for its flags creates no database and records nothing.
       const db = yield* database(flags.db)
+      const maxIterations = yield* Settings.within("--max-iterations", flags.maxIterations, 1)
+      const maxCallsPerAnswer = yield* Settings.within("--max-calls-per-answer", flags.maxCallsPerAnswer, 1)
+      const approval = yield* Settings.approval(flags.ask, flags.deny, toolNames)
       const { services, settings } = yield* prepare(flags, {}, db)
-      const options = {
-        ...(Option.isSome(flags.maxIterations) ? { maxIterations: flags.maxIterations.value } : {}),
+      const instructions = yield* readInstructions(flags.instructions, flags.agentsMd, settings.workspace)
+      const options: RunOptions.Input = {
+        ...(Option.isSome(maxIterations) ? { maxIterations: maxIterations.value } : {}),
+        ...(Option.isSome(maxCallsPerAnswer) ? { maxCallsPerAnswer: maxCallsPerAnswer.value } : {}),
+        ...(Object.keys(approval).length === 0 ? {} : { approval }),
         metadata: settings
       }
       yield* withStore(db, "create")(
-        runWithCancel((observe) => Runner.run({ goal: flags.goal, options, observe }).pipe(Effect.provide(services)), flags.json)
+        runGoal(({ approve, observe }) =>
+          Runner.submit({ goal: flags.goal, options, observe, ...(instructions === "" ? {} : { instructions }) }).pipe(
+            Effect.flatMap((goalId) => Runner.resume(goalId, { observe, approve })),
+            Effect.provide(services)
+          ), { json: flags.json, db })
       )
     })
-).pipe(Command.withDescription("run a goal until it terminates"))
+).pipe(Command.withDescription(
+  "run a goal until it terminates or must wait (exit 11: suspended, open; rx resume continues it). --ask shell,write_file: those calls wait for approval (asked in place at a terminal: y, n, or a = always for that tool; otherwise the goal suspends: rx approve / rx deny, then rx resume); --deny: never allowed. Ctrl-C cancels the goal (recorded); SIGTERM stops it gracefully, open (the call in flight recorded, then Suspended(shutdown), exit 11)"
+))
 
 const goalId = Args.text({ name: "goal-id" })
 
@@ -237,19 +376,35 @@ const goalId = Args.text({ name: "goal-id" })
 const differs = (recorded: Settings.Recorded, settings: Settings.Recorded) =>
   (["workspace", "sandbox", "baseUrl", "model", "mode"] as const).some((key) => recorded[key] !== settings[key])
 
-const resume = Command.make("resume", { ...common, goalId }, (flags) =>
+const resume = Command.make("resume", { ...common, maxIterations: Settings.maxIterations, goalId }, (flags) =>
   withLog(flags.db, "write")((db) =>
     Effect.gen(function*() {
       const state = yield* Runner.restore(flags.goalId)
       if (state.seq === 0) return yield* new UsageError({ message: `no goal with id ${flags.goalId} in this database (rx list shows the goals)` })
+      const limit = Option.getOrUndefined(yield* Settings.within("--max-iterations", flags.maxIterations, 1))
+      // A terminated goal's log is closed (one Terminated, last): no limit reopens it.
+      if (state.terminated !== null && limit !== undefined) {
+        return yield* new UsageError({
+          message: state.terminated.reason === "max_iterations"
+            ? `goal ${flags.goalId} ended at its iteration limit (max_iterations, ${state.completed} iterations) and a terminated goal's log is closed, so --max-iterations cannot extend it: start a new goal with rx run`
+            : `goal ${flags.goalId} has terminated (${state.terminated.reason}) and a terminated goal's log is closed, so --max-iterations cannot change it: start a new goal with rx run`
+        })
+      }
+      if (limit !== undefined && limit <= state.completed) {
+        return yield* new UsageError({
+          message: `goal ${flags.goalId} has completed ${state.completed} iterations already; --max-iterations must be more than that (rx cancel ${flags.goalId} stops it)`
+        })
+      }
       const recorded = Settings.recorded(state.options.metadata)
       const { services, settings } = yield* prepare(flags, recorded, db)
-      // Other settings than recorded: record the ones this resume uses before it runs, so the log
-      // (and rx inspect) says what each resume ran with.
-      if (state.terminated === null && differs(recorded, settings)) {
+      // Other settings or limit than recorded: record what this resume uses before it runs, so the
+      // log (and rx inspect) says what each resume ran with.
+      const raised = limit !== undefined && limit !== state.options.maxIterations
+      if (state.terminated === null && (differs(recorded, settings) || raised)) {
         const before = state.options
         const changed = yield* Runner.changeOptions(flags.goalId, (current): RunOptions.Input => ({
           ...current,
+          ...(limit === undefined ? {} : { maxIterations: limit }),
           metadata: { ...current.metadata, ...settings }
         }))
         if (changed === "changed") {
@@ -260,10 +415,63 @@ const resume = Command.make("resume", { ...common, goalId }, (flags) =>
           }
         }
       }
-      yield* runWithCancel((observe) => Runner.resume(flags.goalId, { observe }).pipe(Effect.provide(services)), flags.json)
+      const options = (yield* Runner.restore(flags.goalId)).options
+      yield* runGoal(
+        ({ approve, observe }) => Runner.resume(flags.goalId, { observe, approve }).pipe(Effect.provide(services)),
+        { json: flags.json, db, goalId: flags.goalId, options }
+      )
     })
   )
-).pipe(Command.withDescription("continue an unfinished goal with its recorded settings (flags override model, server, workspace, sandbox, mode; the change is recorded)"))
+).pipe(Command.withDescription(
+  "continue an open goal (suspended, or stopped by a crash) with its recorded settings; flags override model, server, workspace, sandbox, mode, and --max-iterations changes the limit of an open goal (each change is recorded; a terminated goal's log is closed: start a new goal). An approved call runs as stored, with no new model call"
+))
+
+/**
+ * Record a decision on the call a goal waits on (`rx approve`, `rx deny`). It runs nothing: the
+ * goal goes on at `rx resume`.
+ */
+const decide = (
+  flags: { readonly db: Option.Option<string>; readonly goalId: string; readonly call: Option.Option<string>; readonly by: Option.Option<string> },
+  approved: boolean,
+  reason: string
+) =>
+  withLog(flags.db, "write")((db) =>
+    Effect.gen(function*() {
+      const id = flags.goalId
+      const by = Option.isSome(flags.by) ? flags.by.value.trim() : yield* Settings.userName
+      if (by === "") return yield* new UsageError({ message: "--by needs a name" })
+      const callId = Option.getOrUndefined(flags.call)
+      const outcome = yield* (approved ? Runner.approve(id, by, callId) : Runner.deny(id, by, reason, callId)).pipe(
+        Effect.catchTags({
+          GoalNotFound: () => new UsageError({ message: `no goal with id ${id} in this database (rx list shows the goals)` }),
+          "@rx/kernel/NothingToDecide": (error) => new UsageError({ message: `${error.message} (rx inspect ${id} shows its approvals)` })
+        })
+      )
+      const state = yield* Runner.restore(id)
+      if (outcome === "already_terminated") {
+        return yield* new UsageError({ message: `goal ${id} has terminated (${state.terminated?.reason ?? "?"}); there is nothing to decide` })
+      }
+      const flag = db.source === "flag" ? ` --db ${Render.shellWord(db.file)}` : ""
+      const awaited = state.awaiting
+      const what = awaited === null ? "" : ` (${awaited.tool} ${JSON.stringify(awaited.input) ?? "null"})`
+      yield* say(Render.cap(
+        `${approved ? "approved" : "denied"} call ${awaited?.callId ?? callId ?? "?"}${what} of goal ${id}, by ${by}; recorded, nothing run yet: rx resume ${id}${flag} ${approved ? "runs it exactly as requested" : "tells the model"}`,
+        4_000
+      ))
+    })
+  )
+
+const approve = Command.make(
+  "approve",
+  { db: Settings.db, call: Settings.call, by: Settings.by, goalId },
+  (flags) => decide(flags, true, "approved")
+).pipe(Command.withDescription("approve the call a goal waits on (recorded as ApprovalDecided, by --by or your user name); rx resume then runs it exactly as requested"))
+
+const deny = Command.make(
+  "deny",
+  { db: Settings.db, call: Settings.call, by: Settings.by, reason: Settings.reason, goalId },
+  (flags) => decide(flags, false, Option.getOrElse(Option.filter(Option.map(flags.reason, (r) => r.trim()), (r) => r !== ""), () => "denied with rx deny"))
+).pipe(Command.withDescription("deny the call a goal waits on (recorded as ApprovalDecided with --reason, which the model is told); rx resume goes on without it"))
 
 const replay = Command.make("replay", { db: Settings.db, goalId }, (flags) =>
   withLog(flags.db, "read")(() =>
@@ -321,11 +529,20 @@ const list = Command.make("list", { db: Settings.db, json: Settings.json }, (fla
   withLog(flags.db, "read")(() =>
     Effect.gen(function*() {
       const goals = yield* Effect.flatMap(StateStore.StateStore, (store) => store.goals())
-      if (flags.json) return yield* Effect.forEach(goals, (g) => Console.log(Render.jsonLine(JSON.stringify(encodeSummary(g)))), { discard: true })
-      yield* say(goals.length === 0 ? "no goals yet (rx run \"<goal>\" starts one)" : [Render.listHeader, ...goals.map(Render.listLine)].join("\n"))
+      // Why an open goal waits is in its log, not in the store's summary.
+      const rows = yield* Effect.forEach(goals, (g) =>
+        g.status === "open" ? Effect.map(Runner.restore(g.goalId), (state) => ({ g, suspended: state.suspended })) : Effect.succeed({ g, suspended: null }))
+      if (flags.json) {
+        return yield* Effect.forEach(rows, ({ g, suspended }) => Console.log(Render.jsonLine(JSON.stringify({ ...encodeSummary(g), suspended }))), { discard: true })
+      }
+      yield* say(
+        goals.length === 0
+          ? "no goals yet (rx run \"<goal>\" starts one)"
+          : [Render.listHeader, ...rows.map(({ g, suspended }) => Render.listLine(g, suspended?.reason ?? null))].join("\n")
+      )
     })
   )
-).pipe(Command.withDescription("the goals in the database, newest first"))
+).pipe(Command.withDescription("the goals in the database, newest first: open, suspended(why) or terminated(why)"))
 
 const cancel = Command.make("cancel", { db: Settings.db, goalId }, (flags) =>
   withLog(flags.db, "write")(() =>
@@ -395,9 +612,9 @@ const doctor = Command.make("doctor", { db: Settings.db, json: Settings.json }, 
 
 const rx = Command.make("rx").pipe(
   Command.withDescription(
-    `an autonomous agent kernel: goals in, a recorded log of every step out.\n\nthe log: --db, else RX_DB, else ${Settings.defaultDbText} (per user, outside the agent's workspace; a log placed inside the workspace is hidden from the tools)\n\nexit codes:\n${ExitCode.table}`
+    `an autonomous agent kernel: goals in, a recorded log of every step out.\n\nwhile rx run or rx resume runs a goal: Ctrl-C cancels it (recorded, exit 7; a second Ctrl-C stops at once, exit 130); SIGTERM stops it gracefully and leaves it open (the call in flight recorded, then Suspended(shutdown), exit 11). A call that needs approval (--ask) is asked about at a terminal; otherwise the goal suspends (exit 11) until rx approve or rx deny, then rx resume.\n\nthe log: --db, else RX_DB, else ${Settings.defaultDbText} (per user, outside the agent's workspace; a log placed inside the workspace is hidden from the tools)\n\nexit codes:\n${ExitCode.table}`
   ),
-  Command.withSubcommands([run, resume, replay, inspect, events, list, cancel, doctor, demo])
+  Command.withSubcommands([run, resume, approve, deny, replay, inspect, events, list, cancel, doctor, demo])
 )
 
 /** The `rx` program for the given `process.argv`. */

@@ -58,7 +58,13 @@ export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.
       return `${head}  ${pad(result, 8)} ${event.durationMs} ms`
     }
     case "ActionRejected":
-      return `${String(event.iteration).padStart(4)}  ${pad("(rejected)", 12)} ${event.kind}: ${oneLine(event.reason, 80)}`
+      return `${String(event.iteration).padStart(4)}  ${pad("(rejected)", 12)} ${whichCall(event)}${event.kind}: ${oneLine(event.reason, 80)}`
+    case "ApprovalRequested":
+      return `${String(event.iteration).padStart(4)}  ${pad(oneLine(event.tool, 40), 12)} ${pad(oneLine(json(event.input), 48), 48)}  waits for approval (call ${oneLine(event.callId, 80)})`
+    case "ApprovalDecided":
+      return `      ${decision(event)} (call ${oneLine(event.callId, 80)})`
+    case "Suspended":
+      return `      suspended (${event.reason}): ${oneLine(event.detail, 100)}`
     case "ModelFailed":
       return `${String(event.iteration).padStart(4)}  ${pad("(model)", 12)} failed: ${oneLine(event.message, 100)}`
     case "CancelRequested":
@@ -67,6 +73,39 @@ export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.
       return undefined
   }
 }
+
+/** Which call of an answer a rejection is about, when it is about one: `index 1, read_file: `. */
+const whichCall = (event: Event.Of<"ActionRejected">) =>
+  event.index === undefined ? "" : `index ${event.index}${event.tool === undefined ? "" : `, ${oneLine(event.tool, 40)}`}: `
+
+/** A decision on a call: who, and for a denial why. */
+const decision = (event: Event.Of<"ApprovalDecided">) =>
+  `${event.approved ? "approved" : "denied"} by ${oneLine(event.by, 80)}${event.approved ? "" : `: ${oneLine(event.reason, 200)}`}`
+
+/**
+ * What to do about a goal that waits, or nothing: for a call awaiting approval, the commands that
+ * decide it and continue; otherwise how to continue it. `db` is a `--db` to repeat, if any.
+ */
+export const nextSteps = (result: { readonly status: "terminated" | "suspended"; readonly reason: string; readonly goalId: string; readonly state: State.State }, db: string | undefined): string | undefined => {
+  if (result.status !== "suspended") return undefined
+  const id = result.goalId
+  const flag = db === undefined ? "" : ` --db ${shellWord(db)}`
+  const awaiting = result.state.awaiting
+  if (result.reason === "awaiting_approval" && awaiting !== null && awaiting.decision === null) {
+    return [
+      `call ${awaiting.callId} waits for approval: ${oneLine(awaiting.tool, 80)} ${oneLine(json(awaiting.input), 200)}`,
+      `  approve: rx approve ${id}${flag}`,
+      `  deny:    rx deny ${id} --reason "..."${flag}`,
+      `  then:    rx resume ${id}${flag}`
+    ].join("\n")
+  }
+  return result.reason === "model_unavailable"
+    ? `rx resume ${id}${flag} continues it once the model server answers`
+    : `rx resume ${id}${flag} continues it`
+}
+
+/** A path as a shell word, quoted when it needs to be. */
+export const shellWord = (text: string) => (/^[\w./-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`)
 
 /** The closing line of a run. */
 export const endLine = (
@@ -77,7 +116,12 @@ export const endLine = (
 
 /** The first line of a run: the goal and the settings it runs with. */
 export const goalLine = (event: Event.Of<"GoalSubmitted">, m: { readonly model?: string | undefined; readonly baseUrl?: string | undefined; readonly workspace?: string | undefined; readonly sandbox?: string | undefined }) =>
-  `goal ${event.goalId}: ${oneLine(event.goal, 2_000)}\n  model ${oneLine(m.model ?? "?", 200)} at ${oneLine(m.baseUrl ?? "?", 200)}, workspace ${oneLine(m.workspace ?? "?", 500)}, sandbox ${m.sandbox ?? "auto"}`
+  `goal ${event.goalId}: ${oneLine(event.goal, 2_000)}\n  model ${oneLine(m.model ?? "?", 200)} at ${oneLine(m.baseUrl ?? "?", 200)}, workspace ${oneLine(m.workspace ?? "?", 500)}, sandbox ${m.sandbox ?? "auto"}${
+    event.instructions === undefined ? "" : `\n  instructions ${event.instructions.length} characters: ${oneLine(event.instructions, 100)}`
+  }${policy(event.options) === "" ? "" : `\n  approval ${policy(event.options)}`}`
+
+/** The approval policy of a run's options, `shell=ask, http_fetch=deny`; empty when every tool runs. */
+const policy = (options: Options.Options) => Object.entries(options.approval).map(([tool, p]) => `${oneLine(tool, 40)}=${p}`).join(", ")
 
 const show = (value: unknown) => oneLine(typeof value === "string" ? value : json(value), 200)
 
@@ -96,27 +140,53 @@ export const optionsDiff = (before: Options.Options, after: Options.Options): st
   return all.length === 0 ? "nothing" : all.join(", ")
 }
 
-/** Each `OptionsChanged` of a log, with what it changed from the options before it. */
-export const optionsChanges = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string> => {
+/** What each `OptionsChanged` of a log changed from the options before it, by seq. */
+export const optionsDiffs = (events: ReadonlyArray<Event.Event>): ReadonlyMap<number, string> => {
   const submitted = events[0]
-  if (submitted?._tag !== "GoalSubmitted") return []
+  const diffs = new Map<number, string>()
+  if (submitted?._tag !== "GoalSubmitted") return diffs
   let current = submitted.options
-  const lines: Array<string> = []
   for (const e of events) {
     if (e._tag !== "OptionsChanged") continue
-    lines.push(`seq ${e.seq} (${date(e.at)}, after iteration ${e.iteration}): ${optionsDiff(current, e.options)}`)
+    diffs.set(e.seq, optionsDiff(current, e.options))
     current = e.options
   }
-  return lines
+  return diffs
+}
+
+/** Each `OptionsChanged` of a log, with when and what it changed from the options before it. */
+export const optionsChanges = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string> => {
+  const diffs = optionsDiffs(events)
+  return events.flatMap((e) =>
+    e._tag === "OptionsChanged" ? [`seq ${e.seq} (${date(e.at)}, after iteration ${e.iteration}): ${diffs.get(e.seq) ?? "nothing"}`] : []
+  )
+}
+
+/** Every call that asked for approval, with who decided what and when (or that it still waits). */
+export const approvals = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string> => {
+  const decided = new Map<string, Event.Of<"ApprovalDecided">>()
+  for (const e of events) if (e._tag === "ApprovalDecided" && !decided.has(e.callId)) decided.set(e.callId, e)
+  return events.flatMap((e) => {
+    if (e._tag !== "ApprovalRequested") return []
+    const d = decided.get(e.callId)
+    return [
+      `  call ${oneLine(e.callId, 80)} (seq ${e.seq}, ${date(e.at)}): ${oneLine(e.tool, 40)} ${oneLine(json(e.input), 120)}`,
+      d === undefined ? "    waiting: nobody has decided yet" : `    ${decision(d)} at ${date(d.at)} (seq ${d.seq})`
+    ]
+  })
 }
 
 const date = (at: number) => new Date(at).toISOString()
 
-/** `rx list`: one line per goal. */
-export const listLine = (g: GoalSummary.GoalSummary) =>
-  `${pad(g.goalId, 18)} ${pad(g.status === "terminated" ? (g.reason ?? "terminated") : "open", 17)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(g.goal, 60)}`
+/** A goal's status: `open`, `suspended(reason)` or `terminated(reason)`. */
+export const status = (g: GoalSummary.GoalSummary, suspended: Event.SuspendReason | null) =>
+  g.status === "terminated" ? `terminated(${g.reason ?? "?"})` : suspended === null ? "open" : `suspended(${suspended})`
 
-export const listHeader = `${pad("GOAL", 18)} ${pad("STATUS", 17)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
+/** `rx list`: one line per goal; `suspended` is why an open goal waits, if it does. */
+export const listLine = (g: GoalSummary.GoalSummary, suspended: Event.SuspendReason | null = null) =>
+  `${pad(g.goalId, 18)} ${pad(status(g, suspended), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(g.goal, 60)}`
+
+export const listHeader = `${pad("GOAL", 18)} ${pad("STATUS", 28)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
 
 /** One iteration of a log, gathered for `inspect`. */
 export interface Step {
@@ -135,17 +205,27 @@ export const steps = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Step> =
   return [...byIteration.entries()].map(([iteration, list]) => ({ iteration, events: list }))
 }
 
-/** A step in full: decision, tool, input, output or error, state summary. */
-export const step = (s: Step, width: number): ReadonlyArray<string> => {
+/**
+ * A step in full: decision, tool, input, output or error, approvals, suspensions, state summary.
+ * `changes` holds what each `OptionsChanged` changed, by seq.
+ */
+export const step = (s: Step, width: number, changes: ReadonlyMap<number, string> = new Map()): ReadonlyArray<string> => {
   const lines: Array<string> = [`step ${s.iteration}`]
   const cut = (text: string) => (width === Infinity ? cap(text) : oneLine(text, width))
+  // Which call of the answer an event is about, said only when the answer made several.
+  const several = s.events.some((e) => e._tag === "ModelResponded" && e.response.toolCalls.length > 1)
+  const which = (index: number | undefined) => (several && index !== undefined ? `[${index}] ` : "")
   for (const e of s.events) {
     switch (e._tag) {
       case "ModelResponded": {
-        const call = e.response.toolCalls[0]
-        const decision = call !== undefined ? `${call.name} ${call.arguments}` : e.response.text
-        lines.push(`  model     ${cut(decision)}${e.response.finishReason === "length" ? " (cut off)" : ""}`)
-        if (call !== undefined && e.response.text.trim() !== "") lines.push(`  thought   ${cut(e.response.text)}`)
+        const calls = e.response.toolCalls
+        const cutOff = e.response.finishReason === "length" ? " (cut off)" : ""
+        if (calls.length === 0) lines.push(`  model     ${cut(e.response.text)}${cutOff}`)
+        calls.forEach((call, i) => {
+          const label = calls.length === 1 ? "model    " : i === 0 ? `model [${i}]` : `      [${i}]`
+          lines.push(`  ${label} ${cut(`${call.name} ${call.arguments}`)}${cutOff}`)
+        })
+        if (calls.length > 0 && e.response.text.trim() !== "") lines.push(`  thought   ${cut(e.response.text)}`)
         lines.push(`  usage     ${e.response.usage.inputTokens} in, ${e.response.usage.outputTokens} out`)
         break
       }
@@ -153,10 +233,22 @@ export const step = (s: Step, width: number): ReadonlyArray<string> => {
         lines.push(`  model     failed: ${cut(e.message)}`)
         break
       case "ActionRejected":
-        lines.push(`  rejected  ${e.kind}: ${cut(e.reason)}`)
+        lines.push(`  rejected  ${whichCall(e)}${e.kind}: ${cut(e.reason)}`)
         break
       case "ToolStarted":
-        lines.push(`  tool      ${oneLine(e.tool, 80)} (call ${oneLine(e.callId, 80)})`, `  input     ${cut(json(e.input))}`)
+        lines.push(`  tool      ${which(e.index)}${oneLine(e.tool, 80)} (call ${oneLine(e.callId, 80)})`, `  input     ${cut(json(e.input))}`)
+        break
+      case "ApprovalRequested":
+        lines.push(
+          `  approval  ${which(e.index)}${oneLine(e.tool, 80)} (call ${oneLine(e.callId, 80)}) waits for a person's approval, requested ${date(e.at)}`,
+          `  input     ${cut(json(e.input))}`
+        )
+        break
+      case "ApprovalDecided":
+        lines.push(`  decided   ${decision(e)} (call ${oneLine(e.callId, 80)}, ${date(e.at)})`)
+        break
+      case "Suspended":
+        lines.push(`  suspended ${e.reason}: ${cut(e.detail)} (${date(e.at)})`)
         break
       case "ToolSucceeded":
         lines.push(`  output    ${cut(json(e.output))}`, `  duration  ${e.durationMs} ms`)
@@ -173,7 +265,7 @@ export const step = (s: Step, width: number): ReadonlyArray<string> => {
         lines.push(`  cancel    ${cut(e.reason)}`)
         break
       case "OptionsChanged":
-        lines.push(`  options   changed (seq ${e.seq})`)
+        lines.push(`  options   changed (seq ${e.seq})${changes.has(e.seq) ? `: ${changes.get(e.seq) ?? ""}` : ""}`)
         break
       case "Terminated":
         lines.push(`  end       ${e.reason}: ${cut(e.detail)}`)
@@ -189,7 +281,17 @@ export const step = (s: Step, width: number): ReadonlyArray<string> => {
 export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string> => {
   const end = events.findLast((e): e is Event.Of<"Terminated"> => e._tag === "Terminated")
   const submitted = events[0]
-  if (end === undefined || submitted?._tag !== "GoalSubmitted") return ["not terminated: the goal is open (rx resume <id> continues it)"]
+  if (end === undefined || submitted?._tag !== "GoalSubmitted") {
+    if (submitted?._tag !== "GoalSubmitted") return ["not terminated: the goal is open (rx resume <id> continues it)"]
+    const id = submitted.goalId
+    const { awaiting, suspended } = State.fromEvents(id, events)
+    const decide = awaiting !== null && awaiting.decision === null ? `rx approve ${id} or rx deny ${id}, then ` : ""
+    return [
+      suspended === null
+        ? `not terminated: the goal is open (${decide}rx resume ${id} continues it)`
+        : `not terminated: the goal is open, suspended (${suspended.reason}): ${oneLine(suspended.detail, 500)} (${decide}rx resume ${id} continues it)`
+    ]
+  }
   const o = submitted.options
   const last = <T extends Event.Event["_tag"]>(tag: T, n: number) =>
     events.filter((e): e is Event.Of<T> => e._tag === tag).slice(-n)
@@ -200,6 +302,7 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
       case "ActionRejected": return `seq ${e.seq}: answer rejected (${e.kind}): ${oneLine(e.reason, 80)}`
       case "ModelResponded": return `seq ${e.seq}: model answered ${oneLine(e.response.toolCalls[0]?.arguments ?? e.response.text, 80)}`
       case "CancelRequested": return `seq ${e.seq}: cancel requested: ${oneLine(e.reason, 80)}`
+      case "ApprovalDecided": return `seq ${e.seq}: call ${oneLine(e.callId, 80)} ${decision(e)}`
       default: return `seq ${e.seq}: ${e._tag}`
     }
   }
@@ -242,25 +345,38 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
   const all = steps(events)
   if (only !== undefined) {
     const s = all.find((x) => x.iteration === only)
-    return s === undefined ? [`goal ${submitted.goalId} has no step ${only} (steps 1 to ${all.length})`] : step(s, Infinity)
+    return s === undefined ? [`goal ${submitted.goalId} has no step ${only} (steps 1 to ${all.length})`] : step(s, Infinity, optionsDiffs(events))
   }
   const o = submitted.options
   const metadata = Object.entries(o.metadata).map(([k, v]) => `${oneLine(k, 40)}=${show(v)}`).join(", ")
   const changes = optionsChanges(events)
+  const diffs = optionsDiffs(events)
+  const asked = approvals(events)
+  const approval = policy(o)
+  const suspensions = events.filter((e): e is Event.Of<"Suspended"> => e._tag === "Suspended")
+  const waiting = state.terminated === null && state.suspended !== null ? `, suspended (${state.suspended.reason})` : ""
   const inputs = new Map(events.flatMap((e) => (e._tag === "ToolStarted" ? [[e.callId, e.input] as const] : [])))
   const trace = events.filter((e): e is Event.Of<"ToolSucceeded"> | Event.Of<"ToolFailed"> => e._tag === "ToolSucceeded" || e._tag === "ToolFailed")
   return [
     `goal      ${submitted.goalId}`,
     `text      ${cap(submitted.goal, 4_000)}`,
     `submitted ${date(submitted.at)}`,
-    `status    ${state.terminated === null ? "open" : `terminated (${state.terminated.reason})`}, ${state.completed} iterations, ${events.length} events`,
-    `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}`,
+    `status    ${state.terminated === null ? `open${waiting}` : `terminated (${state.terminated.reason})`}, ${state.completed} iterations, ${events.length} events`,
+    `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}`,
+    ...(approval === "" ? [] : [`approval  ${approval} (others auto)`]),
+    ...(submitted.instructions === undefined ? [] : [`instructions ${oneLine(submitted.instructions, 200)} (${submitted.instructions.length} characters)`]),
     ...(metadata === "" ? [] : [`settings  ${metadata}`]),
     ...changes.map((c, i) => `${i === 0 ? "changed  " : "         "} ${c}`),
     `tools     ${oneLine(submitted.tools.map((t) => t.name).join(", "), 2_000)}`,
     `usage     ${state.usage.inputTokens} tokens in, ${state.usage.outputTokens} out`,
     "",
-    ...all.flatMap((s) => [...step(s, 120), ""]),
+    ...all.flatMap((s) => [...step(s, 120, diffs), ""]),
+    ...(asked.length === 0 ? [] : ["approvals", ...asked, ""]),
+    ...(suspensions.length === 0 ? [] : [
+      "suspensions",
+      ...suspensions.map((e) => `  seq ${e.seq} (${date(e.at)}, iteration ${e.iteration}): ${e.reason}: ${oneLine(e.detail, 200)}`),
+      ""
+    ]),
     "tool trace",
     ...trace.map((e) => {
       const result = e._tag === "ToolSucceeded" ? "ok" : e.error.kind

@@ -74,6 +74,41 @@ export const maxIterations = Options.integer("max-iterations").pipe(
   Options.withDescription("iteration limit of the goal (default 50)"),
   Options.optional
 )
+export const maxCallsPerAnswer = Options.integer("max-calls-per-answer").pipe(
+  Options.withDescription("tool calls of one model answer that run, in order; later ones are rejected (default 8)"),
+  Options.optional
+)
+export const retries = Options.integer("retries").pipe(
+  Options.withDescription("attempts after the first when the model server cannot be reached or answers 429/5xx (default 3); then the goal is suspended"),
+  Options.optional
+)
+export const ask = Options.text("ask").pipe(
+  Options.withDescription("tools whose calls wait for a person's approval, comma-separated (e.g. shell,write_file)"),
+  Options.optional
+)
+export const deny = Options.text("deny").pipe(
+  Options.withDescription("tools never allowed in this run, comma-separated; the model is told"),
+  Options.optional
+)
+export const instructions = Options.text("instructions").pipe(
+  Options.withDescription("a text file of standing instructions for the model, recorded with the goal"),
+  Options.optional
+)
+export const agentsMd = Options.boolean("agents-md").pipe(
+  Options.withDescription("also use AGENTS.md at the workspace root as instructions, if it exists")
+)
+export const call = Options.text("call").pipe(
+  Options.withDescription("the call to decide, as rx inspect names it (default: the call the goal waits on)"),
+  Options.optional
+)
+export const by = Options.text("by").pipe(
+  Options.withDescription("who decides, as recorded (default: your user name)"),
+  Options.optional
+)
+export const reason = Options.text("reason").pipe(
+  Options.withDescription("why, as the model is told"),
+  Options.optional
+)
 export const sandbox = Options.choice("sandbox", ["auto", "bwrap", "none"]).pipe(
   Options.withDescription("shell sandbox: auto (bubblewrap if installed, else shell calls are refused), bwrap, or none"),
   Options.optional
@@ -99,3 +134,39 @@ export type Recorded = typeof Recorded.Type
 /** Recorded settings of a goal's metadata; anything unreadable counts as not recorded. */
 export const recorded = (metadata: unknown): Recorded =>
   Option.getOrElse(Schema.decodeUnknownOption(Recorded)(metadata), () => ({}))
+
+/** Who decides, when `--by` is not given: the OS user name (else `$USER`, else `unknown`). */
+export const userName: Effect.Effect<string> = Effect.try(() => os.userInfo().username).pipe(
+  Effect.orElse(() => env("USER")),
+  Effect.orElseSucceed(() => ""),
+  Effect.map((name) => (name === "" ? "unknown" : name))
+)
+
+/** A comma-separated list of tool names: each one offered, none twice. */
+const toolList = (flag: string, text: string, offered: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<string>, UsageError> => {
+  const names = text.split(",").map((name) => name.trim()).filter((name) => name !== "")
+  if (names.length === 0) return new UsageError({ message: `${flag} needs tool names, comma-separated (the tools: ${offered.join(", ")})` })
+  const unknown = names.find((name) => !offered.includes(name))
+  if (unknown !== undefined) return new UsageError({ message: `${flag}: there is no tool named ${JSON.stringify(unknown)} (the tools: ${offered.join(", ")})` })
+  return Effect.succeed([...new Set(names)])
+}
+
+/** The approval policy of `--ask` and `--deny`: validated against the tools offered; a tool in both is an error. */
+export const approval = (
+  askFlag: Option.Option<string>,
+  denyFlag: Option.Option<string>,
+  offered: ReadonlyArray<string>
+): Effect.Effect<Readonly<Record<string, "ask" | "deny">>, UsageError> =>
+  Effect.gen(function*() {
+    const ask = Option.isSome(askFlag) ? yield* toolList("--ask", askFlag.value, offered) : []
+    const deny = Option.isSome(denyFlag) ? yield* toolList("--deny", denyFlag.value, offered) : []
+    const both = ask.find((name) => deny.includes(name))
+    if (both !== undefined) return yield* new UsageError({ message: `${both} is in both --ask and --deny: name each tool once` })
+    return Object.fromEntries([...ask.map((name) => [name, "ask"] as const), ...deny.map((name) => [name, "deny"] as const)])
+  })
+
+/** A count flag, checked to be within bounds, as one line. */
+export const within = (flag: string, value: Option.Option<number>, min: number, max = Number.MAX_SAFE_INTEGER): Effect.Effect<Option.Option<number>, UsageError> =>
+  Option.isSome(value) && (value.value < min || value.value > max)
+    ? new UsageError({ message: `${flag} must be a whole number from ${min}${max === Number.MAX_SAFE_INTEGER ? " up" : ` to ${max}`} (got ${value.value})` })
+    : Effect.succeed(value)

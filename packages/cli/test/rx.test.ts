@@ -63,13 +63,14 @@ describe("rx run", () => {
       expect(limited.ran.stdout).toContain("max_iterations")
     }))
 
-  it.scopedLive("no model server: a clear message, exit 3, recorded as fatal_error", () =>
+  it.scopedLive("no model server: a clear message, exit 11, the goal suspended (model_unavailable), open", () =>
     Effect.gen(function*() {
       const port = yield* FakeServer.freePort
       const box = sandbox()
       const ran = yield* rx(["run", "x", "--db", box.db, "--workspace", box.workspace, "--base-url", `http://127.0.0.1:${port}/v1`, "--model", "m"])
-      expect(ran.code).toBe(3)
+      expect(ran.code).toBe(11)
       expect(ran.stdout).toContain(`cannot reach http://127.0.0.1:${port}/v1`)
+      expect(ran.stdout).toContain("suspended (model_unavailable), open")
       expect(ran.stdout + ran.stderr).not.toMatch(/\n\s+at /)
     }), 120_000)
 
@@ -108,7 +109,7 @@ describe("rx inspect, list, events, replay", () => {
       expect(one.stdout).toContain("hello from the workspace")
       const listed = yield* rx(["list", "--db", box.db])
       expect(listed.stdout).toContain(goalId)
-      expect(listed.stdout).toMatch(/done\s+3 it/)
+      expect(listed.stdout).toMatch(/terminated\(done\)\s+3 it/)
       const listedJson = jsonLines((yield* rx(["list", "--json", "--db", box.db])).stdout)
       expect(listedJson[0]).toMatchObject({ goalId, status: "terminated", reason: "done", iterations: 3 })
       const replayed = yield* rx(["replay", goalId, "--db", box.db])
