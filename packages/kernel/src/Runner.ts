@@ -443,9 +443,11 @@ const start = (initial: State.State, { approve, observe }: Hooks): Effect.Effect
           if ((yield* sync) === 0) {
             return yield* new StoreError({ message: `goal ${goalId}: append conflict at seq ${state.seq}, but no newer events`, goalId })
           }
-          // What records the world (a tool outcome, a model answer unless cancelled) is kept; what was
-          // decided from State alone is decided again with the new events in view.
-          if (!outcome && (!answer || state.cancelRequested !== null)) return "superseded" as const
+          // What records the world (a tool outcome; a model answer, or a person's decision on a call
+          // still awaiting one, unless cancelled) is kept; what was decided from State alone is
+          // decided again with the new events in view.
+          const decision = batch.some((event) => event._tag === "ApprovalDecided") && state.awaiting?.decision === null
+          if (!outcome && (!(answer || decision) || state.cancelRequested !== null)) return "superseded" as const
         }
       }))
 

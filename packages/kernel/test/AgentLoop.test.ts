@@ -204,6 +204,30 @@ describe("Approvals", () => {
     }).pipe(Effect.provide(StateStore.layerMemory)))
 })
 
+describe("A person's decision", () => {
+  it.effect("is kept when another event lands while the person decides (\"always\": an options change first)", () =>
+    Effect.gen(function*() {
+      const store = yield* StateStore.StateStore
+      const ledger = yield* Ref.make<ReadonlyArray<string>>([])
+      const asked = yield* Ref.make(0)
+      const always: Runner.Approver = (request) =>
+        Effect.gen(function*() {
+          yield* Ref.update(asked, (n) => n + 1)
+          yield* Runner.changeOptions("k2", (o) => ({ ...o, approval: { ...o.approval, [request.tool]: "auto" as const } }))
+          return Option.some({ approved: true, reason: "always", by: "terminal" })
+        }).pipe(Effect.orDie, Effect.provideService(StateStore.StateStore, store))
+      const result = yield* Runner.run({ goal: "always", goalId: "k2", options: { approval: { append: "ask" } }, approve: always }).pipe(
+        Effect.provide(services(ledger, [callTool("append", { line: "one" }), callTool("append", { line: "two" }), done("ok")]))
+      )
+      expect(result.reason).toBe("done")
+      expect(yield* Ref.get(asked)).toBe(1)
+      expect(yield* Ref.get(ledger)).toEqual(["k2:1:one", "k2:2:two"])
+      const events = yield* eventsOf("k2")
+      expect(tags(events).filter((t) => t === "ApprovalDecided")).toHaveLength(1)
+      expect((yield* Replay.verify(events)).reason).toBe("done")
+    }).pipe(Effect.provide(StateStore.layerMemory)))
+})
+
 describe("Instructions and limits", () => {
   it.effect("instructions are recorded and shown with the goal in every prompt", () => {
     const requests: Array<LanguageModel.Request> = []
