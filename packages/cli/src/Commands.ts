@@ -55,7 +55,7 @@ type Access = "create" | "write" | "read"
 
 /** A refused database as one line a user can act on. */
 const explain = (db: Settings.Database) => (error: SqliteStore.DatabaseRefused | StateStore.StoreError) => {
-  if (error._tag === "StoreError") return error
+  if (error._tag === "@rx/kernel/StoreError") return error
   switch (error.reason) {
     case "missing":
       return new UsageError({ message: `no rx database at ${db.file} (rx run creates one; pass --db or set RX_DB)` })
@@ -443,7 +443,7 @@ const decide = (
       const callId = Option.getOrUndefined(flags.call)
       const outcome = yield* (approved ? Runner.approve(id, by, callId) : Runner.deny(id, by, reason, callId)).pipe(
         Effect.catchTags({
-          GoalNotFound: () => new UsageError({ message: `no goal with id ${id} in this database (rx list shows the goals)` }),
+          "@rx/kernel/GoalNotFound": () => new UsageError({ message: `no goal with id ${id} in this database (rx list shows the goals)` }),
           "@rx/kernel/NothingToDecide": (error) => new UsageError({ message: `${error.message} (rx inspect ${id} shows its approvals)` })
         })
       )
@@ -488,7 +488,7 @@ const replay = Command.make("replay", { db: Settings.db, goalId }, (flags) =>
         return yield* setExit(0)
       }
       const error = outcome.left
-      yield* say(Render.cap(error._tag === "NonDeterminism" ? error.message : `replay of goal ${flags.goalId} failed: ${error.message}`, 8_000))
+      yield* say(Render.cap(error._tag === "@rx/kernel/NonDeterminism" ? error.message : `replay of goal ${flags.goalId} failed: ${error.message}`, 8_000))
       yield* setExit(ExitCode.diverged)
     })
   )

@@ -8,7 +8,7 @@ import { Config, Effect, Option, Schema } from "effect"
 import * as os from "node:os"
 
 /** A usage problem: printed as `rx: <message>`, exit 1. */
-export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
+export class UsageError extends Schema.TaggedError<UsageError>()("@rx/cli/UsageError", { message: Schema.String }) {}
 
 /** Where the log lives when neither `--db` nor `RX_DB` says, as `rx --help` tells it. */
 export const defaultDbText = "$XDG_STATE_HOME/rx/rx.db, or ~/.local/state/rx/rx.db without XDG_STATE_HOME"

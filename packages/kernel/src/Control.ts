@@ -96,6 +96,6 @@ const appendExternal = <E>(
     yield* store.append(goalId, seq, [event])
     return "requested" as const
   }).pipe(
-    Effect.retry({ times: 50, while: (error) => Predicate.isTagged(error, "AppendConflict") }),
-    Effect.catchTag("AppendConflict", () => new StoreError({ message: `could not append ${what} to goal ${goalId}: the log kept moving`, goalId }))
+    Effect.retry({ times: 50, while: (error) => Predicate.isTagged(error, "@rx/kernel/AppendConflict") }),
+    Effect.catchTag("@rx/kernel/AppendConflict", () => new StoreError({ message: `could not append ${what} to goal ${goalId}: the log kept moving`, goalId }))
   )

@@ -61,7 +61,7 @@ export const Response = Schema.Struct({
 export type Response = typeof Response.Type
 
 /** The model could not answer. `server` and `status` say where and how, when known. */
-export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
+export class ModelError extends Schema.TaggedError<ModelError>()("@rx/kernel/ModelError", {
   message: Schema.String,
   server: Schema.optional(Schema.String),
   status: Schema.optional(Schema.Number),

@@ -41,7 +41,7 @@ export type Options = typeof Options.Type
 export type Input = typeof Options.Encoded
 
 /** Options that do not decode: the message names each offending field. */
-export class InvalidOptions extends Schema.TaggedError<InvalidOptions>()("InvalidOptions", {
+export class InvalidOptions extends Schema.TaggedError<InvalidOptions>()("@rx/kernel/InvalidOptions", {
   message: Schema.String
 }) {}
 

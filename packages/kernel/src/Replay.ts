@@ -20,7 +20,7 @@ import * as Tool from "./Tool.js"
 import { ToolRegistry } from "./ToolRegistry.js"
 
 /** The replay produced `actual` where the log holds `expected` (either may be missing). */
-export class NonDeterminism extends Schema.TaggedError<NonDeterminism>()("NonDeterminism", {
+export class NonDeterminism extends Schema.TaggedError<NonDeterminism>()("@rx/kernel/NonDeterminism", {
   goalId: Schema.String,
   seq: Schema.Number,
   expected: Schema.NullOr(Schema.Unknown),
@@ -33,7 +33,7 @@ export class NonDeterminism extends Schema.TaggedError<NonDeterminism>()("NonDet
 }
 
 /** The log cannot be replayed at all (empty, or not starting with `GoalSubmitted`). */
-export class ReplayError extends Schema.TaggedError<ReplayError>()("ReplayError", { message: Schema.String }) {}
+export class ReplayError extends Schema.TaggedError<ReplayError>()("@rx/kernel/ReplayError", { message: Schema.String }) {}
 
 /** What a replay found: a terminated goal reproduced to its end, or an open goal's log reproduced as far as it goes. */
 export type Verified =

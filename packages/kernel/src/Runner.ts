@@ -295,14 +295,14 @@ export interface Hooks {
 }
 
 /** No goal with this id is in the store. */
-export class GoalNotFound extends Schema.TaggedError<GoalNotFound>()("GoalNotFound", { goalId: Schema.String }) {
+export class GoalNotFound extends Schema.TaggedError<GoalNotFound>()("@rx/kernel/GoalNotFound", { goalId: Schema.String }) {
   override get message() {
     return `no goal with id ${this.goalId}`
   }
 }
 
 /** Another runner holds the goal or appended to it: only one may run it at a time. */
-export class GoalBusy extends Schema.TaggedError<GoalBusy>()("GoalBusy", { goalId: Schema.String, reason: Schema.String }) {
+export class GoalBusy extends Schema.TaggedError<GoalBusy>()("@rx/kernel/GoalBusy", { goalId: Schema.String, reason: Schema.String }) {
   override get message() {
     return `goal ${this.goalId} is being run elsewhere (${this.reason}); this runner stopped`
   }
@@ -338,7 +338,7 @@ export const submit = (input: Submission): Effect.Effect<string, RunError, ToolR
     const instructions = input.instructions === undefined || input.instructions === "" ? {} : { instructions: input.instructions }
     const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools, ...instructions, behaviour }
     yield* Effect.flatMap(StateStore, (store) => store.append(goalId, 0, [submitted])).pipe(
-      Effect.catchTag("AppendConflict", () => new GoalBusy({ goalId, reason: "a goal with this id already exists" }))
+      Effect.catchTag("@rx/kernel/AppendConflict", () => new GoalBusy({ goalId, reason: "a goal with this id already exists" }))
     )
     if (input.observe !== undefined) yield* input.observe(submitted)
     return goalId
@@ -359,7 +359,7 @@ export const resume = (
     if (Option.isNone(summary)) return yield* new GoalNotFound({ goalId })
     // An open goal is read under the lease: the last holder may have appended before letting go.
     if (summary.value.status === "open") {
-      yield* Effect.catchTag(store.lease(goalId), "LeaseHeld", (held) => new GoalBusy({ goalId, reason: held.holder }))
+      yield* Effect.catchTag(store.lease(goalId), "@rx/kernel/LeaseHeld", (held) => new GoalBusy({ goalId, reason: held.holder }))
     }
     const state = yield* restore(goalId)
     if (state.terminated !== null) return result(state)
@@ -439,7 +439,7 @@ const start = (initial: State.State, { approve, observe }: Hooks): Effect.Effect
             yield* publish(events)
             return "committed" as const
           }
-          if (appended.left._tag === "StoreError") return yield* appended.left
+          if (appended.left._tag === "@rx/kernel/StoreError") return yield* appended.left
           if ((yield* sync) === 0) {
             return yield* new StoreError({ message: `goal ${goalId}: append conflict at seq ${state.seq}, but no newer events`, goalId })
           }

@@ -8,7 +8,7 @@ import * as GoalSummary from "./GoalSummary.js"
 import type * as State from "./State.js"
 
 /** Someone appended first: the log already has `actualSeq` events, not `expectedSeq`. */
-export class AppendConflict extends Schema.TaggedError<AppendConflict>()("AppendConflict", {
+export class AppendConflict extends Schema.TaggedError<AppendConflict>()("@rx/kernel/AppendConflict", {
   goalId: Schema.String,
   expectedSeq: Schema.Number,
   actualSeq: Schema.Number
@@ -19,14 +19,14 @@ export class AppendConflict extends Schema.TaggedError<AppendConflict>()("Append
 }
 
 /** The store failed or holds something it cannot read; `seq` names the event when known. */
-export class StoreError extends Schema.TaggedError<StoreError>()("StoreError", {
+export class StoreError extends Schema.TaggedError<StoreError>()("@rx/kernel/StoreError", {
   message: Schema.String,
   goalId: Schema.optional(Schema.String),
   seq: Schema.optional(Schema.Number)
 }) {}
 
 /** Another runner holds the goal's lease: it is being run elsewhere. `holder` says by whom, if known. */
-export class LeaseHeld extends Schema.TaggedError<LeaseHeld>()("LeaseHeld", {
+export class LeaseHeld extends Schema.TaggedError<LeaseHeld>()("@rx/kernel/LeaseHeld", {
   goalId: Schema.String,
   holder: Schema.String
 }) {

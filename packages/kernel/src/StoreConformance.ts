@@ -1,6 +1,8 @@
 /**
  * The contract every `StateStore` must meet, as plain Effects so any test framework can run
- * them: `for (const c of StoreConformance.cases) it.effect(c.name, () => c.run.pipe(provide))`.
+ * them: `for (const c of StoreConformance.cases) it.live(c.name, () => c.run.pipe(provide))`.
+ * Run them on the live clock (`it.live`, not `it.effect`): the `changes` case waits on real
+ * time, which a `TestClock` never moves, so under `it.effect` it hangs until the test times out.
  * Each case uses its own goal ids, so all may share one store.
  */
 import { Chunk, Effect, Either, Exit, Fiber, Option, Schema, Scope, Stream } from "effect"
@@ -10,7 +12,7 @@ import * as State from "./State.js"
 import { StateStore } from "./StateStore.js"
 
 /** A store broke the contract. */
-export class ConformanceFailure extends Schema.TaggedError<ConformanceFailure>()("ConformanceFailure", {
+export class ConformanceFailure extends Schema.TaggedError<ConformanceFailure>()("@rx/kernel/ConformanceFailure", {
   message: Schema.String
 }) {}
 
@@ -67,7 +69,7 @@ export const cases: ReadonlyArray<Case> = [
       const first = yield* Scope.make()
       yield* Scope.extend(store.lease(goalId), first)
       const second = yield* Effect.either(Effect.scoped(store.lease(goalId)))
-      yield* check(Either.isLeft(second) && second.left._tag === "LeaseHeld", "a second lease on a held goal must fail with LeaseHeld")
+      yield* check(Either.isLeft(second) && second.left._tag === "@rx/kernel/LeaseHeld", "a second lease on a held goal must fail with LeaseHeld")
       yield* Effect.scoped(store.lease(freshGoal("other-lease")))
       yield* Scope.close(first, Exit.void)
       yield* Effect.scoped(store.lease(goalId))
@@ -95,12 +97,12 @@ export const cases: ReadonlyArray<Case> = [
       const log = sampleLog(goalId)
       yield* store.append(goalId, 0, log.slice(0, 2))
       const stale = yield* Effect.either(store.append(goalId, 1, [{ ...(log[2] as Event.Event), seq: 1 }]))
-      yield* check(Either.isLeft(stale) && stale.left._tag === "AppendConflict", "a stale append must fail with AppendConflict")
-      if (Either.isLeft(stale) && stale.left._tag === "AppendConflict") {
+      yield* check(Either.isLeft(stale) && stale.left._tag === "@rx/kernel/AppendConflict", "a stale append must fail with AppendConflict")
+      if (Either.isLeft(stale) && stale.left._tag === "@rx/kernel/AppendConflict") {
         yield* same([stale.left.expectedSeq, stale.left.actualSeq], [1, 2], "conflict seqs")
       }
       const ahead = yield* Effect.either(store.append(goalId, 5, [{ ...(log[2] as Event.Event), seq: 5 }]))
-      yield* check(Either.isLeft(ahead) && ahead.left._tag === "AppendConflict", "an append past the end must fail with AppendConflict")
+      yield* check(Either.isLeft(ahead) && ahead.left._tag === "@rx/kernel/AppendConflict", "an append past the end must fail with AppendConflict")
       yield* same((yield* store.load(goalId)).length, 2, "events after refused appends")
     })
   },
@@ -112,7 +114,7 @@ export const cases: ReadonlyArray<Case> = [
       const log = sampleLog(goalId)
       yield* store.append(goalId, 0, log.slice(0, 1))
       const gap = yield* Effect.either(store.append(goalId, 1, [log[1] as Event.Event, log[3] as Event.Event]))
-      yield* check(Either.isLeft(gap) && gap.left._tag === "StoreError", "a batch with a seq gap must fail with StoreError")
+      yield* check(Either.isLeft(gap) && gap.left._tag === "@rx/kernel/StoreError", "a batch with a seq gap must fail with StoreError")
       const other = yield* Effect.either(store.append(goalId, 1, [{ ...(log[1] as Event.Event), goalId: "someone-else" }]))
       yield* check(Either.isLeft(other), "a batch holding another goal's event must fail")
       const headless = freshGoal("headless")

@@ -42,7 +42,7 @@ export interface Call {
 }
 
 /** The error a tool's `execute` fails with. Recoverable errors go back to the model. */
-export class ToolError extends Schema.TaggedError<ToolError>()("ToolError", {
+export class ToolError extends Schema.TaggedError<ToolError>()("@rx/kernel/ToolError", {
   /** The same vocabulary as a recorded `Failure`: `unknown` is the runner's alone. */
   kind: Schema.Literal("recoverable", "fatal"),
   message: Schema.String,

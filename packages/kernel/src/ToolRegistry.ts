@@ -25,7 +25,7 @@ export const doneSpec: Tool.Spec = {
 export const DoneInput = Schema.Struct({ summary: Schema.String })
 
 /** A set of tools that cannot form a registry: a duplicate, reserved or invalid name. */
-export class InvalidToolset extends Schema.TaggedError<InvalidToolset>()("InvalidToolset", {
+export class InvalidToolset extends Schema.TaggedError<InvalidToolset>()("@rx/kernel/InvalidToolset", {
   message: Schema.String
 }) {}
 

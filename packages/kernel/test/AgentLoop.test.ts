@@ -164,8 +164,8 @@ describe("Approvals", () => {
       // A changed decision is a divergence at its consequence.
       const flipped = events.map((e): Event.Event => (e._tag === "ApprovalDecided" ? { ...e, approved: false } : e))
       const error = yield* Effect.flip(Replay.verify(flipped))
-      expect(error._tag).toBe("NonDeterminism")
-      if (error._tag === "NonDeterminism") expect(error.seq).toBe(5)
+      expect(error._tag).toBe("@rx/kernel/NonDeterminism")
+      if (error._tag === "@rx/kernel/NonDeterminism") expect(error.seq).toBe(5)
     }).pipe(Effect.provide(StateStore.layerMemory)))
 
   it.effect("a denied call never runs and the model is told why; deny policy never asks", () =>

@@ -107,7 +107,7 @@ describe("golden logs", () => {
               const checked = yield* Replay.check(events)
               expect(checked).toEqual({ _tag: "Open", goalId: first?.goalId, events: events.length })
               const error = yield* Effect.flip(Replay.verify(events))
-              expect(error._tag).toBe("ReplayError")
+              expect(error._tag).toBe("@rx/kernel/ReplayError")
               expect(error.message).toContain(`still open: its ${events.length} events verify`)
             }))
         }

@@ -193,7 +193,7 @@ describe("Runner.changeOptions", () => {
       expect(tags(events)).toEqual(["GoalSubmitted", "OptionsChanged"])
       expect(State.fromEvents("o", events).options.metadata).toEqual({ sandbox: "none" })
       const bad = yield* Effect.flip(Runner.changeOptions("o", (current) => ({ ...current, maxIterations: 0 })))
-      expect(bad._tag).toBe("InvalidOptions")
+      expect(bad._tag).toBe("@rx/kernel/InvalidOptions")
       const result = yield* Runner.resume("o")
       expect(result.reason).toBe("done")
       expect((yield* Replay.verify(yield* eventsOf("o"))).reason).toBe("done")

@@ -54,8 +54,8 @@ describe("Replay.verify", () => {
         const mutation = mutate(events, kind, pick)
         if (mutation === undefined) return
         const error = yield* Effect.flip(Replay.verify(mutation.events))
-        expect(error._tag).toBe("NonDeterminism")
-        if (error._tag === "NonDeterminism") {
+        expect(error._tag).toBe("@rx/kernel/NonDeterminism")
+        if (error._tag === "@rx/kernel/NonDeterminism") {
           expect(error.seq).toBe(mutation.seq)
           expect(error.message).toContain(`diverged at seq ${mutation.seq}`)
         }
@@ -72,13 +72,13 @@ describe("Replay.verify", () => {
       const verified = yield* Replay.check(full.events.slice(0, cut))
       expect(verified).toEqual({ _tag: "Open", goalId: full.result.goalId, events: cut })
       const error = yield* Effect.flip(Replay.verify(full.events.slice(0, cut)))
-      expect(error._tag).toBe("ReplayError")
+      expect(error._tag).toBe("@rx/kernel/ReplayError")
       expect(error.message).toContain("still open")
     }), { fastCheck: { numRuns: 40 } })
 
   it.effect("a log that does not start with GoalSubmitted cannot be replayed", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(Replay.verify([]))
-      expect(error._tag).toBe("ReplayError")
+      expect(error._tag).toBe("@rx/kernel/ReplayError")
     }))
 })

@@ -100,7 +100,7 @@ describe("Runner: termination", () => {
   it.effect("invalid options are refused before anything is recorded", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(Runner.run({ goal: "x", goalId: "bad", options: { maxIterations: 0 } }))
-      expect(error._tag).toBe("InvalidOptions")
+      expect(error._tag).toBe("@rx/kernel/InvalidOptions")
       expect(error.message).toContain("maxIterations")
       expect(yield* eventsOf("bad")).toEqual([])
     }).pipe(Effect.provide(layers([]))))
@@ -217,7 +217,7 @@ describe("Runner: one runner per goal", () => {
       const error = yield* Effect.flip(Runner.resume("g3").pipe(
         Effect.provide(Layer.mergeAll(ToolRegistry.layer([echo]), LanguageModel.layerScripted([racing])))
       ))
-      expect(error._tag).toBe("GoalBusy")
+      expect(error._tag).toBe("@rx/kernel/GoalBusy")
       expect(error.message).toContain("being run elsewhere")
       const log = yield* store.load("g3")
       expect(log.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5])
@@ -239,7 +239,7 @@ describe("Runner: one runner per goal", () => {
       const first = yield* Effect.fork(Runner.run({ goal: "x", goalId: "lease-1" }).pipe(Effect.provide(services)))
       yield* Deferred.await(started)
       const second = yield* Effect.flip(Runner.resume("lease-1").pipe(Effect.provide(services)))
-      expect(second._tag).toBe("GoalBusy")
+      expect(second._tag).toBe("@rx/kernel/GoalBusy")
       expect(second.message).toContain("being run elsewhere")
       yield* Deferred.succeed(release, undefined)
       expect((yield* Fiber.join(first)).reason).toBe("done")
@@ -252,7 +252,7 @@ describe("Runner: one runner per goal", () => {
 
   it.effect("resuming an unknown goal is GoalNotFound; resuming a finished one appends nothing", () =>
     Effect.gen(function*() {
-      expect((yield* Effect.flip(Runner.resume("nope")))._tag).toBe("GoalNotFound")
+      expect((yield* Effect.flip(Runner.resume("nope")))._tag).toBe("@rx/kernel/GoalNotFound")
       const { events, result } = yield* runGoal("x")
       const again = yield* Runner.resume(result.goalId)
       expect(again.reason).toBe(result.reason)

@@ -96,8 +96,8 @@ describe("Replay compares decisions, not wording", () => {
           : e
       )
       const error = yield* Effect.flip(Replay.verify(changed))
-      expect(error._tag).toBe("NonDeterminism")
-      if (error._tag === "NonDeterminism") expect(error.seq).toBe(target.seq)
+      expect(error._tag).toBe("@rx/kernel/NonDeterminism")
+      if (error._tag === "@rx/kernel/NonDeterminism") expect(error.seq).toBe(target.seq)
     }), { fastCheck: { numRuns: 60 } })
 })
 

@@ -58,7 +58,7 @@ export type Config = typeof Config.Type
 export type Input = Schema.Struct.Constructor<typeof Config.fields>
 
 /** The configuration does not make sense. */
-export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidConfig", {
+export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("@rx/llm/InvalidConfig", {
   message: Schema.String
 }) {}
 

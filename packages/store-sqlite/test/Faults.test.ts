@@ -72,7 +72,7 @@ const faultThenResume = (options: {
       Effect.provide(options.where === "answer" ? services(at, none) : services(none, at)),
       Effect.flip
     )
-    expect(failed._tag).toBe("StoreError")
+    expect(failed._tag).toBe("@rx/kernel/StoreError")
     expect(failed.message).toContain(options.expected)
     const store = yield* StateStore.StateStore
     const partial = yield* store.load("g")

@@ -61,7 +61,7 @@ describe("opening", () => {
       fs.writeFileSync(filename, "")
       for (const options of [{}, { readonly: true }, { create: false }]) {
         const refused = yield* open(filename, options)
-        expect(refused).toMatchObject({ _tag: "DatabaseRefused", reason: "empty" })
+        expect(refused).toMatchObject({ _tag: "@rx/store-sqlite/DatabaseRefused", reason: "empty" })
         expect(refused.message).toContain("empty file (0 bytes)")
       }
       expect(fs.statSync(filename).size).toBe(0)
@@ -74,8 +74,8 @@ describe("opening", () => {
     Effect.gen(function*() {
       const dir = yield* tempDir
       const missing = path.join(dir, "missing.db")
-      expect(yield* open(missing, { create: false })).toMatchObject({ _tag: "DatabaseRefused", reason: "missing" })
-      expect(yield* open(missing, { readonly: true })).toMatchObject({ _tag: "DatabaseRefused", reason: "missing" })
+      expect(yield* open(missing, { create: false })).toMatchObject({ _tag: "@rx/store-sqlite/DatabaseRefused", reason: "missing" })
+      expect(yield* open(missing, { readonly: true })).toMatchObject({ _tag: "@rx/store-sqlite/DatabaseRefused", reason: "missing" })
       expect(fs.existsSync(missing)).toBe(false)
       // Two stores creating the same file at once both open the one complete log.
       const filename = path.join(dir, "new.db")
@@ -96,14 +96,14 @@ describe("opening", () => {
       const before = fs.readFileSync(other)
       for (const options of [{}, { readonly: true }]) {
         const refused = yield* open(other, options)
-        expect(refused).toMatchObject({ _tag: "DatabaseRefused", reason: "foreign" })
+        expect(refused).toMatchObject({ _tag: "@rx/store-sqlite/DatabaseRefused", reason: "foreign" })
         expect(refused.message).toContain("another program's SQLite database (application_id 0x4d2)")
       }
       expect(fs.readFileSync(other).equals(before)).toBe(true)
       const blank = path.join(dir, "blank.db")
       yield* exec("PRAGMA user_version = 7").pipe(Effect.provide(SqliteStore.layerClient({ filename: blank })))
       const noTables = yield* open(blank)
-      expect(noTables).toMatchObject({ _tag: "DatabaseRefused", reason: "foreign" })
+      expect(noTables).toMatchObject({ _tag: "@rx/store-sqlite/DatabaseRefused", reason: "foreign" })
       expect(noTables.message).toContain("no tables")
       expect(problems(yield* Doctor.check(other), "open")).toHaveLength(1)
     }))
@@ -113,7 +113,7 @@ describe("opening", () => {
       const filename = yield* realLog(2)
       yield* exec("DROP TABLE snapshots").pipe(Effect.provide(SqliteStore.layerClient({ filename })))
       const refused = yield* open(filename)
-      expect(refused).toMatchObject({ _tag: "DatabaseRefused", reason: "damaged" })
+      expect(refused).toMatchObject({ _tag: "@rx/store-sqlite/DatabaseRefused", reason: "damaged" })
       expect(refused.message).toContain("missing its table snapshots")
     }))
 })
@@ -128,7 +128,7 @@ describe("flipped bytes", () => {
         bytes[(root - 1) * pageSize] = 0x00
       })
       const refused = yield* open(copy)
-      expect(refused).toMatchObject({ _tag: "DatabaseRefused", reason: "damaged" })
+      expect(refused).toMatchObject({ _tag: "@rx/store-sqlite/DatabaseRefused", reason: "damaged" })
       expect(refused.message).toContain("quick_check found")
       const report = yield* Doctor.check(copy)
       expect(report.healthy).toBe(false)
@@ -159,7 +159,7 @@ describe("flipped bytes", () => {
       expect(bad).toMatchObject([{ goalId: "g", seq: 23 }])
       expect(bad[0]?.message).toMatch(/^goal g: seq 23: the stored event \(encoding version \d+\) does not decode: not JSON/)
       const failed = yield* Effect.flip(loadAll("g").pipe(Effect.provide(SqliteStore.layer({ filename: copy, readonly: true }))))
-      expect(failed).toMatchObject({ _tag: "StoreError", goalId: "g", seq: 23 })
+      expect(failed).toMatchObject({ _tag: "@rx/kernel/StoreError", goalId: "g", seq: 23 })
     }))
 
   it.scoped("30 random bit flips in data pages: doctor always answers with a report, never fails", () =>

@@ -68,7 +68,7 @@ describe("leases", () => {
         const store = yield* StateStore.StateStore
         expect((yield* store.load("old")).map((e) => e._tag)).toEqual(["GoalSubmitted"])
         const refused = yield* Effect.flip(Effect.scoped(store.lease("old")))
-        expect(refused._tag).toBe("StoreError")
+        expect(refused._tag).toBe("@rx/kernel/StoreError")
         expect(refused.message).toContain("is read-only")
       }).pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename, readonly: true }))))
 
@@ -89,11 +89,11 @@ describe("leases", () => {
       const scope = yield* Scope.make()
       yield* Scope.extend(lease("g"), scope).pipe(Effect.provide(a))
       const held = yield* Effect.flip(Effect.scoped(lease("g"))).pipe(Effect.provide(b))
-      expect(held._tag).toBe("LeaseHeld")
+      expect(held._tag).toBe("@rx/kernel/LeaseHeld")
       expect(held.message).toContain(`goal g is being run elsewhere (another runner in this process (pid ${process.pid} on host ${os.hostname()}), since`)
       yield* Effect.flatMap(StateStore.StateStore, (s) => s.append("g", 0, [submitted("g")])).pipe(Effect.provide(a))
       const busy = yield* Effect.flip(Runner.resume("g")).pipe(Effect.provide(echoRun(0)), Effect.provide(b))
-      expect(busy._tag).toBe("GoalBusy")
+      expect(busy._tag).toBe("@rx/kernel/GoalBusy")
       expect(busy.message).toContain("(another runner in this process (pid")
       yield* Scope.close(scope, Exit.void)
       expect(yield* leaseRows("g").pipe(Effect.provide(a))).toEqual([])
@@ -141,7 +141,7 @@ describe("leases", () => {
         const now = Date.now()
         yield* insertLease("g", { host: "elsewhere", pid: process.pid, heartbeatAt: now - 2_000 })
         const busy = yield* Effect.flip(Runner.resume("g").pipe(Effect.provide(echoRun(1))))
-        expect(busy._tag).toBe("GoalBusy")
+        expect(busy._tag).toBe("@rx/kernel/GoalBusy")
         expect(busy.message).toBe(
           `goal g is being run elsewhere (pid ${process.pid} on host elsewhere, since ${new Date(now - 62_000).toISOString()}, last heartbeat ${
             new Date(now - 2_000).toISOString()
@@ -253,7 +253,7 @@ describe("leases across processes", () => {
         const started = Date.now()
         const busy = yield* Effect.flip(Runner.resume(goalId).pipe(Effect.provide(echoRun(0)), Effect.provide(SqliteStore.layer({ filename: db }))))
         expect(Date.now() - started).toBeLessThan(2_000)
-        expect(busy._tag).toBe("GoalBusy")
+        expect(busy._tag).toBe("@rx/kernel/GoalBusy")
         expect(busy.message).toContain(`goal ${goalId} is being run elsewhere (pid ${holder.pid} on host ${os.hostname()}, since `)
         expect(busy.message).toContain("this runner stopped")
 

@@ -51,7 +51,7 @@ describe("SqliteStore", () => {
         yield* store.append("g", 0, StoreConformance.sampleLog("g"))
         yield* exec("UPDATE events SET payload = '{\"_tag\":\"ToolStarted\"}' WHERE goal_id = 'g' AND seq = 2")
         const bad = yield* Effect.flip(store.load("g"))
-        expect(bad).toMatchObject({ _tag: "StoreError", goalId: "g", seq: 2 })
+        expect(bad).toMatchObject({ _tag: "@rx/kernel/StoreError", goalId: "g", seq: 2 })
         expect(bad.message).toContain("goal g, seq 2")
         yield* exec("UPDATE events SET payload = (SELECT payload FROM events WHERE goal_id = 'g' AND seq = 1), version = 99 WHERE goal_id = 'g' AND seq = 2")
         expect((yield* Effect.flip(store.load("g", 1))).message).toContain("version 99")
@@ -79,7 +79,7 @@ describe("SqliteStore", () => {
         const set = (format: number, payload: string) => exec(`UPDATE events SET format = ${format}, payload = '${payload}' WHERE goal_id = 'g' AND seq = 3`)
         const refused = Effect.flatMap(Effect.flip(store.load("g")), (error) =>
           Effect.sync(() => {
-            expect(error).toMatchObject({ _tag: "StoreError", goalId: "g", seq: 3 })
+            expect(error).toMatchObject({ _tag: "@rx/kernel/StoreError", goalId: "g", seq: 3 })
             return error.message
           }))
 
@@ -102,7 +102,7 @@ describe("SqliteStore", () => {
         expect(yield* refused).toContain("the row is a ToolSucceeded, but its payload is a ToolStarted")
         // The tagged reads of `changes` go by the format too.
         const tagged = yield* Effect.flip(Stream.runCollect(Stream.take(store.changes("g", 0, ["ToolSucceeded"]), 1)))
-        expect(tagged).toMatchObject({ _tag: "StoreError", goalId: "g", seq: 3 })
+        expect(tagged).toMatchObject({ _tag: "@rx/kernel/StoreError", goalId: "g", seq: 3 })
         yield* set(2, slim)
         expect(yield* store.load("g")).toEqual(log)
       }).pipe(Effect.provide(layerWithClient({ filename })))
@@ -132,7 +132,7 @@ describe("SqliteStore", () => {
       expect(tooNew.message).toContain("newer rx")
 
       const missing = yield* Effect.flip(Layer.build(SqliteStore.layer({ filename: path.join(dir, "nope", "rx.db") })))
-      expect(missing._tag).toBe("StoreError")
+      expect(missing._tag).toBe("@rx/kernel/StoreError")
       const badConfig = yield* Effect.flip(Layer.build(SqliteStore.layer({ filename: newer, snapshotEvery: 0 })))
       expect(badConfig.message).toContain("snapshotEvery")
     }))
@@ -240,7 +240,7 @@ describe("SqliteStore", () => {
       yield* append(a, 1, 2)
       yield* append(b, 2, 3)
       const conflict = yield* Effect.flip(append(a, 2, 3))
-      expect(conflict).toMatchObject({ _tag: "AppendConflict", goalId: "s", expectedSeq: 2, actualSeq: 3 })
+      expect(conflict).toMatchObject({ _tag: "@rx/kernel/AppendConflict", goalId: "s", expectedSeq: 2, actualSeq: 3 })
       yield* append(a, 3, 4)
       yield* append(b, 4, log.length)
       const events = yield* Effect.provide(loadAll("s"), a)
@@ -278,7 +278,7 @@ describe("SqliteStore", () => {
         Runner.resume("race").pipe(Effect.provide(echoRun(5, 5)), Effect.provide(store), Effect.either)
       const [a, b] = yield* Effect.all([runner(first), runner(second)], { concurrency: 2 })
       const outcomes = [a, b].map((r) => (Either.isRight(r) ? r.right.reason : r.left._tag)).sort()
-      expect(outcomes).toEqual(["GoalBusy", "done"])
+      expect(outcomes).toEqual(["@rx/kernel/GoalBusy", "done"])
       const busy = [a, b].find(Either.isLeft)
       if (busy !== undefined && Either.isLeft(busy)) expect(busy.left.message).toContain("is being run elsewhere")
       const events = yield* Effect.provide(loadAll("race"), first)
@@ -297,7 +297,7 @@ describe("SqliteStore", () => {
         { concurrency: "unbounded" }
       )
       expect(outcomes.filter(Either.isRight)).toHaveLength(1)
-      expect(outcomes.filter(Either.isLeft).map((o) => Either.isLeft(o) && o.left._tag)).toEqual(Array.from({ length: 19 }, () => "AppendConflict"))
+      expect(outcomes.filter(Either.isLeft).map((o) => Either.isLeft(o) && o.left._tag)).toEqual(Array.from({ length: 19 }, () => "@rx/kernel/AppendConflict"))
       expect((yield* store.load("race")).length).toBe(2)
       // Twenty goals appended event by event, all at once.
       const ids = Array.from({ length: 20 }, (_, i) => `many-${i}`)
@@ -349,7 +349,7 @@ describe("SqliteStore", () => {
       // A transaction begun with a bare statement is not the client's: the store refuses to run inside it.
       yield* sql.unsafe("BEGIN")
       const refused = yield* Effect.flip(store.append("t", 2, log.slice(2, 3)))
-      expect(refused._tag).toBe("StoreError")
+      expect(refused._tag).toBe("@rx/kernel/StoreError")
       expect(refused.message).toContain("a transaction is open on the store's connection")
       yield* sql.unsafe("ROLLBACK")
       yield* store.append("t", 2, log.slice(2))

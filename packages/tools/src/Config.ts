@@ -110,7 +110,7 @@ export type Config = typeof Config.Type
 export type Input = typeof Config.Encoded
 
 /** A config that does not decode; the message names each offending field. */
-export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidConfig", {
+export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("@rx/tools/InvalidConfig", {
   message: Schema.String
 }) {}
 

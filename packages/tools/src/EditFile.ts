@@ -23,7 +23,7 @@ import { checkPlaceholders, checkPrecondition, checkSize, readForRecovery, Sha25
 import { FileNotFound, Workspace } from "./Workspace.js"
 
 /** `old_text` does not occur, or occurs more than once without `replace_all`. */
-export class NoUniqueMatch extends Schema.TaggedError<NoUniqueMatch>()("NoUniqueMatch", {
+export class NoUniqueMatch extends Schema.TaggedError<NoUniqueMatch>()("@rx/tools/NoUniqueMatch", {
   path: Schema.String,
   occurrences: Schema.Int
 }) {
@@ -140,8 +140,8 @@ export const tool = Tool.make({
       }
     }).pipe(
       Effect.catchTags({
-        UnsafeWrite: (error) => Effect.fail(Errors.recoverable(error)),
-        NoUniqueMatch: (error) => Effect.fail(Errors.recoverable(error))
+        "@rx/tools/UnsafeWrite": (error) => Effect.fail(Errors.recoverable(error)),
+        "@rx/tools/NoUniqueMatch": (error) => Effect.fail(Errors.recoverable(error))
       }),
       Effect.mapError(Errors.toToolError)
     ),

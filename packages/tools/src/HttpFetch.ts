@@ -55,7 +55,7 @@ export const Output = Schema.Struct({
 export type Output = typeof Output.Type
 
 /** The address a URL leads to may not be fetched. */
-export class AddressRefused extends Schema.TaggedError<AddressRefused>()("AddressRefused", {
+export class AddressRefused extends Schema.TaggedError<AddressRefused>()("@rx/tools/AddressRefused", {
   url: Schema.String,
   host: Schema.String,
   address: Schema.String,

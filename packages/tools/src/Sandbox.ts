@@ -47,7 +47,7 @@ export type Sandbox =
   | { readonly _tag: "Unavailable"; readonly reason: string }
 
 /** Mode `bwrap` was asked for and bubblewrap cannot be used. */
-export class SandboxUnavailable extends Schema.TaggedError<SandboxUnavailable>()("SandboxUnavailable", {
+export class SandboxUnavailable extends Schema.TaggedError<SandboxUnavailable>()("@rx/tools/SandboxUnavailable", {
   reason: Schema.String
 }) {
   override get message() {

@@ -31,7 +31,7 @@ import * as Files from "./internal/files.js"
 import * as Text from "./internal/text.js"
 
 /** A path the workspace will not touch: outside the root, through `..`, or a link leading out. */
-export class PathRefused extends Schema.TaggedError<PathRefused>()("PathRefused", {
+export class PathRefused extends Schema.TaggedError<PathRefused>()("@rx/tools/PathRefused", {
   path: Schema.String,
   reason: Schema.String
 }) {
@@ -41,7 +41,7 @@ export class PathRefused extends Schema.TaggedError<PathRefused>()("PathRefused"
 }
 
 /** The path does not exist. */
-export class FileNotFound extends Schema.TaggedError<FileNotFound>()("FileNotFound", {
+export class FileNotFound extends Schema.TaggedError<FileNotFound>()("@rx/tools/FileNotFound", {
   path: Schema.String
 }) {
   override get message() {
@@ -50,7 +50,7 @@ export class FileNotFound extends Schema.TaggedError<FileNotFound>()("FileNotFou
 }
 
 /** The path exists but is not what the operation needs (a directory where a file was expected). */
-export class WrongType extends Schema.TaggedError<WrongType>()("WrongType", {
+export class WrongType extends Schema.TaggedError<WrongType>()("@rx/tools/WrongType", {
   path: Schema.String,
   expected: Schema.String,
   actual: Schema.String
@@ -64,7 +64,7 @@ export class WrongType extends Schema.TaggedError<WrongType>()("WrongType", {
  * A write precondition failed: the file's sha256 is not the one the call expected. `null` stands
  * for "no file" on either side.
  */
-export class StaleFile extends Schema.TaggedError<StaleFile>()("StaleFile", {
+export class StaleFile extends Schema.TaggedError<StaleFile>()("@rx/tools/StaleFile", {
   path: Schema.String,
   expected: Schema.NullOr(Schema.String),
   actual: Schema.NullOr(Schema.String),
@@ -79,7 +79,7 @@ export class StaleFile extends Schema.TaggedError<StaleFile>()("StaleFile", {
  * The file system failed (permissions, disk, I/O). `reason` is @effect/platform's; `code` the
  * errno (`ENAMETOOLONG`), which decides whether the model can work around it.
  */
-export class FileSystemFailure extends Schema.TaggedError<FileSystemFailure>()("FileSystemFailure", {
+export class FileSystemFailure extends Schema.TaggedError<FileSystemFailure>()("@rx/tools/FileSystemFailure", {
   path: Schema.String,
   operation: Schema.String,
   reason: Schema.String,
@@ -92,7 +92,7 @@ export class FileSystemFailure extends Schema.TaggedError<FileSystemFailure>()("
 }
 
 /** The workspace root itself is unusable. */
-export class InvalidWorkspace extends Schema.TaggedError<InvalidWorkspace>()("InvalidWorkspace", {
+export class InvalidWorkspace extends Schema.TaggedError<InvalidWorkspace>()("@rx/tools/InvalidWorkspace", {
   root: Schema.String,
   reason: Schema.String
 }) {
@@ -592,7 +592,7 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
       Effect.gen(function*() {
         const opened = yield* openChecked(at, expected, input, "file").pipe(
           Effect.map(Option.some),
-          Effect.catchTag("FileNotFound", () => Effect.succeed(Option.none<FileSystem.File>()))
+          Effect.catchTag("@rx/tools/FileNotFound", () => Effect.succeed(Option.none<FileSystem.File>()))
         )
         if (Option.isNone(opened)) return Option.none<Held>()
         const file = opened.value
@@ -661,7 +661,7 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
                     new StaleFile({ path: input, expected: null, actual: "unknown", reason: "the file was created by someone else meanwhile" })
                   )
               ),
-              Effect.mapError((error) => error._tag === "StaleFile" ? error : failure(input, "link")(error))
+              Effect.mapError((error) => error._tag === "@rx/tools/StaleFile" ? error : failure(input, "link")(error))
             )
             yield* fs.remove(temp).pipe(Effect.ignore)
           } else {
@@ -705,7 +705,7 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
         const parent = NodePath.dirname(resolved.absolute)
         const dir = yield* openDirectory(parent, input, false).pipe(
           Effect.map(Option.some),
-          Effect.catchTag("FileNotFound", () => Effect.succeed(Option.none<FileSystem.File>()))
+          Effect.catchTag("@rx/tools/FileNotFound", () => Effect.succeed(Option.none<FileSystem.File>()))
         )
         if (Option.isNone(dir)) return false
         const name = NodePath.basename(resolved.absolute)

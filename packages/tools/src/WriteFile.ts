@@ -24,7 +24,7 @@ import * as Text from "./internal/text.js"
 import { failure, StaleFile, Workspace } from "./Workspace.js"
 
 /** A write the safety rules refuse; the call may say it is intended. */
-export class UnsafeWrite extends Schema.TaggedError<UnsafeWrite>()("UnsafeWrite", {
+export class UnsafeWrite extends Schema.TaggedError<UnsafeWrite>()("@rx/tools/UnsafeWrite", {
   path: Schema.String,
   reason: Schema.String
 }) {
@@ -156,8 +156,8 @@ export const readForRecovery = (path: string, limit: number) =>
     const opened = yield* workspace.open(path).pipe(
       Effect.map(Option.some),
       Effect.catchTags({
-        FileNotFound: () => Effect.succeedNone,
-        WrongType: () => Effect.succeedNone
+        "@rx/tools/FileNotFound": () => Effect.succeedNone,
+        "@rx/tools/WrongType": () => Effect.succeedNone
       })
     )
     if (Option.isNone(opened) || Number(opened.value.info.size) > limit) return Option.none()
@@ -201,7 +201,7 @@ export const tool = Tool.make({
         lines: Text.countLines(input.content)
       }
     }).pipe(
-      Effect.catchTag("UnsafeWrite", (error) => Effect.fail(Errors.recoverable(error))),
+      Effect.catchTag("@rx/tools/UnsafeWrite", (error) => Effect.fail(Errors.recoverable(error))),
       Effect.mapError(Errors.toToolError)
     ),
   // After a crash during the call: remove its temp file; the call took effect if the file holds

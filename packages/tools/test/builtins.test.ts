@@ -76,9 +76,9 @@ describe("Builtins", () => {
   it.effect("an invalid config or workspace fails to build, naming the problem", () =>
     Effect.gen(function*() {
       const missing = yield* Effect.either(Layer.build(Builtins.layer({ workspace: "/nonexistent/rx-ws" })).pipe(Effect.scoped))
-      expect(missing._tag === "Left" && missing.left._tag).toBe("InvalidWorkspace")
+      expect(missing._tag === "Left" && missing.left._tag).toBe("@rx/tools/InvalidWorkspace")
       const bad = yield* Effect.either(Layer.build(Builtins.layer({ workspace: ".", sandbox: "docker" as "none" })).pipe(Effect.scoped))
-      expect(bad._tag === "Left" && bad.left._tag).toBe("InvalidConfig")
+      expect(bad._tag === "Left" && bad.left._tag).toBe("@rx/tools/InvalidConfig")
       // The decoded config encodes to JSON for a goal's metadata.
       const decoded = yield* Config.decode({ workspace: "/w", sandbox: "none" })
       expect(JSON.parse(JSON.stringify(Config.encode(decoded)))).toMatchObject({ workspace: "/w", sandbox: "none", shellGraceMs: 2000 })

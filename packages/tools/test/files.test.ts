@@ -108,13 +108,13 @@ describe("write_file", () => {
 
       const noHash = failed(yield* withTools(config, invoke("write_file", { path: "sub/dir/new.txt", content: "bye!!\n" })))
       expect(noHash.kind).toBe("recoverable")
-      expect(noHash.details).toMatchObject({ _tag: "StaleFile", expected: null, actual: sha256("hello\n") })
+      expect(noHash.details).toMatchObject({ _tag: "@rx/tools/StaleFile", expected: null, actual: sha256("hello\n") })
 
       const wrong = "0".repeat(64)
       const stale = failed(
         yield* withTools(config, invoke("write_file", { path: "sub/dir/new.txt", content: "bye!!\n", expected_sha256: wrong }))
       )
-      expect(stale.details).toMatchObject({ _tag: "StaleFile", expected: wrong, actual: sha256("hello\n") })
+      expect(stale.details).toMatchObject({ _tag: "@rx/tools/StaleFile", expected: wrong, actual: sha256("hello\n") })
       expect(stale.message).toContain(wrong)
       expect(stale.message).toContain(sha256("hello\n"))
       expect(fs.readFileSync(path.join(ws, "sub/dir/new.txt"), "utf8")).toBe("hello\n")
@@ -132,7 +132,7 @@ describe("write_file", () => {
       const ghost = failed(
         yield* withTools(config, invoke("write_file", { path: "ghost.txt", content: "x", expected_sha256: wrong }))
       )
-      expect(ghost.details).toMatchObject({ _tag: "StaleFile", actual: null })
+      expect(ghost.details).toMatchObject({ _tag: "@rx/tools/StaleFile", actual: null })
       expect(fs.existsSync(path.join(ws, "ghost.txt"))).toBe(false)
       cleanup()
     }))
@@ -239,7 +239,7 @@ describe("edit_file", () => {
         new_text: "let c = $&3",
         expected_sha256: "f".repeat(64)
       })))
-      expect(stale.details).toMatchObject({ _tag: "StaleFile", actual: sha256(original) })
+      expect(stale.details).toMatchObject({ _tag: "@rx/tools/StaleFile", actual: sha256(original) })
       const once = ok(yield* withTools(config, invoke("edit_file", {
         path: "e.ts",
         old_text: "let c = 2",

@@ -380,7 +380,7 @@ describe("errno classification", () => {
       }
       const named = failed(yield* withTools(config, invoke("write_file", { path: long, content: "x" })))
       expect(named.message).toContain("shorter")
-      expect(named.details).toMatchObject({ _tag: "FileSystemFailure", code: "ENAMETOOLONG" })
+      expect(named.details).toMatchObject({ _tag: "@rx/tools/FileSystemFailure", code: "ENAMETOOLONG" })
       cleanup()
     }))
 
@@ -451,7 +451,7 @@ describe("edit_file beside a concurrent appender", () => {
             version++
             succeeded++
           } else {
-            expect(outcome.error.details, outcome.error.message).toMatchObject({ _tag: "StaleFile" })
+            expect(outcome.error.details, outcome.error.message).toMatchObject({ _tag: "@rx/tools/StaleFile" })
             stale++
           }
         }

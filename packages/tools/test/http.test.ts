@@ -80,7 +80,7 @@ describe("http_fetch", () => {
           const failure = failed(yield* withTools(config, invoke("http_fetch", { url })))
           expect(failure.kind, url).toBe("recoverable")
           expect(failure.message, url).toContain("refused")
-          expect(failure.details, url).toMatchObject({ _tag: "AddressRefused" })
+          expect(failure.details, url).toMatchObject({ _tag: "@rx/tools/AddressRefused" })
         }
         cleanup()
       })
@@ -111,7 +111,7 @@ describe("http_fetch", () => {
         const named = setup(["localhost"])
         const refused = failed(yield* withTools(named.config, invoke("http_fetch", { url: `http://localhost:${port}/to-literal` })))
         expect(refused.message).toContain("refused")
-        expect(refused.details).toMatchObject({ _tag: "AddressRefused", host: "127.0.0.1" })
+        expect(refused.details).toMatchObject({ _tag: "@rx/tools/AddressRefused", host: "127.0.0.1" })
         named.cleanup()
         const { cleanup, config } = setup(["127.0.0.1"])
         const followed = ok(yield* withTools(config, invoke("http_fetch", { url: `${base}/to-ok` })))

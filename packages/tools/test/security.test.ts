@@ -78,7 +78,7 @@ describe.skipIf(unavailable !== undefined)("trusted bubblewrap", () => {
       const refusal = (bwrapPath: string) =>
         withTools({ workspace: ws, sandbox: "bwrap", bwrapPath }, invoke("shell", { command: "true" })).pipe(
           Effect.flip,
-          Effect.map((error) => (error._tag === "SandboxUnavailable" ? error.reason : `unexpected ${error._tag}`))
+          Effect.map((error) => (error._tag === "@rx/tools/SandboxUnavailable" ? error.reason : `unexpected ${error._tag}`))
         )
       expect(yield* refusal(inWorkspace)).toContain("inside the workspace")
       // A folder others may write: they could swap the program.
@@ -222,7 +222,7 @@ describe("protected paths in the file tools", () => {
   }
 
   const refused = (failure: { readonly details?: unknown; readonly message: string }) => {
-    expect((failure.details as Record<string, unknown> | undefined)?.["_tag"]).toBe("PathRefused")
+    expect((failure.details as Record<string, unknown> | undefined)?.["_tag"]).toBe("@rx/tools/PathRefused")
     return failure.message
   }
 

@@ -24,7 +24,7 @@ describe("shell, sandbox none", () => {
         Effect.either
       )
       expect(result._tag).toBe("Left")
-      if (result._tag === "Left") expect(result.left._tag).toBe("SandboxUnavailable")
+      if (result._tag === "Left") expect(result.left._tag).toBe("@rx/tools/SandboxUnavailable")
       cleanup()
     }))
 })

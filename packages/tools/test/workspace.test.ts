@@ -59,7 +59,7 @@ describe("Workspace confinement", () => {
           expect(failure.kind, `${tool} ${p}`).toBe("recoverable")
           expect(failure.message, `${tool} ${p}`).toContain(`path "${p}" is refused`)
           expect(failure.message, `${tool} ${p}`).toContain(why)
-          expect(failure.details).toMatchObject({ _tag: "PathRefused", path: p })
+          expect(failure.details).toMatchObject({ _tag: "@rx/tools/PathRefused", path: p })
         }
       }
       expect(fs.readFileSync(path.join(outside, "secret.txt"), "utf8")).toBe("outside secret\n")

@@ -8,7 +8,7 @@ import { StateStore } from "@rx/kernel"
  * this rx or one only a writable open migrates, or is damaged (SQLite's checks fail or rx's
  * tables are missing). The file is left untouched.
  */
-export class DatabaseRefused extends Schema.TaggedError<DatabaseRefused>()("DatabaseRefused", {
+export class DatabaseRefused extends Schema.TaggedError<DatabaseRefused>()("@rx/store-sqlite/DatabaseRefused", {
   filename: Schema.String,
   reason: Schema.Literal("missing", "empty", "not-sqlite", "foreign", "newer", "outdated", "damaged"),
   message: Schema.String

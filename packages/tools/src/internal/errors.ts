@@ -74,12 +74,12 @@ const fields = (error: { readonly _tag: string }): Record<string, unknown> => {
 
 /** Whether the model can work around a workspace error: all but a file system failure the table calls fatal. */
 export const isRecoverable = (error: Workspace.WorkspaceError): boolean =>
-  error._tag !== "FileSystemFailure" ||
+  error._tag !== "@rx/tools/FileSystemFailure" ||
   (error.code === undefined ? recoverableReasons.has(error.reason) : classifyErrno(error.code).recoverable)
 
 /** A workspace error as a tool error; the table's reason for an errno is added to the message. */
 export const fromWorkspace = (error: Workspace.WorkspaceError): Tool.ToolError => {
-  const message = error._tag === "FileSystemFailure" && error.code !== undefined
+  const message = error._tag === "@rx/tools/FileSystemFailure" && error.code !== undefined
     ? `${error.message} (${classifyErrno(error.code).why})`
     : error.message
   return isRecoverable(error) ? Tool.ToolError.recoverable(message, fields(error)) : Tool.ToolError.fatal(message, fields(error))
@@ -95,4 +95,4 @@ export const fatal = (error: { readonly _tag: string; readonly message: string }
 
 /** Pass tool errors through; turn workspace errors into tool errors. */
 export const toToolError = (error: Workspace.WorkspaceError | Tool.ToolError): Tool.ToolError =>
-  error._tag === "ToolError" ? error : fromWorkspace(error)
+  error._tag === "@rx/kernel/ToolError" ? error : fromWorkspace(error)
