@@ -5,11 +5,11 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { execFileSync, spawn } from "node:child_process"
+import { spawn } from "node:child_process"
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
-import { bin, jsonLines, rx, sandbox, start, until } from "./helpers.js"
+import { bin, bwrapWorks, jsonLines, rx, sandbox, start, until } from "./helpers.js"
 
 type Json = Record<string, unknown>
 
@@ -22,15 +22,6 @@ const done = (summary: string) => call("done", { summary })
 const at = (box: ReturnType<typeof sandbox>, server: FakeServer.FakeServer, mode: "none" | "bwrap" = "none") =>
   ["--db", box.db, "--workspace", box.workspace, "--base-url", server.baseUrl, "--model", "fake", "--sandbox", mode]
 
-/** Whether bubblewrap works here (the sandboxed SIGTERM case needs it). */
-const bwrapWorks = (() => {
-  try {
-    execFileSync("/usr/bin/bwrap", ["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--", "/bin/true"], { stdio: "ignore" })
-    return true
-  } catch {
-    return false
-  }
-})()
 if (!bwrapWorks) console.warn("SKIPPING the sandboxed SIGTERM case: /usr/bin/bwrap is missing or cannot create namespaces")
 
 const events = (goalId: string, db: string) =>

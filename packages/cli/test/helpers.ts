@@ -1,6 +1,6 @@
 /** Run the built `rx` binary as a child process, in temp folders, against a fake model server. */
 import { Effect } from "effect"
-import { spawn, type ChildProcess } from "node:child_process"
+import { execFileSync, spawn, type ChildProcess } from "node:child_process"
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -74,3 +74,13 @@ export const until = (check: () => boolean, what: string, timeoutMs = 20_000) =>
 /** The JSON lines of an output. */
 export const jsonLines = (text: string): ReadonlyArray<Record<string, unknown>> =>
   text.split("\n").filter((l) => l.trim().startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>)
+
+/** Whether bubblewrap works here: the sandboxed cases need it, and are skipped with a printed reason without it. */
+export const bwrapWorks = (() => {
+  try {
+    execFileSync("/usr/bin/bwrap", ["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--", "/bin/true"], { stdio: "ignore" })
+    return true
+  } catch {
+    return false
+  }
+})()

@@ -10,20 +10,11 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
 import * as Limits from "../../tools/src/internal/limits.js"
-import { jsonLines, rx, sandbox } from "./helpers.js"
+import { bwrapWorks, jsonLines, rx, sandbox } from "./helpers.js"
 
 const call = (name: string, args: unknown) => FakeServer.completion({ toolCalls: [{ name, arguments: JSON.stringify(args) }] })
 const done = (summary: string) => call("done", { summary })
 
-/** Whether bubblewrap works here; the sandbox tests need it. */
-const bwrapWorks = (() => {
-  try {
-    execFileSync("/usr/bin/bwrap", ["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--", "/bin/true"], { stdio: "ignore" })
-    return true
-  } catch {
-    return false
-  }
-})()
 if (!bwrapWorks) console.warn("SKIPPING the CLI sandbox security tests: /usr/bin/bwrap is missing or cannot create namespaces")
 
 const git = (cwd: string, ...args: Array<string>) =>
