@@ -2,8 +2,8 @@ import { defineConfig } from "vitest/config"
 
 export default defineConfig({
   test: {
-    // Every package with tests; `pnpm test` runs them all.
-    projects: ["packages/*/vitest.config.ts"],
+    // Every package with tests, and the consumer test; `pnpm test` runs them all.
+    projects: ["packages/*/vitest.config.ts", "examples/*/vitest.config.ts"],
     // Two cores here: few workers, so real-process and SQLite tests are not starved.
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
