@@ -84,7 +84,9 @@ export interface Tool<R = never> {
 export type Any = Tool<unknown>
 
 /** The services a list of tools requires. */
-export type Requirements<T extends ReadonlyArray<Any>> = T[number] extends Tool<infer R> ? R : never
+export type Requirements<T extends ReadonlyArray<Any>> = [T[number]] extends [never] ? never
+  : T[number] extends Tool<infer R> ? R
+  : never
 
 /** Valid tool names: what OpenAI-compatible servers accept. */
 export const namePattern = /^[a-zA-Z0-9_-]{1,64}$/

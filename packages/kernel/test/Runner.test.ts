@@ -261,6 +261,12 @@ describe("Runner: one runner per goal", () => {
 })
 
 describe("ToolRegistry", () => {
+  it.effect("an empty registry requires nothing", () =>
+    Effect.gen(function*() {
+      const registry = yield* ToolRegistry.make([])
+      expect(registry.specs).toEqual([])
+    }))
+
   it.effect("refuses duplicate, reserved and invalid names", () =>
     Effect.gen(function*() {
       const dup = yield* Effect.flip(ToolRegistry.make([echo, echo]))
