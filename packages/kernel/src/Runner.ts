@@ -7,6 +7,7 @@
  */
 import { Clock, Deferred, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
 import * as Action from "./Action.js"
+import * as Answer from "./Answer.js"
 import * as Behaviour from "./Behaviour.js"
 import * as Event from "./Event.js"
 import { fingerprint, isJson } from "./internal/json.js"
@@ -86,89 +87,9 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
  * call starts (its `ToolStarted` before it runs), waits for approval, or the answer is done.
  */
 const advance = (run: Run, first: ReadonlyArray<Event.Event>, decide = true): Effect.Effect<unknown, RunError> => {
-  const step = work(run, first, decide)
+  const step = Answer.step(run.state, first, { decide, now: run.now, prepare: run.registry.prepare })
   return Effect.flatMap(run.commit(step.batch, step.after), (committed) =>
     committed === "committed" && step.call !== undefined ? execute(run, step.call) : Effect.void)
-}
-
-/** The events to commit, the State they lead to (unless the log keeps them otherwise), and the call to run after them. */
-interface Step {
-  readonly batch: ReadonlyArray<Event.Event>
-  readonly after: State.State | undefined
-  readonly call?: ToolRegistryModule.Prepared
-}
-
-/**
- * Draft `advance`'s batch: pure but for the clock reads and the registry's checks. Without
- * `decide`, calls left in the answer wait for the next batch (a call's outcome is then recorded
- * on its own, before anything else is decided).
- */
-const work = (run: Run, first: ReadonlyArray<Event.Event>, decide: boolean): Step => {
-  const batch: Array<Event.Event> = []
-  let draft = run.state
-  const push = (event: Event.Event) => {
-    batch.push(event)
-    draft = State.reduce(draft, event)
-  }
-  first.forEach(push)
-  const answer = draft.answer
-  const { goalId, iteration } = draft
-  const at = () => ({ goalId, seq: draft.seq, iteration, at: run.now() })
-  const close = (): Step => {
-    const completed: Event.Of<"IterationCompleted"> = { _tag: "IterationCompleted", ...at(), summary: State.summary(draft) }
-    push({ ...completed, summary: State.summary(State.reduce(draft, completed)) })
-    return { batch, after: draft }
-  }
-  if (answer === null) return { batch, after: draft }
-  if (answer.next >= answer.calls) return close()
-  if (!decide) return { batch, after: draft }
-  const rules = Behaviour.rules(draft.behaviour)
-  const limits = { ...rules, maxCallsPerAnswer: draft.options.maxCallsPerAnswer }
-  const planned = Action.plan(answer.response, limits)
-  if (planned._tag === "Reject") {
-    const { kind, raw, reason } = planned
-    push({ _tag: "ActionRejected", ...at(), kind, reason, raw })
-  }
-  const calls = planned._tag === "Calls" ? planned.calls : []
-  for (let index = answer.next; index < calls.length; index++) {
-    const callId = Event.callId(goalId, iteration, index)
-    const call = calls[index] as Action.Parsed
-    const decision = Action.decideCall(call, draft.tools, (tool, input) => run.registry.prepare({ callId, tool, input }), limits)
-    const one = rules.multiCall ? { index } : {}
-    if (decision._tag === "Done") {
-      close()
-      push({ _tag: "Terminated", ...at(), reason: "done", detail: decision.summary })
-      return { batch, after: draft }
-    }
-    if (decision._tag === "Reject") {
-      const { kind, raw, reason, tool, validation } = decision
-      push({
-        _tag: "ActionRejected", ...at(), kind, reason, raw,
-        ...(validation === undefined ? {} : { validation }),
-        ...(rules.multiCall && tool !== undefined ? { index, tool } : {})
-      })
-      continue
-    }
-    const { input, tool } = decision
-    const policy = draft.options.approval[tool] ?? "auto"
-    if (policy === "deny") {
-      push({ _tag: "ActionRejected", ...at(), kind: "denied", reason: `${tool} is not allowed in this run`, raw: "", index, tool })
-      continue
-    }
-    if (policy === "ask") {
-      push({ _tag: "ApprovalRequested", ...at(), callId, tool, input, ...one })
-      return { batch, after: draft }
-    }
-    push({ _tag: "ToolStarted", ...at(), callId, tool, input, ...one })
-    const recorded = batch.map((e) => {
-      const response = rules.inputOnce && e._tag === "ModelResponded" ? Action.withoutArguments(e.response, index) : undefined
-      return response === undefined || e._tag !== "ModelResponded" || response === e.response ? e : { ...e, response }
-    })
-    // The draft was folded from the events as drafted; an elided answer is folded again as recorded.
-    const same = recorded.every((e, i) => e === batch[i])
-    return { batch: recorded, after: same ? draft : undefined, call: decision.prepared }
-  }
-  return close()
 }
 
 /** A person decided on the awaited call: run it exactly as requested, or record the denial. */

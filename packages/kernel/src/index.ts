@@ -3,6 +3,7 @@
  * log, one runner Effect, and the service Tags it needs (model, tools, store).
  */
 export * as Action from "./Action.js"
+export * as Answer from "./Answer.js"
 export * as Behaviour from "./Behaviour.js"
 export * as Control from "./Control.js"
 export * as Event from "./Event.js"
