@@ -2,8 +2,9 @@
  * The loop: fold the log, then until a termination rule holds: ask the model, decode its
  * action, record `ToolStarted`, run the tool, record the outcome. A call is committed before
  * it runs and its outcome before the next model call, so a crash never repeats a side effect.
- * Cancellation is an event (`CancelRequested`) any process may append; every model and tool
- * call races it.
+ * Cancellation is an event (`CancelRequested`) any process may append, and the loop races it;
+ * a goal that cannot go on now (the model unreachable, a call awaiting approval, a shutdown)
+ * is suspended, recorded and open, rather than ended.
  */
 import { Clock, Deferred, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
 import * as Action from "./Action.js"
