@@ -398,7 +398,10 @@ describe.skipIf(unavailable !== undefined || (root && cgroups === undefined))("a
       )
       const output = ok(out)
       expect(output["timed_out"]).toBe(false)
-      expect(peak).toBeGreaterThan(10)
+      // The bomb ran into the limit (its forks failed), and never got past it. How many processes
+      // the sampler catches at once depends on the machine's load, so only the ceiling is exact.
+      expect(String(output["stderr"])).toMatch(/fork|resource temporarily unavailable/i)
+      expect(peak).toBeGreaterThan(0)
       expect(peak).toBeLessThanOrEqual(64)
       for (let i = 0; i < 50 && alive(`bomb${id}`).length > 0; i++) yield* Effect.sleep("100 millis")
       expect(alive(`bomb${id}`)).toEqual([])
