@@ -50,20 +50,17 @@ const question = (tool: string) => Render.terminal(`run it? y = yes, n = no, a =
 
 /**
  * The approver hook for a run with a person at the terminal. `open` gives a terminal for one
- * request (closed after it); `always(tool)` records that the tool runs without asking from now on.
- * A tool answered `a` is approved at once if asked again in this run (the options change and the
- * decision are two events; the runner may ask again after folding in the first). At the end of
- * input the answer is `None`: the goal suspends, to be decided with `rx approve` or `rx deny`.
+ * request (closed after it); `always(tool)` records that the tool runs without asking from now on
+ * (the goal's approval policy, so later calls are not asked about). At the end of input the
+ * answer is `None`: the goal suspends, to be decided with `rx approve` or `rx deny`.
  */
 export const approver = <E>(
   open: Effect.Effect<Terminal, E, Scope.Scope>,
   always: (tool: string) => Effect.Effect<void>
 ): Runner.Approver => {
-  const allowed = new Set<string>()
   const yes = (reason: string): Option.Option<Runner.Decision> => Option.some({ approved: true, reason, by })
-  return (request) => {
-    if (allowed.has(request.tool)) return Effect.succeed(yes(alwaysReason(request.tool)))
-    return Effect.scoped(Effect.gen(function*() {
+  return (request) =>
+    Effect.scoped(Effect.gen(function*() {
       const terminal = yield* open
       yield* terminal.write(`${describe(request)}\n`)
       while (true) {
@@ -76,7 +73,6 @@ export const approver = <E>(
         const answer = parse(line.value)
         if (answer === "yes") return yes("approved at the terminal")
         if (answer === "always") {
-          allowed.add(request.tool)
           yield* always(request.tool)
           return yes(alwaysReason(request.tool))
         }
@@ -88,7 +84,6 @@ export const approver = <E>(
         yield* terminal.write("please answer y, n or a\n")
       }
     }).pipe(Effect.orElseSucceed(() => Option.none())))
-  }
 }
 
 /**
