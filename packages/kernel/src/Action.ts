@@ -3,8 +3,9 @@
  * calls come first; an answer with none may hold a JSON action in its text:
  * `{"tool": "<name>", "input": {...}, "thought"?: "..."}`. Free-form text is never executed.
  */
-import { Either, ParseResult, Schema } from "effect"
+import { Either, Schema } from "effect"
 import type * as Event from "./Event.js"
+import * as Issues from "./internal/issues.js"
 import { deeperThan, truncate } from "./internal/json.js"
 import type * as LanguageModel from "./LanguageModel.js"
 import type * as Tool from "./Tool.js"
@@ -36,7 +37,7 @@ const reject = (kind: Event.RejectionKind, reason: string, raw: string): Reject 
   raw: truncate(raw, rawCap)
 })
 
-const decodeDone = Schema.decodeUnknownEither(ToolRegistry.DoneInput, { onExcessProperty: "error" })
+const decodeDone = Schema.decodeUnknownEither(ToolRegistry.DoneInput, { errors: "all", onExcessProperty: "error" })
 
 /** What deciding needs besides the answer: the rules of the goal's behaviour version and its options. */
 export interface Limits {
@@ -108,7 +109,7 @@ export const decideCall = <A>(
   if (tool === ToolRegistry.doneName) {
     return Either.match(decodeDone(input), {
       onLeft: (error) =>
-        rejectCall("invalid_input", `invalid input for done: ${ParseResult.TreeFormatter.formatErrorSync(error)}`, JSON.stringify(input)),
+        rejectCall("invalid_input", `invalid input for done: ${Issues.format(error)}`, JSON.stringify(input)),
       onRight: ({ summary }) => ({ _tag: "Done", summary })
     })
   }

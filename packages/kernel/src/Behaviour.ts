@@ -24,6 +24,8 @@ export interface Rules {
   readonly multiCall: boolean
   /** A model that cannot be reached suspends the goal; only a refused request ends it. */
   readonly suspendWhenUnavailable: boolean
+  /** An empty goal, or one longer than a prompt shows of it, is refused at submission (rx 0.1 cut it silently). */
+  readonly goalChecked: boolean
 }
 
 const v1: Rules = {
@@ -32,9 +34,10 @@ const v1: Rules = {
   cycles: false,
   inputOnce: false,
   multiCall: false,
-  suspendWhenUnavailable: false
+  suspendWhenUnavailable: false,
+  goalChecked: false
 }
-const v2: Rules = { answerCap: true, maxInputDepth: 64, cycles: true, inputOnce: true, multiCall: true, suspendWhenUnavailable: true }
+const v2: Rules = { answerCap: true, maxInputDepth: 64, cycles: true, inputOnce: true, multiCall: true, suspendWhenUnavailable: true, goalChecked: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
 export const rules = (version: number): Rules => (version === 1 ? v1 : v2)

@@ -2,7 +2,8 @@
  * The limits and thresholds of a run. Every field has a default; the decoded options are
  * recorded in `GoalSubmitted`, so a resumed or replayed run uses exactly the same ones.
  */
-import { Effect, ParseResult, Schema } from "effect"
+import { Effect, Schema } from "effect"
+import * as Issues from "./internal/issues.js"
 
 const count = (fallback: number) =>
   Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => fallback })
@@ -40,7 +41,7 @@ export type Options = typeof Options.Type
 /** What a caller may pass (some fields or none; the rest defaulted). */
 export type Input = typeof Options.Encoded
 
-/** Options that do not decode: the message names each offending field. */
+/** Options that do not decode: the message names each offending field, on one line. */
 export class InvalidOptions extends Schema.TaggedError<InvalidOptions>()("@rx/kernel/InvalidOptions", {
   message: Schema.String
 }) {}
@@ -51,7 +52,7 @@ const decodeOptions = Schema.decodeUnknown(Options, { errors: "all", onExcessPro
 export const decode = (input: unknown): Effect.Effect<Options, InvalidOptions> =>
   decodeOptions(input).pipe(
     Effect.mapError((error) =>
-      new InvalidOptions({ message: `invalid run options: ${ParseResult.TreeFormatter.formatErrorSync(error)}` })
+      new InvalidOptions({ message: `invalid run options: ${Issues.format(error)}` })
     )
   )
 

@@ -31,11 +31,19 @@ export const size = (request: LanguageModel.Request): number => {
   return total
 }
 
+/**
+ * Characters of the goal (and of the instructions) a prompt shows with these options: a quarter
+ * of the prompt budget. A longer text would be cut in every prompt: `Runner.submit` refuses such
+ * a goal, and a transport can say so before it asks.
+ */
+export const maxGoalChars = (options: { readonly promptBudget: number }): number => Math.floor(options.promptBudget / 4)
+
 /** Build the request for the next model call. */
 export const build = (state: State.State): LanguageModel.Request => {
   const budget = state.options.promptBudget
-  const instructions = state.instructions === "" ? "" : `\n\nInstructions:\n${truncate(state.instructions, Math.floor(budget / 4))}`
-  const goal = `Goal:\n${truncate(state.goal, Math.floor(budget / 4))}${instructions}`
+  const shows = maxGoalChars(state.options)
+  const instructions = state.instructions === "" ? "" : `\n\nInstructions:\n${truncate(state.instructions, shows)}`
+  const goal = `Goal:\n${truncate(state.goal, shows)}${instructions}`
   // Room for the omitted-turns note, whatever its count.
   let used = system.length + goal.length + 80
   const turns = state.turns

@@ -230,7 +230,13 @@ export class GoalBusy extends Schema.TaggedError<GoalBusy>()("@rx/kernel/GoalBus
   }
 }
 
-export type RunError = StoreError | GoalBusy | Options.InvalidOptions | Behaviour.UnsupportedBehaviour
+/** A goal the kernel will not run (empty, or longer than a prompt shows of it); nothing was recorded. */
+export class InvalidGoal extends Schema.TaggedError<InvalidGoal>()("@rx/kernel/InvalidGoal", {
+  reason: Schema.Literal("empty", "too_long"),
+  message: Schema.String
+}) {}
+
+export type RunError = StoreError | GoalBusy | Options.InvalidOptions | InvalidGoal | Behaviour.UnsupportedBehaviour
 export type Services = LanguageModel.LanguageModel | ToolRegistry | StateStore
 
 /** Called with each event once it is committed (live output, JSON lines, metrics). */
@@ -248,7 +254,10 @@ export interface Submission {
   readonly behaviour?: number
 }
 
-/** Record a new goal (`GoalSubmitted`) and return its id; `resume` runs it. */
+/**
+ * Record a new goal (`GoalSubmitted`) and return its id; `resume` runs it. A goal that is empty,
+ * or longer than a prompt shows of it (`Prompt.maxGoalChars`), is refused with `InvalidGoal`.
+ */
 export const submit = (input: Submission): Effect.Effect<string, RunError, ToolRegistry | StateStore> =>
   Effect.gen(function*() {
     const options = yield* Options.decode(input.options ?? {})
@@ -257,6 +266,7 @@ export const submit = (input: Submission): Effect.Effect<string, RunError, ToolR
     const goalId = input.goalId ?? deriveGoalId(input.goal, at)
     const behaviour = input.behaviour ?? Behaviour.current
     if (!Behaviour.isSupported(behaviour)) return yield* new Behaviour.UnsupportedBehaviour({ goalId, version: behaviour })
+    if (Behaviour.rules(behaviour).goalChecked) yield* checkGoal(input.goal, options)
     const instructions = input.instructions === undefined || input.instructions === "" ? {} : { instructions: input.instructions }
     const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools, ...instructions, behaviour }
     yield* Effect.flatMap(StateStore, (store) => store.append(goalId, 0, [submitted])).pipe(
@@ -265,6 +275,17 @@ export const submit = (input: Submission): Effect.Effect<string, RunError, ToolR
     if (input.observe !== undefined) yield* input.observe(submitted)
     return goalId
   })
+
+/** Refuse a goal the model could not read whole: empty, or cut in every prompt. */
+const checkGoal = (goal: string, options: Options.Options): Effect.Effect<void, InvalidGoal> => {
+  if (goal.trim() === "") return new InvalidGoal({ reason: "empty", message: "the goal is empty: say what to achieve" })
+  const limit = Prompt.maxGoalChars(options)
+  if (goal.length <= limit) return Effect.void
+  return new InvalidGoal({
+    reason: "too_long",
+    message: `the goal is ${goal.length} characters long, more than the ${limit} a prompt shows of it with promptBudget ${options.promptBudget}: shorten it (put the details in a file the agent reads), or raise promptBudget, which raises the limit (a quarter of it)`
+  })
+}
 
 /** Start a goal and run it to its end: `submit`, then `resume`. */
 export const run = (input: Submission & Hooks): Effect.Effect<Result, RunError | GoalNotFound, Services> =>

@@ -3,7 +3,8 @@
  * idempotent, and an `execute` Effect. The kernel never runs side effects itself; it asks the
  * `ToolRegistry` to invoke tools by name.
  */
-import { Effect, Either, JSONSchema, Option, ParseResult, Schema } from "effect"
+import { Effect, Either, JSONSchema, Option, Schema } from "effect"
+import * as Issues from "./internal/issues.js"
 
 /** How a tool failed. `unknown`: rx stopped while the call ran, so its effect is unknown. */
 export const FailureKind = Schema.Literal("recoverable", "fatal", "unknown")
@@ -110,13 +111,13 @@ export const make = <I, IE, O, OE, R>(definition: {
 }): Tool<R> => {
   const decodeInput = Schema.decodeUnknownEither(definition.input, { errors: "all", onExcessProperty: "error" })
   const encodeOutput = Schema.encodeEither(definition.output)
-  // The JSON Schema of the input, without `$schema` (servers reject or ignore it).
+  // The JSON Schema of the input, without `$schema` (servers reject or ignore it) and titles.
   const parameters: Record<string, unknown> = Object.fromEntries(
-    Object.entries(JSONSchema.make(definition.input)).filter(([key]) => key !== "$schema")
+    Object.entries(untitled(JSONSchema.make(definition.input))).filter(([key]) => key !== "$schema")
   )
   const succeed = (output: O): Outcome =>
     Either.match(encodeOutput(output), {
-      onLeft: (error) => failure("fatal", `tool ${definition.name} returned an output its Schema rejects: ${error.message}`),
+      onLeft: (error) => failure("fatal", `tool ${definition.name} returned an output its Schema rejects: ${Issues.format(error)}`),
       onRight: (encoded) => ({ _tag: "Success", output: encoded })
     })
   const recover = definition.recover
@@ -128,7 +129,7 @@ export const make = <I, IE, O, OE, R>(definition: {
         Effect.catchAllCause(() => Effect.succeed(Option.none()))
       ),
     decode: (input) =>
-      Either.mapLeft(decodeInput(input), (error) => ParseResult.TreeFormatter.formatErrorSync(error)),
+      Either.mapLeft(decodeInput(input), Issues.format),
     run: (input, context) =>
       definition.execute(input as I, context).pipe(
         Effect.map(succeed),
@@ -140,6 +141,37 @@ export const make = <I, IE, O, OE, R>(definition: {
         )
       )
   }
+}
+
+/** Keywords whose value maps names to schemas (not to be read as keywords themselves). */
+const schemaMaps = new Set(["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"])
+/** Keywords whose value is a schema, or an array of schemas. */
+const schemaValues = new Set([
+  "items", "additionalItems", "prefixItems", "additionalProperties", "propertyNames", "contains", "not", "if", "then", "else",
+  "anyOf", "allOf", "oneOf", "unevaluatedItems", "unevaluatedProperties"
+])
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value)
+
+/**
+ * A JSON Schema without `title`s: Effect titles every refinement (`"int"`,
+ * `"greaterThanOrEqualTo(1)"`), which tells a model nothing its descriptions and constraints do
+ * not. Only schema positions are visited, so a property or definition named `title`, and data
+ * such as `enum` or `default`, are kept.
+ */
+const untitled = (schema: object): Record<string, unknown> => {
+  const inner = (value: unknown): unknown => (isRecord(value) ? untitled(value) : value)
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === "title" && typeof value === "string") continue
+    out[key] = schemaMaps.has(key) && isRecord(value)
+      ? Object.fromEntries(Object.entries(value).map(([name, v]) => [name, inner(v)]))
+      : schemaValues.has(key)
+      ? Array.isArray(value) ? value.map(inner) : inner(value)
+      : value
+  }
+  return out
 }
 
 /** A failure outcome. */

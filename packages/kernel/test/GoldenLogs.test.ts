@@ -115,3 +115,19 @@ describe("golden logs", () => {
     })
   }
 })
+
+describe("rx 0.1 logs of goals today's kernel refuses at submission", () => {
+  // rx 0.1 took an empty goal, or one longer than a prompt shows (and cut it): its logs still replay.
+  for (const [name, goal] of [["an empty goal", ""], ["a goal longer than a prompt shows", "x".repeat(100_000)]] as const) {
+    it.effect(`${name} replays`, () =>
+      Effect.gen(function*() {
+        const version = "v0.1"
+        const { events } = yield* load(join(root, version, "max-iterations.jsonl"), manifestOf(version).eventVersion)
+        const [first, ...rest] = events
+        if (first?._tag !== "GoalSubmitted") return yield* Effect.dieMessage("max-iterations.jsonl does not start with GoalSubmitted")
+        expect(first.behaviour).toBe(1)
+        const replayed = yield* Replay.verify([{ ...first, goal }, ...rest])
+        expect(replayed.reason).toBe("max_iterations")
+      }))
+  }
+})

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Ref, Schema } from "effect"
-import { Event, LanguageModel, Replay, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { Event, LanguageModel, Options, Prompt, Replay, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { echo, endsOnce, eventsOf, flaky, layers, runGoal, tags } from "./fixtures.js"
 
 const { callTool, callToolRaw, done, text } = LanguageModel
@@ -104,6 +104,52 @@ describe("Runner: termination", () => {
       expect(error.message).toContain("maxIterations")
       expect(yield* eventsOf("bad")).toEqual([])
     }).pipe(Effect.provide(layers([]))))
+})
+
+describe("Runner: goals it refuses", () => {
+  const refused = (goal: string, options: Options.Input = {}) =>
+    Effect.gen(function*() {
+      const observed: Array<Event.Event> = []
+      const observe = (event: Event.Event) => Effect.sync(() => void observed.push(event))
+      const submitted = yield* Effect.flip(Runner.submit({ goal, goalId: "refused", options, observe }))
+      const ran = yield* Effect.flip(Runner.run({ goal, goalId: "refused", options, observe }))
+      const store = yield* StateStore.StateStore
+      // Nothing recorded: no event, no goal listed, nothing observed.
+      expect(yield* eventsOf("refused")).toEqual([])
+      expect(yield* store.goals()).toEqual([])
+      expect(observed).toEqual([])
+      expect(ran).toEqual(submitted)
+      return submitted
+    }).pipe(Effect.provide(layers([done("never asked")])))
+
+  it.effect("an empty or whitespace-only goal is InvalidGoal", () =>
+    Effect.gen(function*() {
+      for (const goal of ["", "  \n", "\t"]) {
+        const error = yield* refused(goal)
+        expect(error._tag).toBe("@rx/kernel/InvalidGoal")
+        expect(error).toMatchObject({ reason: "empty", message: "the goal is empty: say what to achieve" })
+      }
+    }))
+
+  it.effect("a goal longer than a prompt shows of it is InvalidGoal, naming its length, the limit and promptBudget", () =>
+    Effect.gen(function*() {
+      const limit = Prompt.maxGoalChars(Options.defaults)
+      expect(limit).toBe(8_000)
+      const error = yield* refused("x".repeat(limit + 1))
+      expect(error).toMatchObject({ _tag: "@rx/kernel/InvalidGoal", reason: "too_long" })
+      expect(error.message).toBe(
+        "the goal is 8001 characters long, more than the 8000 a prompt shows of it with promptBudget 32000: shorten it (put the details in a file the agent reads), or raise promptBudget, which raises the limit (a quarter of it)"
+      )
+      // The limit follows the options: a smaller budget shows less.
+      expect(Prompt.maxGoalChars({ promptBudget: 4_000 })).toBe(1_000)
+      expect((yield* refused("y".repeat(1_001), { promptBudget: 4_000 })).message).toContain("1001 characters long, more than the 1000")
+      // A goal of exactly the limit runs, and the prompt shows it whole.
+      const requests: Array<LanguageModel.Request> = []
+      const goal = "z".repeat(limit)
+      const result = yield* Effect.provide(Runner.run({ goal, goalId: "full" }), layers([capture(requests, done("ok"))]))
+      expect(result.reason).toBe("done")
+      expect(requests[0]?.messages[0]?.content).toBe(`Goal:\n${goal}`)
+    }))
 })
 
 describe("Runner: malformed answers", () => {

@@ -4,8 +4,8 @@
  * kernel's `Request` (and nothing else), and the mapping of the answer back to a `Response`.
  * Tool call arguments are passed through as raw text: the kernel decodes and validates them.
  */
-import { LanguageModel, Tool } from "@rx/kernel"
-import { Either, ParseResult, Schema } from "effect"
+import { Issues, LanguageModel, Tool } from "@rx/kernel"
+import { Either, Schema } from "effect"
 
 // ---------------------------------------------------------------------------------------------
 // Request
@@ -121,6 +121,33 @@ export type ChatResponse = typeof ChatResponse.Type
 /** Decode a response body (JSON text). */
 export const decodeResponse = Schema.decodeUnknownEither(Schema.parseJson(ChatResponse), { errors: "all" })
 
+const decodeChatResponse = Schema.decodeUnknownEither(ChatResponse, { errors: "all" })
+
+/** Text on one line, at most `max` characters. */
+const snippet = (text: string, max = 100): string => {
+  const line = text.replace(/\s+/g, " ").trim()
+  return line.length > max ? `${line.slice(0, max)}...` : line
+}
+
+/**
+ * Read a non-streamed answer. `Left` says what came instead, as a clause whose subject is the
+ * server ("answered HTML, not JSON ..."), on one line: an empty body, an HTML page (often a base
+ * URL that is not the API root), text that is not JSON, an error, or JSON of another shape.
+ */
+export const readResponse = (body: string): Either.Either<ChatResponse, string> => {
+  const text = body.trim()
+  if (text === "") return Either.left("answered an empty body")
+  if (text.startsWith("<")) return Either.left("answered HTML, not JSON (is the base URL the API root, e.g. .../v1?)")
+  return Either.match(parseJsonText(text), {
+    onLeft: () => Either.left(`answered text that is not JSON: ${snippet(text)}`),
+    onRight: (json) =>
+      Either.mapLeft(decodeChatResponse(json), (error) =>
+        isErrorBody(json)
+          ? `answered an error: ${errorMessage(text)}`
+          : `answered JSON that is not a Chat Completions response: ${snippet(Issues.format(error), 300)}`)
+  })
+}
+
 /** The error bodies servers send: OpenAI-style `{"error": {"message"}}`, and the variants. */
 export const ErrorBody = Schema.Union(
   Schema.Struct({ error: Schema.Struct({ message: Schema.String }) }),
@@ -130,6 +157,7 @@ export const ErrorBody = Schema.Union(
 )
 
 const decodeErrorBody = Schema.decodeUnknownEither(Schema.parseJson(ErrorBody))
+const isErrorBody = Schema.is(ErrorBody)
 
 /** The server's own explanation of an error, from its body: JSON if it is, else the text. */
 export const errorMessage = (body: string): string => {
@@ -430,6 +458,8 @@ export const assembleStream = (body: string): Either.Either<ChatResponse, Stream
   let usage: typeof ResponseUsage.Type | undefined
   let done = false
   const calls: Array<{ id: string | undefined; name: string; arguments: string }> = []
+  // Not a stream at all (an HTML page, an error, a plain answer from a server that does not stream): read it as one.
+  if (/^\s*[<{]/.test(body) && !/^data:/m.test(body)) return Either.mapLeft(readResponse(body), (message) => ({ message, dropped: false }))
   for (const rawLine of body.split(/\r?\n/)) {
     if (!rawLine.startsWith("data:")) continue
     const data = rawLine.slice(5).trim()
@@ -446,7 +476,7 @@ export const assembleStream = (body: string): Either.Either<ChatResponse, Stream
     const chunk = decodeChunk(parsed.right)
     if (Either.isLeft(chunk)) {
       return Either.left({
-        message: `sent an event that is not a Chat Completions chunk: ${ParseResult.TreeFormatter.formatErrorSync(chunk.left)}`,
+        message: `sent an event that is not a Chat Completions chunk: ${Issues.format(chunk.left)}`,
         dropped: false
       })
     }

@@ -5,8 +5,8 @@
  */
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { LanguageModel } from "@rx/kernel"
-import { Duration, Effect, Either, Layer, ParseResult, Redacted, Schema } from "effect"
+import { Issues, LanguageModel } from "@rx/kernel"
+import { Duration, Effect, Either, Layer, Redacted, Schema } from "effect"
 import * as ChatCompletions from "./ChatCompletions.js"
 import * as Attempt from "./internal/attempt.js"
 import * as Retrying from "./internal/retrying.js"
@@ -14,11 +14,34 @@ import * as Retry from "./Retry.js"
 
 const PositiveInt = Schema.Int.pipe(Schema.positive())
 
+/** Whether `text` is an absolute `http:` or `https:` URL, with no surrounding spaces. */
+const isHttpUrl = (text: string): boolean =>
+  text === text.trim() && Either.match(Either.try(() => new URL(text)), {
+    onLeft: () => false,
+    onRight: (url) => url.protocol === "http:" || url.protocol === "https:"
+  })
+
+const shown = (text: string): string => JSON.stringify(text.length > 100 ? `${text.slice(0, 100)}...` : text)
+
+/** The API root: an absolute http(s) URL. */
+const BaseUrl = Schema.String.pipe(
+  Schema.filter((text) =>
+    isHttpUrl(text) || `expected an http:// or https:// URL such as http://127.0.0.1:11434/v1, got ${shown(text)}`
+  )
+)
+
+/** A model name: not empty, no surrounding spaces. */
+const ModelName = Schema.String.pipe(
+  Schema.filter((text) =>
+    text.trim() === "" ? "must not be empty" : text !== text.trim() ? `must not start or end with spaces, got ${shown(text)}` : true
+  )
+)
+
 /** How to reach the server and how patient to be with it. */
 export const Config = Schema.Struct({
   /** The API root, ending in `/v1` for most servers, e.g. `http://127.0.0.1:11434/v1`. */
-  baseUrl: Schema.NonEmptyTrimmedString,
-  model: Schema.NonEmptyTrimmedString,
+  baseUrl: BaseUrl,
+  model: ModelName,
   /** Sent as `Authorization: Bearer`; local servers need none. */
   apiKey: Schema.optional(Schema.Redacted(Schema.String)),
   /** `tools` (native tool calls, the default) or `json` (a JSON action in the text). */
@@ -57,16 +80,16 @@ export type Config = typeof Config.Type
 /** What `layer` takes: a `Config` where the defaulted fields may be left out. */
 export type Input = Schema.Struct.Constructor<typeof Config.fields>
 
-/** The configuration does not make sense. */
+/** The configuration does not make sense; the message says what is wrong with each field, on one line. */
 export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("@rx/llm/InvalidConfig", {
   message: Schema.String
 }) {}
 
 /** Check an input and fill in the defaults. */
 export const config = (input: Input): Effect.Effect<Config, InvalidConfig> =>
-  Schema.validate(Config)(Config.make(input, { disableValidation: true })).pipe(
+  Schema.validate(Config, { errors: "all" })(Config.make(input, { disableValidation: true })).pipe(
     Effect.mapError((error) =>
-      new InvalidConfig({ message: `invalid model configuration: ${ParseResult.TreeFormatter.formatErrorSync(error)}` })
+      new InvalidConfig({ message: `invalid model configuration: ${Issues.format(error)}` })
     )
   )
 
@@ -149,10 +172,7 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
     const decode = (body: string): Either.Either<ChatCompletions.ChatResponse, ChatCompletions.StreamProblem> =>
       cfg.stream
         ? ChatCompletions.assembleStream(body)
-        : Either.mapLeft(ChatCompletions.decodeResponse(body), (error) => ({
-          message: `sent an answer that is not a Chat Completions response: ${ParseResult.TreeFormatter.formatErrorSync(error)}`,
-          dropped: false
-        }))
+        : Either.mapLeft(ChatCompletions.readResponse(body), (message) => ({ message, dropped: false }))
 
     const generate = (request: LanguageModel.Request): Effect.Effect<LanguageModel.Response, LanguageModel.ModelError> =>
       Effect.gen(function*() {
@@ -161,7 +181,7 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
           onRight: Effect.succeed
         })
         const encoded = yield* Schema.encode(ChatCompletions.ChatRequest)(body).pipe(
-          Effect.catchAll((error) => fail(`cannot encode the request: ${error.message}`))
+          Effect.catchAll((error) => fail(`cannot encode the request: ${Issues.format(error)}`))
         )
         const httpRequest = HttpClientRequest.bodyText(base, JSON.stringify(encoded), "application/json")
         const once = Attempt.attempt(client, httpRequest, idle, cfg.maxResponseBytes).pipe(

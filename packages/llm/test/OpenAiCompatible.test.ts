@@ -1,7 +1,7 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Action, LanguageModel } from "@rx/kernel"
-import { Cause, Chunk, Effect, Either, Exit, Fiber, Option, Redacted, TestClock } from "effect"
+import { Cause, Chunk, Effect, Either, Exit, Fiber, Layer, Option, Redacted, TestClock } from "effect"
 import { OpenAiCompatible } from "../src/index.js"
 import * as Fake from "./FakeServer.js"
 
@@ -445,19 +445,97 @@ describe("OpenAiCompatible (resilience)", () => {
       assert.strictEqual(error.server, baseUrl)
     }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
 
-  it.live("reports an answer that is not a Chat Completions response", () =>
-    withServer([{ kind: "json", body: { result: "hello" } }], {}, (model, server) =>
+})
+
+describe("OpenAiCompatible (answers that are not Chat Completions)", () => {
+  /** The one-line error a single reply gives; such an answer is never retried. */
+  const answered = (reply: Fake.Reply, overrides: Overrides = {}) =>
+    withServer([reply, reply, reply], overrides, (model, server) =>
       Effect.gen(function*() {
         const error = failure(yield* Effect.exit(model.generate(first)))
-        assert.include(error.message, `${server.baseUrl} sent an answer that is not a Chat Completions response`)
-        assert.include(error.message, "choices")
         assert.strictEqual(server.received.length, 1)
-      })))
+        assert.notInclude(error.message, "\n")
+        assert.isBelow(error.message.length, 200)
+        assert.strictEqual(error.status, 200)
+        return { message: error.message, baseUrl: server.baseUrl }
+      }))
 
-  it.live("reports an invalid configuration", () =>
+  const html = "<!DOCTYPE html>\n<html><head><title>Open WebUI</title></head><body>" + "<div>app</div>".repeat(200) + "</body></html>"
+
+  it.live("an HTML page: the base URL is likely not the API root", () =>
     Effect.gen(function*() {
-      const result = yield* Effect.either(OpenAiCompatible.config({ baseUrl: "http://x/v1", model: "m", timeoutMs: -1 }))
-      assert.isTrue(Either.isLeft(result))
-      if (Either.isLeft(result)) assert.include(result.left.message, "timeoutMs")
+      const { baseUrl, message } = yield* answered({ kind: "text", status: 200, body: html, headers: { "content-type": "text/html" } })
+      assert.strictEqual(message, `${baseUrl} answered HTML, not JSON (is the base URL the API root, e.g. .../v1?)`)
     }))
+
+  it.live("an HTML page, when streaming", () =>
+    Effect.gen(function*() {
+      const { baseUrl, message } = yield* answered({ kind: "text", status: 200, body: html, headers: { "content-type": "text/html" } }, { stream: true })
+      assert.strictEqual(message, `${baseUrl} answered HTML, not JSON (is the base URL the API root, e.g. .../v1?)`)
+    }))
+
+  it.live("an empty body", () =>
+    Effect.gen(function*() {
+      const { baseUrl, message } = yield* answered({ kind: "text", status: 200, body: "" })
+      assert.strictEqual(message, `${baseUrl} answered an empty body`)
+    }))
+
+  it.live("JSON of another shape: what is missing, in a few words", () =>
+    Effect.gen(function*() {
+      const unrelated = yield* answered({ kind: "json", body: { result: "hello", data: Array.from({ length: 50 }, (_, i) => ({ i })) } })
+      assert.strictEqual(unrelated.message, `${unrelated.baseUrl} answered JSON that is not a Chat Completions response: missing field "choices"`)
+      const wrong = yield* answered({ kind: "json", body: { choices: [{ message: { content: 7 } }] } })
+      assert.strictEqual(
+        wrong.message,
+        `${wrong.baseUrl} answered JSON that is not a Chat Completions response: choices[0].message.content: expected a string or null, got 7`
+      )
+    }))
+
+  it.live("text that is not JSON, and an error sent with status 200", () =>
+    Effect.gen(function*() {
+      const text = yield* answered({ kind: "text", status: 200, body: "Service starting, please wait" })
+      assert.strictEqual(text.message, `${text.baseUrl} answered text that is not JSON: Service starting, please wait`)
+      const error = yield* answered({ kind: "json", body: { error: { message: "model \"m\" is not loaded" } } })
+      assert.strictEqual(error.message, `${error.baseUrl} answered an error: model "m" is not loaded`)
+    }))
+})
+
+describe("OpenAiCompatible (configuration)", () => {
+  const refused = (input: OpenAiCompatible.Input) =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(OpenAiCompatible.config(input))
+      assert.strictEqual(error._tag, "@rx/llm/InvalidConfig")
+      assert.notInclude(error.message, "\n")
+      return error.message
+    })
+
+  it.effect("an invalid configuration is one line naming each field", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(yield* refused({ baseUrl: "http://x/v1", model: "" }), "invalid model configuration: model: must not be empty")
+      assert.strictEqual(
+        yield* refused({ baseUrl: "http://x/v1", model: "m", timeoutMs: -1, retry: { maxAttempts: 0, baseDelayMs: 10, maxDelayMs: 10 } }),
+        "invalid model configuration: timeoutMs: expected an integer >= 1, got -1; retry.maxAttempts: expected an integer between 1 and 100, got 0"
+      )
+    }))
+
+  it.effect("the base URL must be an absolute http: or https: URL", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(
+        yield* refused({ baseUrl: "not a url", model: "m" }),
+        "invalid model configuration: baseUrl: expected an http:// or https:// URL such as http://127.0.0.1:11434/v1, got \"not a url\""
+      )
+      for (const baseUrl of ["ftp://x", "localhost:11434/v1", "/v1", "", " http://x/v1"]) {
+        assert.include(yield* refused({ baseUrl, model: "m" }), "baseUrl: expected an http:// or https:// URL")
+      }
+      for (const baseUrl of ["http://127.0.0.1:11434/v1", "https://api.openai.com/v1", "http://[::1]:8080/v1/"]) {
+        assert.isTrue(Either.isRight(yield* Effect.either(OpenAiCompatible.config({ baseUrl, model: "m" }))))
+      }
+    }))
+
+  it.effect("the layer refuses it when it is built", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Layer.build(OpenAiCompatible.layerNode({ baseUrl: "ftp://x", model: "m" })))
+      assert.strictEqual(error._tag, "@rx/llm/InvalidConfig")
+      assert.include(error.message, "baseUrl: expected an http:// or https:// URL such as http://127.0.0.1:11434/v1, got \"ftp://x\"")
+    }).pipe(Effect.scoped))
 })

@@ -163,4 +163,17 @@ describe("streaming", () => {
           assert.strictEqual(server.received.length, 1)
         })
     ))
+
+  it.live("a server that does not stream, answering one JSON body, is read as one answer", () =>
+    withStreaming(
+      [{ kind: "json", body: { choices: [{ message: { role: "assistant", content: "plain" }, finish_reason: "stop" }] } }],
+      {},
+      (model, server) =>
+        Effect.gen(function*() {
+          const answer = yield* model.generate(request)
+          assert.strictEqual(answer.text, "plain")
+          assert.strictEqual(answer.finishReason, "stop")
+          assert.strictEqual(server.received.length, 1)
+        })
+    ))
 })
