@@ -137,7 +137,8 @@ export const check = (
       goals: () => Effect.succeed([]),
       changes: () => Stream.never,
       snapshot: () => Effect.succeed(Option.none()),
-      lease: () => Effect.void
+      lease: () => Effect.void,
+      runner: () => Effect.succeed(Option.none())
     })
 
     const answers = events.flatMap((e, i): ReadonlyArray<Effect.Effect<LanguageModel.Response, ModelError>> =>

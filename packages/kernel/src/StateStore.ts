@@ -75,6 +75,12 @@ export interface Service {
    * process, holds it; a holder that died (a crashed process) no longer counts.
    */
   readonly lease: (goalId: string) => Effect.Effect<void, LeaseHeld | StoreError, Scope.Scope>
+  /**
+   * Who runs the goal now: the holder of its lease, described, while a live one holds it;
+   * none when no runner does (never run, ended, or its process died). Readers use it to tell a
+   * goal that is running from one nobody will move on.
+   */
+  readonly runner: (goalId: string) => Effect.Effect<Option.Option<string>, StoreError>
 }
 
 export class StateStore extends Context.Tag("@rx/kernel/StateStore")<StateStore, Service>() {}
@@ -167,7 +173,8 @@ export const makeMemory = Effect.gen(function*() {
           return Effect.void
         }),
         () => Effect.sync(() => leased.delete(goalId))
-      )
+      ),
+    runner: (goalId) => Effect.sync(() => (leased.has(goalId) ? Option.some("a runner in this process") : Option.none()))
   })
 })
 

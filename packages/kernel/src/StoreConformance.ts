@@ -62,16 +62,19 @@ const encodeAll = (events: ReadonlyArray<Event.Event>) => events.map((e) => Sche
 
 export const cases: ReadonlyArray<Case> = [
   {
-    name: "a goal's lease is held by one scope at a time and released with it",
+    name: "a goal's lease is held by one scope at a time and released with it; runner says whether one holds it",
     run: Effect.gen(function*() {
       const store = yield* StateStore
       const goalId = freshGoal("lease")
       const first = yield* Scope.make()
+      yield* check(Option.isNone(yield* store.runner(goalId)), "runner must be none for a goal no one has leased")
       yield* Scope.extend(store.lease(goalId), first)
+      yield* check(Option.isSome(yield* store.runner(goalId)), "runner must name the holder while the lease is held")
       const second = yield* Effect.either(Effect.scoped(store.lease(goalId)))
       yield* check(Either.isLeft(second) && second.left._tag === "@rx/kernel/LeaseHeld", "a second lease on a held goal must fail with LeaseHeld")
       yield* Effect.scoped(store.lease(freshGoal("other-lease")))
       yield* Scope.close(first, Exit.void)
+      yield* check(Option.isNone(yield* store.runner(goalId)), "runner must be none once the lease is released")
       yield* Effect.scoped(store.lease(goalId))
       yield* Effect.scoped(store.lease(goalId))
     })

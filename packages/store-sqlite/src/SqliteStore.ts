@@ -428,7 +428,19 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
           yield* Effect.forkScoped(heartbeat(goalId, token))
         })
 
-    return StateStore.StateStore.of({ append, load, goal, goals, changes, snapshot, lease })
+    /** The lease's holder while it is alive (a read: works on a read-only open too). */
+    const runner: Service["runner"] = (goalId) =>
+      Effect.gen(function*() {
+        const row = yield* db.read((tx) => Either.right(tx.get(selectLeaseSql, [goalId]))).pipe(
+          Effect.catchTag("SqlError", (error) => Effect.fail(toStoreError(where(`reading the lease of goal ${goalId}`, goalId), error)))
+        )
+        if (row === undefined) return Option.none()
+        const holder = yield* decodeHolder(goalId, row)
+        const now = yield* Clock.currentTimeMillis
+        return isAlive(holder, now, config.leaseTimeoutMs) ? Option.some(describeHolder(holder)) : Option.none()
+      })
+
+    return StateStore.StateStore.of({ append, load, goal, goals, changes, snapshot, lease, runner })
   })
 
 const selectLeaseSql = "SELECT host, pid, token, acquired_at, heartbeat_at FROM leases WHERE goal_id = ?"
