@@ -126,7 +126,7 @@ export const layerWithClient = (
 /** The store's operations over an open database of schema version `schema`. */
 const makeStore = (db: Database.Database, config: Config.Config, schema: number): Effect.Effect<Service> =>
   Effect.gen(function*() {
-    const failed = (what: string, goalId?: string) => (error: SqlError) => toStoreError({ ...config, what, goalId }, error)
+    const failed = (what: string, goalId?: string, seq?: number) => (error: SqlError) => toStoreError({ ...config, what, goalId, seq }, error)
     const columns = eventColumns(schema)
     const selectEventsSql = `SELECT ${columns} FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq`
 
@@ -180,7 +180,7 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
         const invalid = StateStore.validateBatch(goalId, expectedSeq, events)
         const write = (snapshot: ReadonlyArray<unknown> | undefined) =>
           db.write((tx) => appendIn(tx, goalId, expectedSeq, events, params, invalid, snapshot)).pipe(
-            Effect.catchTag("SqlError", (error) => Effect.fail(failed(`appending to goal ${goalId} at seq ${expectedSeq}`, goalId)(error))),
+            Effect.catchTag("SqlError", (error) => Effect.fail(failed(`appending to goal ${goalId} at seq ${expectedSeq}`, goalId, expectedSeq)(error))),
             Effect.flatMap((summary) => {
               summaries.delete(goalId)
               if (summary !== undefined && summary.status === "open") {

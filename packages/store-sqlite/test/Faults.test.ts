@@ -14,7 +14,7 @@ import * as path from "node:path"
 import { Event, LanguageModel, Replay, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
 import { contiguous, endsOnce } from "./fixtures.js"
-import { layerWithClient, tempDb, tempDir } from "./helpers.js"
+import { exec, layerWithClient, tempDb, tempDir } from "./helpers.js"
 
 const big = (i: number) => `${i}:`.padEnd(6_000, "x")
 
@@ -227,5 +227,20 @@ describe("faults", () => {
       expect(events.slice(0, before.length)).toEqual(before)
       expect(contiguous(events) && endsOnce(events)).toBe(true)
       expect((yield* Replay.verify(events)).reason).toBe("done")
+    }))
+
+  it.scoped("read-only when a new goal is submitted: the advice is to run it again, never to resume a goal that was not recorded", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      const store = layerWithClient({ filename })
+      const outcome = yield* Effect.gen(function*() {
+        yield* exec("PRAGMA query_only = 1")
+        return yield* Effect.flip(Runner.submit({ goal: "never recorded", goalId: "fresh" }))
+      }).pipe(Effect.provide(Layer.merge(store, services(none, none))))
+      expect(outcome.message).toContain("is read-only")
+      expect(outcome.message).toContain("then run it again (nothing of goal fresh was recorded)")
+      expect(outcome.message).not.toContain("resume")
+      const events = yield* Effect.flatMap(StateStore.StateStore, (s) => s.load("fresh")).pipe(Effect.provide(SqliteStore.layer({ filename })))
+      expect(events).toEqual([])
     }))
 })

@@ -49,16 +49,18 @@ export const toStoreError = (where: Where, error: unknown): StateStore.StoreErro
   const code = codeOf(error) ?? ""
   const detail = detailOf(error)
   const { filename, what } = where
+  // What to do once the cause is fixed: a goal that has a log goes on with resume; one whose first event was not recorded starts again.
+  const then = where.goalId === undefined ? "then try again" : where.seq === 0 ? `then run it again (nothing of goal ${where.goalId} was recorded)` : "then resume the goal"
   const message = code === "SQLITE_FULL"
-    ? `${what} failed: the disk is full (${filename}: ${detail}); nothing of this write was recorded. Free some space, then resume the goal`
+    ? `${what} failed: the disk is full (${filename}: ${detail}); nothing of this write was recorded. Free some space, ${then}`
     : code.startsWith("SQLITE_READONLY")
-    ? `${what} failed: the database ${filename} is read-only (${detail}); nothing was recorded. Make the file and its directory writable (and open it without readonly), then resume the goal`
+    ? `${what} failed: the database ${filename} is read-only (${detail}); nothing was recorded. Make the file and its directory writable (and open it without readonly), ${then}`
     : code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")
     ? `${what} failed: ${filename} is locked by another process (waited ${where.busyTimeoutMs} ms: ${detail}); try again once it is done, or raise busyTimeoutMs`
     : code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB"
     ? `${what} failed: ${filename} is corrupt or not a SQLite database (${detail}); rx never overwrites it: restore it from a backup or choose another file`
     : code.startsWith("SQLITE_IOERR")
-    ? `${what} failed: I/O error on ${filename} (${code}: ${detail}); check the disk, then resume the goal`
+    ? `${what} failed: I/O error on ${filename} (${code}: ${detail}); check the disk, ${then}`
     : code.startsWith("SQLITE_CANTOPEN")
     ? `${what} failed: cannot open ${filename} (${detail}); check that its directory exists and is writable`
     : `${what} failed on ${filename}: ${code === "" ? "" : `${code}: `}${detail}`
