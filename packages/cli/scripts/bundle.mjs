@@ -1,6 +1,9 @@
 // Bundle the built CLI into one file: Node then parses one module instead of hundreds, so
 // `rx` starts several times faster. better-sqlite3 stays external (a native addon).
 import { build } from "esbuild"
+import { readFileSync } from "node:fs"
+
+const { version } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
 
 await build({
   entryPoints: ["dist/src/bin.js"],
@@ -11,5 +14,7 @@ await build({
   format: "esm",
   external: ["better-sqlite3"],
   banner: { js: "import { createRequire as __rxRequire } from 'node:module'; const require = __rxRequire(import.meta.url);" },
+  // The version `rx --version` prints: the package's, fixed at bundle time.
+  define: { __RX_VERSION__: JSON.stringify(version) },
   logLevel: "warning"
 })

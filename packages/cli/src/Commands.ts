@@ -1,35 +1,26 @@
 /**
- * The `rx` commands. Each is a thin transport: it builds Layers from its settings, calls the
- * kernel, and prints. No business logic lives here.
+ * The `rx` commands. Each is a thin transport: it resolves its settings, builds Layers from
+ * them, calls the kernel, and prints. What the command line accepts and the help are in `Usage`.
  */
-import { Args, type CliApp, Command, Options } from "@effect/cli"
 import { FileSystem, Path } from "@effect/platform"
 import { Builtins } from "@rx/tools"
-import { OpenAiCompatible, Retry } from "@rx/llm"
 import { Doctor, SqliteStore } from "@rx/store-sqlite"
 import { Event, GoalSummary, LanguageModel, Options as RunOptions, Replay, Runner, StateStore } from "@rx/kernel"
-import { Cause, Console, Context, Effect, Exit, Fiber, Layer, Option, Redacted, Ref, Runtime, Schema, Stream } from "effect"
-import * as Approval from "./Approval.js"
+import { Console, Effect, Either, Layer, Option, Schedule, Schema, Stream } from "effect"
 import * as Demo from "./Demo.js"
 import * as ExitCode from "./ExitCode.js"
-import { onTerminate, takeOver } from "./internal/interrupt.js"
+import { ExitStatus, note, printer, runGoal, say, sayJson, setExit } from "./internal/goal.js"
+import * as Output from "./internal/output.js"
+import * as Setup from "./internal/setup.js"
 import * as Render from "./Render.js"
 import * as Settings from "./Settings.js"
+import * as Usage from "./Usage.js"
 
-/** The exit code the process ends with. */
-export class ExitStatus extends Context.Tag("@rx/cli/ExitStatus")<ExitStatus, Ref.Ref<number>>() {}
-
-const setExit = (code: number) => Effect.flatMap(ExitStatus, (ref) => Ref.set(ref, code))
+export { ExitStatus }
 
 /** A usage problem: printed as `rx: <message>`, exit 1. */
 export const UsageError = Settings.UsageError
 export type UsageError = Settings.UsageError
-
-/** Print human text: control characters from the log are shown, never sent to the terminal. */
-const say = (text: string) => Console.log(Render.terminal(text))
-
-/** Print one event as a JSON line (the encoding `rx events` prints). */
-const sayJson = (event: Event.Event) => Console.log(Render.jsonLine(Event.encodeJson(event)))
 
 /**
  * A note on stderr when the default log is used while `./.rx/rx.db`, where an earlier rx kept
@@ -104,103 +95,6 @@ const loadGoal = (goalId: string) =>
   })
 
 /**
- * Print each committed event: a JSON line, or a human line per step. `options` are the goal's
- * options before the first event printed (a resume), to say what a later change changed.
- */
-const printer = (json: boolean, options?: RunOptions.Options) => {
-  const started = new Map<string, Event.Of<"ToolStarted">>()
-  let current = options
-  return (event: Event.Event): Effect.Effect<void> => {
-    if (json) return sayJson(event)
-    if (event._tag === "ToolStarted") started.set(event.callId, event)
-    if (event._tag === "GoalSubmitted") {
-      current = event.options
-      return say(Render.goalLine(event, Settings.recorded(event.options.metadata)))
-    }
-    if (event._tag === "OptionsChanged") {
-      const before = current
-      current = event.options
-      return say(`      options changed (seq ${event.seq})${before === undefined ? "" : `: ${Render.optionsDiff(before, event.options)}`}`)
-    }
-    const line = Render.stepLine(event, started)
-    return line === undefined ? Effect.void : say(line)
-  }
-}
-
-/** What a goal's run is given: the hooks the kernel calls. */
-interface RunHooks {
-  readonly observe: Runner.Observer
-  readonly approve: Runner.Approver | undefined
-}
-
-/** The result of a goal whose runner was stopped from outside (SIGTERM), as its log says. */
-const stopped = (goalId: string) =>
-  Effect.map(Runner.restore(goalId), (state): Runner.Result => {
-    const base = { goalId, iterations: state.completed, state }
-    if (state.terminated !== null) return { ...base, status: "terminated", ...state.terminated }
-    return { ...base, status: "suspended", ...(state.suspended ?? { reason: "shutdown", detail: "rx was stopped before the goal ended" }) }
-  })
-
-/**
- * Run a goal (new or resumed), then print how it ended and set the exit code. Ctrl-C becomes a
- * recorded cancel; SIGTERM interrupts the runner, which records the call in flight and
- * `Suspended(shutdown)` (exit 11). With a person at the terminal (and not `--json`), a call that
- * needs approval is asked about in place; otherwise the goal suspends, and the way to decide it
- * is printed.
- */
-const runGoal = <E>(
-  start: (hooks: RunHooks) => Effect.Effect<Runner.Result, E, StateStore.StateStore>,
-  how: { readonly json: boolean; readonly db: Settings.Database; readonly goalId?: string; readonly options?: RunOptions.Options }
-) =>
-  Effect.scoped(Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<StateStore.StateStore>()
-    const store = yield* StateStore.StateStore
-    let goalId = how.goalId
-    let presses = 0
-    yield* takeOver(() => {
-      presses++
-      if (presses > 1 || goalId === undefined) process.exit(ExitCode.interrupted)
-      process.stderr.write(`\ncancelling goal ${goalId}; press Ctrl-C again to stop at once\n`)
-      Runtime.runFork(runtime)(Effect.ignore(Runner.cancel(goalId, "cancelled by Ctrl-C")))
-    })
-    const print = printer(how.json, how.options)
-    const observe = (event: Event.Event) => {
-      goalId = event.goalId
-      return print(event)
-    }
-    // "always" at the terminal: the tool runs without asking from now on, recorded as an options change.
-    const always = (tool: string) =>
-      goalId === undefined ? Effect.void : Runner.changeOptions(goalId, (current): RunOptions.Input => ({
-        ...current,
-        approval: { ...current.approval, [tool]: "auto" }
-      })).pipe(
-        Effect.provideService(StateStore.StateStore, store),
-        Effect.catchAll((error) => Console.error(Render.terminal(`rx: could not record that ${tool} is always allowed (${error.message}); this call is approved`))),
-        Effect.asVoid
-      )
-    const approve = !how.json && Approval.interactive() ? Approval.approver(Approval.stdio, always) : undefined
-    const fiber = yield* Effect.fork(start({ observe, approve }))
-    let stopping = false
-    yield* onTerminate(() => {
-      if (stopping) return
-      stopping = true
-      process.stderr.write(`\nrx: stopping (SIGTERM): the call in flight is recorded and the goal stays open for rx resume\n`)
-      Runtime.runFork(runtime)(Fiber.interrupt(fiber))
-    })
-    const exit = yield* Fiber.await(fiber)
-    const result = Exit.isSuccess(exit)
-      ? exit.value
-      : stopping && goalId !== undefined && Cause.isInterruptedOnly(exit.cause)
-      ? yield* stopped(goalId)
-      : yield* exit
-    const code = ExitCode.of(result)
-    const next = Render.nextSteps(result, how.db.source === "flag" ? how.db.file : undefined)
-    if (!how.json) yield* say(Render.endLine(result, code))
-    if (next !== undefined) yield* how.json ? Console.error(Render.terminal(next)) : say(next)
-    yield* setExit(code)
-  }))
-
-/**
  * The log's files (the database and its `-wal`, `-shm` and `-journal` siblings) when the log
  * lies inside the workspace, as the tools' `hiddenPaths`: every file tool refuses them and the
  * sandbox hides them, so the agent can neither read nor rewrite its own record. Compared by
@@ -215,196 +109,147 @@ const hide = (db: Settings.Database, workspace: string) =>
     const file = path.join(yield* real(path.dirname(db.file)), path.basename(db.file))
     const relative = path.relative(root, file)
     const inside = relative !== "" && relative.split(path.sep)[0] !== ".." && !path.isAbsolute(relative)
-    return inside ? { hiddenPaths: ["", "-wal", "-shm", "-journal"].map((suffix) => `${file}${suffix}`) } : {}
+    return inside ? ["", "-wal", "-shm", "-journal"].map((suffix) => `${file}${suffix}`) : []
   })
 
-/** The model Layer for these settings; `retries` are attempts after the first. */
-const modelLayer = (s: {
-  readonly baseUrl: string
-  readonly model: string
-  readonly mode: "tools" | "json"
-  readonly apiKey: Option.Option<Redacted.Redacted>
-  readonly retries: Option.Option<number>
-}) =>
-  OpenAiCompatible.layerNode({
-    baseUrl: s.baseUrl,
-    model: s.model,
-    mode: s.mode,
-    ...(Option.isSome(s.apiKey) ? { apiKey: s.apiKey.value } : {}),
-    ...(Option.isSome(s.retries) ? { retry: { ...Retry.defaultPolicy, maxAttempts: s.retries.value + 1 } } : {})
-  })
-
-/**
- * The settings of a run, flags first, then what the goal recorded, then the defaults; and the
- * Layers they give (the built-in tools and the model).
- */
-const prepare = (
-  flags: {
-    readonly workspace: Option.Option<string>
-    readonly sandbox: Option.Option<"auto" | "bwrap" | "none">
-    readonly baseUrl: Option.Option<string>
-    readonly model: Option.Option<string>
-    readonly mode: Option.Option<"tools" | "json">
-    readonly apiKey: Option.Option<Redacted.Redacted>
-    readonly retries: Option.Option<number>
-  },
-  recorded: Settings.Recorded,
-  db: Settings.Database
-) =>
-  Effect.gen(function*() {
-    const path = yield* Path.Path
-    const retries = yield* Settings.within("--retries", flags.retries, 0, 99)
-    const model = Option.orElse(flags.model, () => Option.fromNullable(recorded.model))
-    if (Option.isNone(model)) {
-      return yield* new UsageError({ message: "which model? pass --model (or set RX_MODEL), e.g. --model qwen2.5-coder:7b for Ollama" })
-    }
-    const settings = {
-      workspace: path.resolve(Option.getOrElse(flags.workspace, () => recorded.workspace ?? ".")),
-      sandbox: Option.getOrElse(flags.sandbox, () => recorded.sandbox ?? "auto"),
-      baseUrl: Option.getOrElse(flags.baseUrl, () => recorded.baseUrl ?? Settings.defaultBaseUrl),
-      model: model.value,
-      mode: Option.getOrElse(flags.mode, () => recorded.mode ?? "tools")
-    }
-    const services = Layer.mergeAll(
-      Builtins.layer({ workspace: settings.workspace, sandbox: settings.sandbox, ...(yield* hide(db, settings.workspace)) }),
-      modelLayer({ ...settings, apiKey: flags.apiKey, retries })
-    )
-    return { services, settings }
-  })
-
-const common = {
-  db: Settings.db,
-  workspace: Settings.workspace,
-  baseUrl: Settings.baseUrl,
-  model: Settings.model,
-  apiKey: Settings.apiKey,
-  sandbox: Settings.sandbox,
-  mode: Settings.mode,
-  retries: Settings.retries,
-  json: Settings.json
+/** What a command is given: its settings' flags, its other flags and its argument. */
+interface Flags {
+  readonly settings: Setup.Given
+  /** The argument of a command that takes a goal id. */
+  readonly goalId: string
+  readonly goal: Option.Option<string>
+  readonly goalFile: Option.Option<string>
+  readonly call: Option.Option<string>
+  readonly by: Option.Option<string>
+  readonly reason: Option.Option<string>
+  readonly step: Option.Option<string>
+  readonly json: boolean
+  readonly follow: boolean
+  readonly wait: boolean
+  readonly keep: boolean
 }
 
-/** The names of the tools a run offers the model (the built-ins). */
-const toolNames: ReadonlyArray<string> = Builtins.tools.map((tool) => tool.spec.name)
+const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
+  const text = (flag: string) => {
+    const value = line.flags.get(flag)
+    return typeof value === "string" ? Option.some(value) : Option.none()
+  }
+  const on = (flag: string) => line.flags.get(flag) === true
+  return {
+    settings: Object.fromEntries(spec.settings.map((key) => [key, Settings.isSwitch(key) ? on(Settings.table[key].flag) : text(Settings.table[key].flag)])),
+    goalId: line.arg ?? "",
+    goal: Option.fromNullable(line.arg),
+    goalFile: text("goal-file"),
+    call: text("call"),
+    by: text("by"),
+    reason: text("reason"),
+    step: text("step"),
+    json: on("json"),
+    follow: on("follow"),
+    wait: on("wait"),
+    keep: on("keep")
+  }
+}
 
-/** Instruction files larger than this are refused: they would only be cut in every prompt. */
-const maxInstructionBytes = 256 * 1024
+const dbFlag = (given: Setup.Given): Option.Option<string> => {
+  const db = given.db
+  return db === undefined || typeof db === "boolean" ? Option.none() : db
+}
 
-/** Read one instructions file as text, or fail with one line saying why. */
-const readText = (file: string, what: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const why = (error: { readonly _tag: string; readonly reason?: string; readonly message: string }) =>
-      new UsageError({
-        message: `cannot read ${what} ${file}: ${error._tag === "SystemError" && error.reason === "NotFound" ? "no such file" : error._tag === "SystemError" && error.reason === "PermissionDenied" ? "permission denied" : error.message}`
-      })
-    const info = yield* fs.stat(file).pipe(Effect.mapError(why))
-    if (info.type !== "File") return yield* new UsageError({ message: `cannot read ${what} ${file}: not a regular file` })
-    if (Number(info.size) > maxInstructionBytes) {
-      return yield* new UsageError({ message: `${what} ${file} is ${info.size} bytes; instructions may be at most ${maxInstructionBytes} bytes` })
-    }
-    const text = yield* fs.readFileString(file).pipe(Effect.mapError(why))
-    if (text.includes("\u0000")) return yield* new UsageError({ message: `cannot read ${what} ${file}: not a text file` })
-    return text
-  })
+/** Say what is not offered and why, once, at the start of a run. */
+const tell = (notes: ReadonlyArray<string>) => Effect.forEach(notes, note, { discard: true })
 
-/**
- * The run's instructions: AGENTS.md at the workspace root when `--agents-md` asks for it (a note
- * when there is none), then the `--instructions` file. Nothing is read unless asked.
- */
-const readInstructions = (file: Option.Option<string>, agentsMd: boolean, workspace: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const parts: Array<string> = []
-    if (agentsMd) {
-      const agents = path.join(workspace, "AGENTS.md")
-      if (yield* fs.exists(agents).pipe(Effect.orElseSucceed(() => false))) parts.push(yield* readText(agents, "AGENTS.md"))
-      else yield* Console.error(Render.terminal(`rx: note: --agents-md: there is no AGENTS.md at the workspace root (${agents}); running without it`))
-    }
-    if (Option.isSome(file)) parts.push(yield* readText(path.resolve(file.value), "the --instructions file"))
-    const text = parts.map((part) => part.trim()).filter((part) => part !== "").join("\n\n")
-    const shown = Math.floor(RunOptions.defaults.promptBudget / 4)
-    if (text.length > shown) {
-      yield* Console.error(`rx: note: the instructions are ${text.length} characters; each prompt shows the first ${shown}`)
-    }
-    return text
-  })
-
-const run = Command.make(
-  "run",
-  {
-    ...common,
-    maxIterations: Settings.maxIterations,
-    maxCallsPerAnswer: Settings.maxCallsPerAnswer,
-    ask: Settings.ask,
-    deny: Settings.deny,
-    instructions: Settings.instructions,
-    agentsMd: Settings.agentsMd,
-    goal: Args.text({ name: "goal" }).pipe(Args.withDescription("what to achieve"))
-  },
-  (flags) =>
-    Effect.gen(function*() {
-      // Settings first: a run refused for its flags creates no database and records nothing.
-      const db = yield* database(flags.db)
-      const maxIterations = yield* Settings.within("--max-iterations", flags.maxIterations, 1)
-      const maxCallsPerAnswer = yield* Settings.within("--max-calls-per-answer", flags.maxCallsPerAnswer, 1)
-      const approval = yield* Settings.approval(flags.ask, flags.deny, toolNames)
-      const { services, settings } = yield* prepare(flags, {}, db)
-      const instructions = yield* readInstructions(flags.instructions, flags.agentsMd, settings.workspace)
-      const options: RunOptions.Input = {
-        ...(Option.isSome(maxIterations) ? { maxIterations: maxIterations.value } : {}),
-        ...(Option.isSome(maxCallsPerAnswer) ? { maxCallsPerAnswer: maxCallsPerAnswer.value } : {}),
-        ...(Object.keys(approval).length === 0 ? {} : { approval }),
-        metadata: settings
+const run = (flags: Flags) =>
+    Effect.scoped(Effect.gen(function*() {
+      // Everything is checked and built first: a run refused for its settings creates no database and records nothing.
+      const db = yield* database(dbFlag(flags.settings))
+      const { values: v, workspace } = yield* Setup.resolve(flags.settings, Usage.runSettings)
+      const model = yield* Setup.modelName(v)
+      const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace), true)
+      const approval = yield* Settings.approval(v.ask ?? [], v.deny ?? [], Setup.builtinNames, tools.offered)
+      const metadata: Settings.Recorded = {
+        workspace,
+        sandbox: v.sandbox ?? "auto",
+        baseUrl: v.baseUrl ?? Settings.defaultBaseUrl,
+        model,
+        mode: v.mode ?? "tools",
+        ...(v.temperature === undefined ? {} : { temperature: v.temperature }),
+        ...(v.maxOutputTokens === undefined ? {} : { maxOutputTokens: v.maxOutputTokens }),
+        // The tools offered, when not all the built-ins: a resume offers the same ones.
+        ...(tools.offered.length === Setup.builtinNames.length ? {} : { tools: tools.offered }),
+        ...(v.httpAllow === undefined ? {} : { httpAllow: v.httpAllow })
       }
+      const options: RunOptions.Input = {
+        ...Setup.runOptions(v),
+        ...(Object.keys(approval).length === 0 ? {} : { approval }),
+        metadata
+      }
+      const goal = yield* Setup.goalText(flags.goal, flags.goalFile, options)
+      const instructions = yield* Setup.instructions(v, workspace)
+      const services = yield* Setup.services(v, model, tools)
+      yield* tell(tools.notes)
       yield* withStore(db, "create")(
         runGoal(({ approve, observe }) =>
-          Runner.submit({ goal: flags.goal, options, observe, ...(instructions === "" ? {} : { instructions }) }).pipe(
+          Runner.submit({ goal, options, observe, ...(instructions === "" ? {} : { instructions }) }).pipe(
             Effect.flatMap((goalId) => Runner.resume(goalId, { observe, approve })),
             Effect.provide(services)
           ), { json: flags.json, db })
       )
-    })
-).pipe(Command.withDescription(
-  "run a goal until it terminates or must wait (exit 11: suspended, open; rx resume continues it). --ask shell,write_file: those calls wait for approval (asked in place at a terminal: y, n, or a = always for that tool; otherwise the goal suspends: rx approve / rx deny, then rx resume); --deny: never allowed. Ctrl-C cancels the goal (recorded); SIGTERM stops it gracefully, open (the call in flight recorded, then Suspended(shutdown), exit 11)"
-))
+    }))
 
-const goalId = Args.text({ name: "goal-id" })
+/** The recorded settings a resume compares against, and what it runs with. */
+const recordedKeys = ["workspace", "sandbox", "baseUrl", "model", "mode", "temperature", "maxOutputTokens"] as const
 
-/** Whether a resume's settings differ from what the goal recorded. */
-const differs = (recorded: Settings.Recorded, settings: Settings.Recorded) =>
-  (["workspace", "sandbox", "baseUrl", "model", "mode"] as const).some((key) => recorded[key] !== settings[key])
-
-const resume = Command.make("resume", { ...common, maxIterations: Settings.maxIterations, goalId }, (flags) =>
-  withLog(flags.db, "write")((db) =>
-    Effect.gen(function*() {
+const resume = (flags: Flags) =>
+  withLog(dbFlag(flags.settings), "write")((db) =>
+    Effect.scoped(Effect.gen(function*() {
       const state = yield* Runner.restore(flags.goalId)
       if (state.seq === 0) return yield* new UsageError({ message: `no goal with id ${flags.goalId} in this database (rx list shows the goals)` })
-      const limit = Option.getOrUndefined(yield* Settings.within("--max-iterations", flags.maxIterations, 1))
+      const recorded = Settings.recorded(state.options.metadata)
+      const { values: v, workspace } = yield* Setup.resolve(flags.settings, Usage.resumeSettings, recorded)
+      // The limits of a goal are in its options; only a flag changes them.
+      const limitFlags = Settings.values(yield* Settings.fromFlags(flags.settings))
+      const limits = Setup.runOptions(limitFlags)
+      const named = Object.keys(limits).length === 0
+        ? ""
+        : Object.keys(limitFlags).filter((key) => Usage.limits.some((k) => k === key)).map((key) => `--${Settings.table[key as Settings.Key].flag}`).join(", ")
+      const changes = Object.entries(limits).filter(([key, value]) => state.options[key as keyof RunOptions.Options] !== value)
       // A terminated goal's log is closed (one Terminated, last): no limit reopens it.
-      if (state.terminated !== null && limit !== undefined) {
+      if (state.terminated !== null && named !== "") {
         return yield* new UsageError({
           message: state.terminated.reason === "max_iterations"
-            ? `goal ${flags.goalId} ended at its iteration limit (max_iterations, ${state.completed} iterations) and a terminated goal's log is closed, so --max-iterations cannot extend it: start a new goal with rx run`
-            : `goal ${flags.goalId} has terminated (${state.terminated.reason}) and a terminated goal's log is closed, so --max-iterations cannot change it: start a new goal with rx run`
+            ? `goal ${flags.goalId} ended at its iteration limit (max_iterations, ${state.completed} iterations) and a terminated goal's log is closed, so ${named} cannot extend it: start a new goal with rx run`
+            : `goal ${flags.goalId} has terminated (${state.terminated.reason}) and a terminated goal's log is closed, so ${named} cannot change it: start a new goal with rx run`
         })
       }
-      if (limit !== undefined && limit <= state.completed) {
+      if (limits.maxIterations !== undefined && limits.maxIterations <= state.completed) {
         return yield* new UsageError({
           message: `goal ${flags.goalId} has completed ${state.completed} iterations already; --max-iterations must be more than that (rx cancel ${flags.goalId} stops it)`
         })
       }
-      const recorded = Settings.recorded(state.options.metadata)
-      const { services, settings } = yield* prepare(flags, recorded, db)
-      // Other settings or limit than recorded: record what this resume uses before it runs, so the
-      // log (and rx inspect) says what each resume ran with.
-      const raised = limit !== undefined && limit !== state.options.maxIterations
-      if (state.terminated === null && (differs(recorded, settings) || raised)) {
+      const model = yield* Setup.modelName(v)
+      // The tools the goal was offered, as far as they can run here (said at start if not).
+      const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
+      const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* hide(db, workspace), false)
+      const services = yield* Setup.services(v, model, tools)
+      const settings: Settings.Recorded = {
+        workspace,
+        sandbox: v.sandbox ?? "auto",
+        baseUrl: v.baseUrl ?? Settings.defaultBaseUrl,
+        model,
+        mode: v.mode ?? "tools",
+        ...(v.temperature === undefined ? {} : { temperature: v.temperature }),
+        ...(v.maxOutputTokens === undefined ? {} : { maxOutputTokens: v.maxOutputTokens })
+      }
+      yield* tell(tools.notes)
+      // Other settings or limits than recorded: record what this resume uses before it runs, so
+      // the log (and rx inspect) says what each resume ran with.
+      const differs = recordedKeys.some((key) => recorded[key] !== settings[key])
+      if (state.terminated === null && (differs || changes.length > 0)) {
         const before = state.options
         const changed = yield* Runner.changeOptions(flags.goalId, (current): RunOptions.Input => ({
           ...current,
-          ...(limit === undefined ? {} : { maxIterations: limit }),
+          ...limits,
           metadata: { ...current.metadata, ...settings }
         }))
         if (changed === "changed") {
@@ -420,22 +265,19 @@ const resume = Command.make("resume", { ...common, maxIterations: Settings.maxIt
         ({ approve, observe }) => Runner.resume(flags.goalId, { observe, approve }).pipe(Effect.provide(services)),
         { json: flags.json, db, goalId: flags.goalId, options }
       )
-    })
+    }))
   )
-).pipe(Command.withDescription(
-  "continue an open goal (suspended, or stopped by a crash) with its recorded settings; flags override model, server, workspace, sandbox, mode, and --max-iterations changes the limit of an open goal (each change is recorded; a terminated goal's log is closed: start a new goal). An approved call runs as stored, with no new model call"
-))
 
 /**
  * Record a decision on the call a goal waits on (`rx approve`, `rx deny`). It runs nothing: the
  * goal goes on at `rx resume`.
  */
 const decide = (
-  flags: { readonly db: Option.Option<string>; readonly goalId: string; readonly call: Option.Option<string>; readonly by: Option.Option<string> },
+  flags: Flags,
   approved: boolean,
   reason: string
 ) =>
-  withLog(flags.db, "write")((db) =>
+  withLog(dbFlag(flags.settings), "write")((db) =>
     Effect.gen(function*() {
       const id = flags.goalId
       const by = Option.isSome(flags.by) ? flags.by.value.trim() : yield* Settings.userName
@@ -461,20 +303,13 @@ const decide = (
     })
   )
 
-const approve = Command.make(
-  "approve",
-  { db: Settings.db, call: Settings.call, by: Settings.by, goalId },
-  (flags) => decide(flags, true, "approved")
-).pipe(Command.withDescription("approve the call a goal waits on (recorded as ApprovalDecided, by --by or your user name); rx resume then runs it exactly as requested"))
+const approve = (flags: Flags) => decide(flags, true, "approved")
 
-const deny = Command.make(
-  "deny",
-  { db: Settings.db, call: Settings.call, by: Settings.by, reason: Settings.reason, goalId },
-  (flags) => decide(flags, false, Option.getOrElse(Option.filter(Option.map(flags.reason, (r) => r.trim()), (r) => r !== ""), () => "denied with rx deny"))
-).pipe(Command.withDescription("deny the call a goal waits on (recorded as ApprovalDecided with --reason, which the model is told); rx resume goes on without it"))
+const deny = (flags: Flags) =>
+  decide(flags, false, Option.getOrElse(Option.filter(Option.map(flags.reason, (r) => r.trim()), (r) => r !== ""), () => "denied with rx deny"))
 
-const replay = Command.make("replay", { db: Settings.db, goalId }, (flags) =>
-  withLog(flags.db, "read")(() =>
+const replay = (flags: Flags) =>
+  withLog(dbFlag(flags.settings), "read")(() =>
     Effect.gen(function*() {
       const events = yield* loadGoal(flags.goalId)
       const outcome = yield* Effect.either(Replay.check(events))
@@ -492,41 +327,77 @@ const replay = Command.make("replay", { db: Settings.db, goalId }, (flags) =>
       yield* setExit(ExitCode.diverged)
     })
   )
-).pipe(Command.withDescription("verify a goal's log by replaying it with no live calls (an open goal's log as far as it goes); exit 8 names the first divergence"))
 
-const inspect = Command.make(
-  "inspect",
-  { db: Settings.db, goalId, step: Options.integer("step").pipe(Options.withDescription("show one step in full"), Options.optional) },
-  (flags) =>
-    withLog(flags.db, "read")(() =>
+const inspect = (flags: Flags) =>
+    withLog(dbFlag(flags.settings), "read")(() =>
       Effect.gen(function*() {
+        const step = Option.isNone(flags.step) ? undefined : Number(flags.step.value.trim())
+        if (step !== undefined && !(Number.isSafeInteger(step) && step >= 1)) {
+          return yield* new UsageError({ message: `--step: expected a step number from 1 up, got ${JSON.stringify(Option.getOrElse(flags.step, () => ""))}` })
+        }
         const events = yield* loadGoal(flags.goalId)
-        yield* say(Render.inspect(events, Option.getOrUndefined(flags.step)).join("\n"))
+        const last = Render.steps(events).length
+        if (step !== undefined && step > last) {
+          return yield* new UsageError({ message: `goal ${flags.goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
+        }
+        yield* say(Render.inspect(events, step).join("\n"))
       })
     )
-).pipe(Command.withDescription("the goal, each step, the tool trace and the termination audit"))
 
-const events = Command.make(
-  "events",
-  { db: Settings.db, goalId, follow: Options.boolean("follow").pipe(Options.withDescription("keep printing events as they are appended, until the goal terminates")) },
-  (flags) =>
-    withLog(flags.db, "read")(() =>
+/** How often `rx events --follow` checks that a runner still holds the goal. */
+const watchEvery = "1 second"
+
+const events = (flags: Flags) =>
+    withLog(dbFlag(flags.settings), "read")(() =>
       Effect.gen(function*() {
         const store = yield* StateStore.StateStore
         const summary = yield* store.goal(flags.goalId)
         if (Option.isNone(summary)) return yield* new UsageError({ message: `no goal with id ${flags.goalId} in this database (rx list shows the goals)` })
-        const stream = flags.follow
-          ? store.changes(flags.goalId, 0).pipe(Stream.takeUntil((e) => e._tag === "Terminated"))
-          : Stream.fromIterable(yield* store.load(flags.goalId))
-        yield* Stream.runForEach(stream, sayJson)
+        if (flags.wait && !flags.follow) return yield* new UsageError({ message: "--wait goes with --follow" })
+        if (!flags.follow) return yield* Stream.runForEach(Stream.fromIterable(yield* store.load(flags.goalId)), sayJson)
+        // Events, and a watch on the goal's runner: twice in a row no runner holds an open goal
+        // (and no event came between), and it is said once; without --wait, following stops.
+        let quiet = 0
+        let told = false
+        let orphaned = false
+        const watch = Stream.repeatEffectWithSchedule(store.runner(flags.goalId), Schedule.spaced(watchEvery)).pipe(
+          Stream.mapEffect((holder) =>
+            Effect.gen(function*() {
+              quiet = Option.isNone(holder) ? quiet + 1 : 0
+              if (quiet < 2) {
+                told = false
+                return false
+              }
+              if (!told) {
+                told = true
+                yield* note(
+                  `no rx runs goal ${flags.goalId} now (its runner stopped or was killed, or it waits to be resumed): rx resume ${flags.goalId} continues it${flags.wait ? "; waiting for a runner (Ctrl-C stops)" : "; rx events --follow --wait keeps waiting"}`
+                )
+              }
+              orphaned = !flags.wait
+              return orphaned
+            })
+          )
+        )
+        const stream = Stream.mergeEither(store.changes(flags.goalId, 0), watch).pipe(
+          Stream.takeUntil((item) => (Either.isLeft(item) ? item.left._tag === "Terminated" : item.right)),
+          Stream.tap((item) =>
+            Either.isLeft(item)
+              ? Effect.zipRight(Effect.sync(() => {
+                quiet = 0
+              }), sayJson(item.left))
+              : Effect.void
+          )
+        )
+        yield* Stream.runDrain(stream)
+        if (orphaned) yield* setExit(ExitCode.suspended)
       })
     )
-).pipe(Command.withDescription("print a goal's events as JSON lines"))
 
 const encodeSummary = Schema.encodeSync(GoalSummary.GoalSummary)
 
-const list = Command.make("list", { db: Settings.db, json: Settings.json }, (flags) =>
-  withLog(flags.db, "read")(() =>
+const list = (flags: Flags) =>
+  withLog(dbFlag(flags.settings), "read")(() =>
     Effect.gen(function*() {
       const goals = yield* Effect.flatMap(StateStore.StateStore, (store) => store.goals())
       // Why an open goal waits is in its log, not in the store's summary.
@@ -542,10 +413,9 @@ const list = Command.make("list", { db: Settings.db, json: Settings.json }, (fla
       )
     })
   )
-).pipe(Command.withDescription("the goals in the database, newest first: open, suspended(why) or terminated(why)"))
 
-const cancel = Command.make("cancel", { db: Settings.db, goalId }, (flags) =>
-  withLog(flags.db, "write")(() =>
+const cancel = (flags: Flags) =>
+  withLog(dbFlag(flags.settings), "write")(() =>
     Effect.gen(function*() {
       const outcome = yield* Runner.cancel(flags.goalId, "cancelled with rx cancel")
       yield* say(
@@ -555,18 +425,51 @@ const cancel = Command.make("cancel", { db: Settings.db, goalId }, (flags) =>
       )
     })
   )
-).pipe(Command.withDescription("ask a running goal to stop; recorded as CancelRequested"))
 
-const demo = Command.make("demo", { json: Settings.json }, (flags) =>
+/** A value as `rx config` shows it: the key never. */
+const showValue = (key: Settings.Key, value: Settings.Value) =>
+  key === "apiKey" ? "(set)" : Array.isArray(value) ? value.join(",") : String(value)
+
+const config = (flags: Flags) =>
   Effect.gen(function*() {
+    const db = yield* Settings.database(dbFlag(flags.settings))
+    const resolved = yield* Setup.resolve(flags.settings, Usage.runSettings)
+    const entries = Usage.runSettings.map((key) => {
+      if (key === "db") return { key, value: db.file, from: db.source === "env" ? "env RX_DB" : db.source }
+      const found = resolved.found[key]
+      const s: Settings.Setting = Settings.table[key]
+      return found === undefined
+        ? { key, value: null, from: s.shownDefault === undefined ? "unset" : `default: ${s.shownDefault}` }
+        : { key, value: showValue(key, found.value), from: Settings.describeSource(found.source) }
+    })
+    if (flags.json) {
+      return yield* Console.log(Render.jsonLine(JSON.stringify({
+        files: resolved.files.map(({ file, found }) => ({ file, found: Option.isSome(found) })),
+        settings: Object.fromEntries(entries.map(({ from, key, value }) => [key, { value, from }]))
+      })))
+    }
+    const width = Math.max(...entries.map((e) => e.key.length)) + 2
+    yield* say([
+      "config files, nearest first:",
+      ...resolved.files.map(({ file, found }) => `  ${file}${Option.isSome(found) ? "" : " (none)"}`),
+      "",
+      `${"setting".padEnd(width)}${"value".padEnd(34)}from`,
+      ...entries.map(({ from, key, value }) => `${key.padEnd(width)}${(value ?? "-").padEnd(33)} ${from}`)
+    ].join("\n"))
+  })
+
+const demo = (flags: Flags) =>
+  Effect.scoped(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
-    const root = yield* fs.makeTempDirectory({ prefix: "rx-demo-" })
+    // Removed when the demo ends (after its log is closed), unless --keep.
+    const root = flags.keep ? yield* fs.makeTempDirectory({ prefix: "rx-demo-" }) : yield* fs.makeTempDirectoryScoped({ prefix: "rx-demo-" })
     const workspace = path.join(root, "workspace")
     const db = path.join(root, "rx.db")
+    const human = (text: string) => (flags.json ? Effect.void : say(text))
     yield* fs.makeDirectory(workspace)
     yield* Effect.forEach(Object.entries(Demo.files), ([name, text]) => fs.writeFileString(path.join(workspace, name), text), { discard: true })
-    yield* say([
+    yield* human([
       "rx demo: the model is SCRIPTED (its answers are written in advance), so this runs with no model installed.",
       "Everything else is real: the tools, the workspace, the SQLite log.",
       `  workspace ${workspace}`,
@@ -578,28 +481,31 @@ const demo = Command.make("demo", { json: Settings.json }, (flags) =>
       LanguageModel.layerScripted(Demo.script)
     )
     const result = yield* Effect.gen(function*() {
-      const print = printer(flags.json)
       const outcome = yield* Runner.run({
         goal: Demo.goal,
         options: { maxIterations: 10, metadata: { workspace, sandbox: "none", model: "scripted demo model", baseUrl: "(none)" } },
-        observe: print
+        observe: printer(flags.json)
       }).pipe(Effect.provide(services))
       const log = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(outcome.goalId))
-      yield* say(`\n${Render.endLine(outcome, ExitCode.of(outcome))}\n\n--- rx inspect ${outcome.goalId}\n`)
-      yield* say(Render.inspect(log, undefined).join("\n"))
+      yield* human(`\n${Render.endLine(outcome, ExitCode.of(outcome))}\n\n--- rx inspect ${outcome.goalId}\n`)
+      yield* human(Render.inspect(log, undefined).join("\n"))
       const replayed = yield* Replay.verify(log)
-      yield* say(`\n--- rx replay ${outcome.goalId}\nidentical: ${log.length} events reproduced with no live calls (${replayed.reason})`)
-      yield* say(`\nnotes.txt now reads:\n${yield* fs.readFileString(path.join(workspace, "notes.txt"))}`)
-      yield* say(`Look again with: rx inspect ${outcome.goalId} --db ${db}`)
+      yield* human(`\n--- rx replay ${outcome.goalId}\nidentical: ${log.length} events reproduced with no live calls (${replayed.reason})`)
+      yield* human(`\nnotes.txt now reads:\n${yield* fs.readFileString(path.join(workspace, "notes.txt"))}`)
+      yield* human(
+        flags.keep
+          ? `Look again with: rx inspect ${outcome.goalId} --db ${db}`
+          : "The demo's folder is removed now; rx demo --keep keeps it, to look again with rx inspect."
+      )
       return outcome
     }).pipe(Effect.provide(SqliteStore.layer({ filename: db })))
+    if (flags.keep && flags.json) yield* note(`the demo's folder is kept: ${root}`)
     yield* setExit(ExitCode.of(result))
-  })
-).pipe(Command.withDescription("a complete goal with a scripted model, real tools and a real SQLite log, then inspect and replay"))
+  }))
 
-const doctor = Command.make("doctor", { db: Settings.db, json: Settings.json }, (flags) =>
+const doctor = (flags: Flags) =>
   Effect.gen(function*() {
-    const db = yield* database(flags.db)
+    const db = yield* database(dbFlag(flags.settings))
     const fs = yield* FileSystem.FileSystem
     if (!(yield* fs.exists(db.file).pipe(Effect.orElseSucceed(() => true)))) {
       return yield* new UsageError({ message: `no rx database at ${db.file} (pass --db or set RX_DB)` })
@@ -608,15 +514,39 @@ const doctor = Command.make("doctor", { db: Settings.db, json: Settings.json }, 
     yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Schema.encodeSync(Doctor.Report)(report)))) : say(Render.doctor(report, ExitCode.unhealthy))
     yield* setExit(report.healthy ? 0 : ExitCode.unhealthy)
   })
-).pipe(Command.withDescription(`check the database (read-only): SQLite's integrity check, every goal's log (seqs, Terminated, events that do not decode), the goal summaries, stale leases; exit ${ExitCode.unhealthy} on problems`))
 
-const rx = Command.make("rx").pipe(
-  Command.withDescription(
-    `an autonomous agent kernel: goals in, a recorded log of every step out.\n\nwhile rx run or rx resume runs a goal: Ctrl-C cancels it (recorded, exit 7; a second Ctrl-C stops at once, exit 130); SIGTERM stops it gracefully and leaves it open (the call in flight recorded, then Suspended(shutdown), exit 11). A call that needs approval (--ask) is asked about at a terminal; otherwise the goal suspends (exit 11) until rx approve or rx deny, then rx resume.\n\nthe log: --db, else RX_DB, else ${Settings.defaultDbText} (per user, outside the agent's workspace; a log placed inside the workspace is hidden from the tools)\n\nexit codes:\n${ExitCode.table}`
-  ),
-  Command.withSubcommands([run, resume, approve, deny, replay, inspect, events, list, cancel, doctor, demo])
-)
+/** Each command, by name. */
+const commands: Record<string, (flags: Flags) => Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus>> = {
+  run,
+  resume,
+  approve,
+  deny,
+  replay,
+  inspect,
+  events,
+  list,
+  cancel,
+  doctor,
+  config,
+  demo
+}
 
-/** The `rx` program for the given `process.argv`. */
-export const cli: (args: ReadonlyArray<string>) => Effect.Effect<void, unknown, CliApp.CliApp.Environment | ExitStatus> =
-  Command.run(rx, { name: "rx", version: "0.1.0" })
+/** The `rx` program for the given `process.argv`: the command line is parsed against `Usage`, then run. */
+export const cli = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus> => {
+  const checked = Usage.check(argv.slice(2))
+  if (Either.isLeft(checked)) return new UsageError({ message: checked.left })
+  const style = { bold: Output.color() }
+  switch (checked.right._tag) {
+    case "Help": {
+      const command = checked.right.command
+      return Console.log(command === undefined ? Usage.help(style) : Usage.commandHelp(command, style))
+    }
+    case "Version":
+      return Console.log(`rx ${Usage.version}`)
+    case "Run": {
+      const { command, line } = checked.right
+      const body = commands[command.name]
+      return body === undefined ? new UsageError({ message: `there is no command ${command.name}` }) : body(flagsOf(command, line))
+    }
+  }
+}

@@ -65,6 +65,11 @@ export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.
       return `      ${decision(event)} (call ${oneLine(event.callId, 80)})`
     case "Suspended":
       return `      suspended (${event.reason}): ${oneLine(event.detail, 100)}`
+    case "ModelResponded": {
+      // The model's thought, when it gives one with its calls (a final answer is the end line's detail).
+      const thought = event.response.text.trim()
+      return thought === "" || event.response.toolCalls.length === 0 ? undefined : `${String(event.iteration).padStart(4)}  ${pad("thought", 12)} ${oneLine(thought, 160)}`
+    }
     case "ModelFailed":
       return `${String(event.iteration).padStart(4)}  ${pad("(model)", 12)} failed: ${oneLine(event.message, 100)}`
     case "CancelRequested":

@@ -1,28 +1,343 @@
 /**
- * The settings of a command, from flags, the environment (`RX_DB`, `RX_BASE_URL`, `RX_MODEL`,
- * `RX_API_KEY`) and, on resume, what the goal recorded. Recorded settings never include the key.
+ * The settings of `rx`. Each one is a flag, an environment variable and (most) a config-file key,
+ * with one parser, one description and one default, so the help, `rx config` and the commands
+ * cannot disagree. A value comes from the first of: the flag, the environment, what the goal
+ * recorded (on resume), the workspace's `rx.config.json`, the user's config file, the default.
  */
-import { Options } from "@effect/cli"
 import { Path } from "@effect/platform"
-import { Config, Effect, Option, Schema } from "effect"
+import { Config, Effect, Either, Option, Schema } from "effect"
 import * as os from "node:os"
 
 /** A usage problem: printed as `rx: <message>`, exit 1. */
 export class UsageError extends Schema.TaggedError<UsageError>()("@rx/cli/UsageError", { message: Schema.String }) {}
 
+/** A value a setting can hold. */
+export type Value = string | number | boolean | ReadonlyArray<string>
+
+/** How a setting's value is read: from a flag or a variable (text), or from a config file (JSON). */
+interface Parser<A extends Value> {
+  readonly fromText: (text: string) => Either.Either<A, string>
+  readonly fromJson: (value: unknown) => Either.Either<A, string>
+}
+
+export interface Setting<A extends Value = Value> extends Parser<A> {
+  /** The flag, without `--`; the config key is its camelCase (`max-iterations`: `maxIterations`). */
+  readonly flag: string
+  readonly env: string
+  /** What the flag takes (`N`, `URL`), empty for a switch. */
+  readonly placeholder: string
+  readonly description: string
+  /** The default as the help shows it, if there is one. */
+  readonly shownDefault?: string
+  /** Whether a config file may set it (not secrets, not the workspace a file is found in). */
+  readonly inFile: boolean
+  /** Recorded with a goal, so its resumes use the same value. */
+  readonly recorded: boolean
+}
+
+const shown = (value: unknown) => {
+  const text = typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value) ?? String(value)
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text
+}
+
+const integer = (min: number, max = Number.MAX_SAFE_INTEGER): Parser<number> => {
+  const expected = `a whole number ${max === Number.MAX_SAFE_INTEGER ? `from ${min} up` : `from ${min} to ${max}`}`
+  const check = (n: number, raw: unknown) =>
+    Number.isSafeInteger(n) && n >= min && n <= max ? Either.right(n) : Either.left(`expected ${expected}, got ${shown(raw)}`)
+  return {
+    fromText: (text) => (/^\s*[+-]?\d+\s*$/.test(text) ? check(Number(text), text) : Either.left(`expected ${expected}, got ${shown(text)}`)),
+    fromJson: (value) => (typeof value === "number" ? check(value, value) : Either.left(`expected ${expected}, got ${shown(value)}`))
+  }
+}
+
+const decimal = (min: number, max: number): Parser<number> => {
+  const expected = `a number from ${min} to ${max}`
+  const check = (n: number, raw: unknown) =>
+    Number.isFinite(n) && n >= min && n <= max ? Either.right(n) : Either.left(`expected ${expected}, got ${shown(raw)}`)
+  return {
+    fromText: (text) => (/^\s*[+-]?(\d+\.?\d*|\.\d+)\s*$/.test(text) ? check(Number(text), text) : Either.left(`expected ${expected}, got ${shown(text)}`)),
+    fromJson: (value) => (typeof value === "number" ? check(value, value) : Either.left(`expected ${expected}, got ${shown(value)}`))
+  }
+}
+
+const fromString = (parse: (text: string) => Either.Either<string, string>, expected: string): Parser<string> => ({
+  fromText: parse,
+  fromJson: (value) => (typeof value === "string" ? parse(value) : Either.left(`expected ${expected}, got ${shown(value)}`))
+})
+
+const text = (expected: string) =>
+  fromString((raw) => (raw.trim() === "" ? Either.left(`expected ${expected}, got an empty value`) : Either.right(raw.trim())), expected)
+
+/** An absolute `http:` or `https:` URL. */
+export const httpUrl = (raw: string): Either.Either<string, string> => {
+  const value = raw.trim()
+  const expected = `expected an http:// or https:// URL such as ${defaultBaseUrl}, got ${shown(raw)}`
+  if (!URL.canParse(value)) return Either.left(expected)
+  const protocol = new URL(value).protocol
+  return protocol === "http:" || protocol === "https:" ? Either.right(value) : Either.left(expected)
+}
+
+const choice = <const L extends string>(values: ReadonlyArray<L>): Parser<L> => {
+  const expected = `one of ${values.join(", ")}`
+  const parse = (value: unknown): Either.Either<L, string> => {
+    const found = values.find((v) => v === value)
+    return found === undefined ? Either.left(`expected ${expected}, got ${shown(value)}`) : Either.right(found)
+  }
+  return { fromText: (raw) => parse(raw.trim()), fromJson: parse }
+}
+
+/** Names, comma-separated on the command line, an array (or the same text) in a config file. */
+const list: Parser<ReadonlyArray<string>> = (() => {
+  const split = (raw: string): Either.Either<ReadonlyArray<string>, string> => {
+    const names = [...new Set(raw.split(",").map((name) => name.trim()).filter((name) => name !== ""))]
+    return names.length === 0 ? Either.left("expected names, comma-separated, got none") : Either.right(names)
+  }
+  return {
+    fromText: split,
+    fromJson: (value) =>
+      typeof value === "string"
+        ? split(value)
+        : Array.isArray(value) && value.every((v): v is string => typeof v === "string")
+        ? split(value.join(","))
+        : Either.left(`expected an array of names, got ${shown(value)}`)
+  }
+})()
+
+const onOff: Parser<boolean> = {
+  fromText: (raw) => {
+    const value = raw.trim().toLowerCase()
+    if (["1", "true", "yes", "on"].includes(value)) return Either.right(true)
+    if (["0", "false", "no", "off", ""].includes(value)) return Either.right(false)
+    return Either.left(`expected 1 or 0 (true or false), got ${shown(raw)}`)
+  },
+  fromJson: (value) => (typeof value === "boolean" ? Either.right(value) : Either.left(`expected true or false, got ${shown(value)}`))
+}
+
+const setting = <A extends Value>(
+  flag: string,
+  parser: Parser<A>,
+  doc: { readonly placeholder: string; readonly description: string; readonly shownDefault?: string; readonly inFile?: boolean; readonly recorded?: boolean }
+): Setting<A> => ({
+  ...parser,
+  flag,
+  env: `RX_${flag.toUpperCase().replace(/-/g, "_")}`,
+  inFile: doc.inFile ?? true,
+  recorded: doc.recorded ?? false,
+  placeholder: doc.placeholder,
+  description: doc.description,
+  ...(doc.shownDefault === undefined ? {} : { shownDefault: doc.shownDefault })
+})
+
+export const defaultBaseUrl = "http://127.0.0.1:11434/v1"
+
 /** Where the log lives when neither `--db` nor `RX_DB` says, as `rx --help` tells it. */
 export const defaultDbText = "$XDG_STATE_HOME/rx/rx.db, or ~/.local/state/rx/rx.db without XDG_STATE_HOME"
 
-export const db = Options.text("db").pipe(
-  Options.withDescription(`SQLite file of the event log (env RX_DB; default ${defaultDbText}: per user, outside any workspace)`),
-  Options.optional
-)
+/** The workspace config file's name, at the workspace root. */
+export const workspaceFile = "rx.config.json"
 
-/** The log's file and what chose it. */
-export interface Database {
-  readonly file: string
-  readonly source: "flag" | "env" | "default"
+/** Every setting, in the order the help and `rx config` show them. */
+export const table = {
+  db: setting("db", text("a file path"), {
+    placeholder: "FILE",
+    description: "the SQLite file of the event log: per user, outside any workspace by default",
+    shownDefault: defaultDbText,
+    inFile: false
+  }),
+  workspace: setting("workspace", text("a folder"), {
+    placeholder: "DIR",
+    description: `the folder the tools are confined to (its ${workspaceFile} is read, and the agent may not change it)`,
+    shownDefault: "the current folder",
+    inFile: false,
+    recorded: true
+  }),
+  baseUrl: setting("base-url", fromString(httpUrl, "a URL"), {
+    placeholder: "URL",
+    description: "OpenAI-compatible API root (Ollama, llama.cpp, vLLM, LM Studio, OpenAI)",
+    shownDefault: defaultBaseUrl,
+    recorded: true
+  }),
+  model: setting("model", text("a model name"), { placeholder: "NAME", description: "model name on that server, e.g. qwen2.5-coder:7b", recorded: true }),
+  apiKey: setting("api-key", text("a key"), { placeholder: "KEY", description: "API key, if the server needs one; never recorded, never read from a config file", inFile: false }),
+  mode: setting("mode", choice(["tools", "json"]), {
+    placeholder: "tools|json",
+    description: "native tool calls, or JSON actions for servers that mangle tool calls",
+    shownDefault: "tools",
+    recorded: true
+  }),
+  temperature: setting("temperature", decimal(0, 2), { placeholder: "T", description: "sampling temperature", shownDefault: "the server's", recorded: true }),
+  maxOutputTokens: setting("max-output-tokens", integer(1), { placeholder: "N", description: "tokens of one answer at most (an answer cut off is rejected, never run)", shownDefault: "the server's", recorded: true }),
+  timeout: setting("timeout", integer(1, 86_400), { placeholder: "SECONDS", description: "time one model request may take, retries included", shownDefault: "600" }),
+  retries: setting("retries", integer(0, 99), {
+    placeholder: "N",
+    description: "attempts after the first when the server cannot be reached or answers 429/5xx; then the goal is suspended",
+    shownDefault: "3"
+  }),
+  maxIterations: setting("max-iterations", integer(1), { placeholder: "N", description: "iterations the goal may take", shownDefault: "50" }),
+  maxFailures: setting("max-failures", integer(1), { placeholder: "N", description: "failed tool calls in a row that end the goal (repeated_failure)", shownDefault: "3" }),
+  maxMalformed: setting("max-malformed", integer(1), { placeholder: "N", description: "rejected model answers in a row that end the goal (malformed_output)", shownDefault: "3" }),
+  maxRepeats: setting("max-repeats", integer(1), { placeholder: "N", description: "the same call with the same result this many times in a row ends the goal (no_progress)", shownDefault: "3" }),
+  noProgressWindow: setting("no-progress-window", integer(1), { placeholder: "N", description: "iterations in a row without a successful call that end the goal (no_progress)", shownDefault: "8" }),
+  promptBudget: setting("prompt-budget", integer(2_000), { placeholder: "CHARS", description: "characters of conversation a prompt holds; older output is compacted to fit", shownDefault: "32000" }),
+  maxTotalTokens: setting("max-total-tokens", integer(1), { placeholder: "N", description: "tokens in and out the goal may spend (token_budget)", shownDefault: "unlimited" }),
+  maxCallsPerAnswer: setting("max-calls-per-answer", integer(1), { placeholder: "N", description: "tool calls of one answer that run, in order; later ones are rejected", shownDefault: "8" }),
+  maxAnswerChars: setting("max-answer-chars", integer(1), { placeholder: "CHARS", description: "characters one model answer may hold; a longer one is rejected", shownDefault: "1000000" }),
+  tools: setting("tools", list, { placeholder: "LIST", description: "the built-in tools offered, comma-separated", shownDefault: "all that can run here", recorded: true }),
+  noShell: setting("no-shell", onOff, { placeholder: "", description: "do not offer the shell tool", recorded: false }),
+  sandbox: setting("sandbox", choice(["auto", "bwrap", "none"]), {
+    placeholder: "auto|bwrap|none",
+    description: "the shell's sandbox: auto = bubblewrap when installed, else shell is not offered",
+    shownDefault: "auto",
+    recorded: true
+  }),
+  httpAllow: setting("http-allow", list, {
+    placeholder: "LIST",
+    description: "private hosts, addresses or CIDR ranges http_fetch may reach, comma-separated",
+    shownDefault: "public addresses only",
+    recorded: true
+  }),
+  ask: setting("ask", list, { placeholder: "LIST", description: "tools whose calls wait for a person's approval, comma-separated (e.g. shell,write_file)" }),
+  deny: setting("deny", list, { placeholder: "LIST", description: "tools never allowed in this goal; the model is told" }),
+  instructions: setting("instructions", text("a file path"), { placeholder: "FILE", description: "a text file of standing instructions for the model, recorded with the goal" }),
+  agentsMd: setting("agents-md", onOff, { placeholder: "", description: "also use AGENTS.md at the workspace root as instructions" })
+} as const
+
+export type Table = typeof table
+export type Key = keyof Table
+export type Values = { readonly [K in Key]: Table[K] extends Setting<infer A> ? A : never }
+
+/** The config key of a setting. */
+export const keyOf = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
+
+export const keys = Object.keys(table) as ReadonlyArray<Key>
+
+/** The settings that are switches (no value): `--no-shell`, `--agents-md`. */
+export const isSwitch = (key: Key) => table[key].placeholder === ""
+
+/** Where a value came from. */
+export type Source =
+  | { readonly _tag: "flag" }
+  | { readonly _tag: "env"; readonly name: string }
+  | { readonly _tag: "recorded" }
+  | { readonly _tag: "file"; readonly file: string }
+  | { readonly _tag: "default" }
+
+export const describeSource = (source: Source) => {
+  switch (source._tag) {
+    case "flag":
+      return "flag"
+    case "env":
+      return `env ${source.name}`
+    case "recorded":
+      return "recorded with the goal"
+    case "file":
+      return source.file
+    case "default":
+      return "default"
+  }
 }
+
+/** Values found in one place, each with where. */
+export type Found = { readonly [K in Key]?: { readonly value: Values[K]; readonly source: Source } }
+
+const parsed = (result: Either.Either<Value, string>, where: string): Either.Either<Value, string> =>
+  Either.mapLeft(result, (message) => `${where}: ${message}`)
+
+/**
+ * Values given as flags: text for settings that take one, `true` for a switch given. `given`
+ * holds only the settings the command has.
+ */
+export const fromFlags = (given: { readonly [K in Key]?: Option.Option<string> | boolean }): Effect.Effect<Found, UsageError> =>
+  Effect.gen(function*() {
+    const found: Record<string, { value: Value; source: Source }> = {}
+    for (const key of keys) {
+      const raw = given[key]
+      if (raw === undefined || raw === false) continue
+      const value = raw === true ? Either.right(true) : Option.isSome(raw) ? parsed(table[key].fromText(raw.value), `--${table[key].flag}`) : undefined
+      if (value === undefined) continue
+      if (Either.isLeft(value)) return yield* new UsageError({ message: value.left })
+      found[key] = { value: value.right, source: { _tag: "flag" } }
+    }
+    return found as Found
+  })
+
+/** Values of the `RX_*` variables that are set and not empty, for the settings in `only`. */
+export const fromEnv = (only: ReadonlyArray<Key>): Effect.Effect<Found, UsageError> =>
+  Effect.gen(function*() {
+    const found: Record<string, { value: Value; source: Source }> = {}
+    for (const key of only) {
+      const name = table[key].env
+      const raw = yield* env(name)
+      if (raw === "") continue
+      const value = parsed(table[key].fromText(raw), name)
+      if (Either.isLeft(value)) return yield* new UsageError({ message: value.left })
+      found[key] = { value: value.right, source: { _tag: "env", name } }
+    }
+    return found as Found
+  })
+
+/** The closest key to a misspelt one, if any is close. */
+const closest = (word: string, candidates: ReadonlyArray<string>): string | undefined => {
+  const distance = (a: string, b: string) => {
+    const row = Array.from({ length: b.length + 1 }, (_, i) => i)
+    for (let i = 1; i <= a.length; i++) {
+      let previous = row[0] ?? 0
+      row[0] = i
+      for (let j = 1; j <= b.length; j++) {
+        const current = row[j] ?? 0
+        row[j] = Math.min(current + 1, (row[j - 1] ?? 0) + 1, previous + (a[i - 1]?.toLowerCase() === b[j - 1]?.toLowerCase() ? 0 : 1))
+        previous = current
+      }
+    }
+    return row[b.length] ?? Number.MAX_SAFE_INTEGER
+  }
+  const best = candidates.map((c) => [c, distance(word, c)] as const).sort((a, b) => a[1] - b[1])[0]
+  return best !== undefined && best[1] <= Math.max(2, Math.floor(word.length / 4)) ? best[0] : undefined
+}
+
+/** Suggest the closest of `candidates`: ` (did you mean X?)`, or nothing. */
+export const suggest = (word: string, candidates: ReadonlyArray<string>) => {
+  const near = closest(word, candidates)
+  return near === undefined ? "" : ` (did you mean ${near}?)`
+}
+
+/**
+ * The values of a config file's JSON: an object of setting keys (`$schema` is ignored). Paths
+ * (`instructions`) are relative to the file's folder.
+ */
+export const fromFile = (file: string, json: unknown, resolve: (relative: string) => string): Either.Either<Found, UsageError> => {
+  const fail = (message: string) => Either.left(new UsageError({ message: `config file ${file}: ${message}` }))
+  if (typeof json !== "object" || json === null || Array.isArray(json)) return fail(`expected a JSON object of settings, got ${shown(json)}`)
+  const allowed = keys.filter((key) => table[key].inFile)
+  const found: Record<string, { value: Value; source: Source }> = {}
+  for (const [name, raw] of Object.entries(json)) {
+    if (name === "$schema") continue
+    const key = allowed.find((k) => k === name)
+    if (key === undefined) {
+      const known = keys.find((k) => k === name)
+      return fail(
+        known !== undefined
+          ? `${name} cannot be set in a config file (use --${table[known].flag} or ${table[known].env})`
+          : `unknown setting ${JSON.stringify(name)}${suggest(name, allowed)}; the settings: ${allowed.join(", ")}`
+      )
+    }
+    const value = parsed(table[key].fromJson(raw), key)
+    if (Either.isLeft(value)) return fail(value.left)
+    found[key] = { value: key === "instructions" && typeof value.right === "string" ? resolve(value.right) : value.right, source: { _tag: "file", file } }
+  }
+  return Either.right(found as Found)
+}
+
+/** The first place that has each key: earlier places win. */
+export const merge = (...places: ReadonlyArray<Found>): Found => {
+  const merged: Record<string, unknown> = {}
+  for (const place of [...places].reverse()) Object.assign(merged, place)
+  return merged as Found
+}
+
+/** Just the values. */
+export const values = (found: Found): Partial<Values> =>
+  Object.fromEntries(Object.entries(found).map(([key, entry]) => [key, entry?.value])) as Partial<Values>
 
 const env = (name: string) => Config.string(name).pipe(Config.withDefault(""), Effect.orElseSucceed(() => ""))
 
@@ -31,95 +346,39 @@ const env = (name: string) => Config.string(name).pipe(Config.withDefault(""), E
  * (`$XDG_STATE_HOME/rx/rx.db`, else `~/.local/state/rx/rx.db`), out of the agent's workspace.
  * A relative `XDG_STATE_HOME` is ignored, as the XDG specification asks.
  */
-export const defaultDb: Effect.Effect<string, never, Path.Path> = Effect.gen(function*() {
-  const path = yield* Path.Path
-  const state = yield* env("XDG_STATE_HOME")
-  if (state !== "" && path.isAbsolute(state)) return path.join(state, "rx", "rx.db")
-  const home = (yield* env("HOME")) || os.homedir()
-  return path.join(home, ".local", "state", "rx", "rx.db")
-})
+export const defaultDb: Effect.Effect<string, never, Path.Path> = userFolder("XDG_STATE_HOME", [".local", "state"], "rx.db")
+
+/** The user's config file: `$XDG_CONFIG_HOME/rx/config.json`, else `~/.config/rx/config.json`. */
+export const userConfigFile: Effect.Effect<string, never, Path.Path> = userFolder("XDG_CONFIG_HOME", [".config"], "config.json")
+
+function userFolder(variable: string, fallback: ReadonlyArray<string>, name: string): Effect.Effect<string, never, Path.Path> {
+  return Effect.gen(function*() {
+    const path = yield* Path.Path
+    const base = yield* env(variable)
+    if (base !== "" && path.isAbsolute(base)) return path.join(base, "rx", name)
+    const home = (yield* env("HOME")) || os.homedir()
+    return path.join(home, ...fallback, "rx", name)
+  })
+}
+
+/** The log's file and what chose it. */
+export interface Database {
+  readonly file: string
+  readonly source: "flag" | "env" | "default"
+}
 
 /** The log's file: `--db`, else `RX_DB` (empty counts as unset), else `defaultDb`. */
 export const database = (flag: Option.Option<string>): Effect.Effect<Database, UsageError, Path.Path> =>
   Effect.gen(function*() {
     const path = yield* Path.Path
     if (Option.isSome(flag)) {
-      if (flag.value === "") return yield* new UsageError({ message: "--db needs a file path (leave it out for the default log)" })
+      if (flag.value.trim() === "") return yield* new UsageError({ message: "--db needs a file path (leave it out for the default log)" })
       return { file: path.resolve(flag.value), source: "flag" }
     }
     const fromEnv = yield* env("RX_DB")
     if (fromEnv !== "") return { file: path.resolve(fromEnv), source: "env" }
     return { file: yield* defaultDb, source: "default" }
   })
-export const workspace = Options.directory("workspace").pipe(
-  Options.withDescription("the folder the tools are confined to"),
-  Options.optional
-)
-export const baseUrl = Options.text("base-url").pipe(
-  Options.withDescription("OpenAI-compatible API root, e.g. http://127.0.0.1:11434/v1 for Ollama (env RX_BASE_URL)"),
-  Options.withFallbackConfig(Config.string("RX_BASE_URL")),
-  Options.optional
-)
-export const model = Options.text("model").pipe(
-  Options.withDescription("model name on that server (env RX_MODEL)"),
-  Options.withFallbackConfig(Config.string("RX_MODEL")),
-  Options.optional
-)
-export const apiKey = Options.redacted("api-key").pipe(
-  Options.withDescription("API key, if the server needs one (env RX_API_KEY); never recorded"),
-  Options.withFallbackConfig(Config.redacted("RX_API_KEY")),
-  Options.optional
-)
-export const maxIterations = Options.integer("max-iterations").pipe(
-  Options.withDescription("iteration limit of the goal (default 50)"),
-  Options.optional
-)
-export const maxCallsPerAnswer = Options.integer("max-calls-per-answer").pipe(
-  Options.withDescription("tool calls of one model answer that run, in order; later ones are rejected (default 8)"),
-  Options.optional
-)
-export const retries = Options.integer("retries").pipe(
-  Options.withDescription("attempts after the first when the model server cannot be reached or answers 429/5xx (default 3); then the goal is suspended"),
-  Options.optional
-)
-export const ask = Options.text("ask").pipe(
-  Options.withDescription("tools whose calls wait for a person's approval, comma-separated (e.g. shell,write_file)"),
-  Options.optional
-)
-export const deny = Options.text("deny").pipe(
-  Options.withDescription("tools never allowed in this run, comma-separated; the model is told"),
-  Options.optional
-)
-export const instructions = Options.text("instructions").pipe(
-  Options.withDescription("a text file of standing instructions for the model, recorded with the goal"),
-  Options.optional
-)
-export const agentsMd = Options.boolean("agents-md").pipe(
-  Options.withDescription("also use AGENTS.md at the workspace root as instructions, if it exists")
-)
-export const call = Options.text("call").pipe(
-  Options.withDescription("the call to decide, as rx inspect names it (default: the call the goal waits on)"),
-  Options.optional
-)
-export const by = Options.text("by").pipe(
-  Options.withDescription("who decides, as recorded (default: your user name)"),
-  Options.optional
-)
-export const reason = Options.text("reason").pipe(
-  Options.withDescription("why, as the model is told"),
-  Options.optional
-)
-export const sandbox = Options.choice("sandbox", ["auto", "bwrap", "none"]).pipe(
-  Options.withDescription("shell sandbox: auto (bubblewrap if installed, else shell calls are refused), bwrap, or none"),
-  Options.optional
-)
-export const mode = Options.choice("mode", ["tools", "json"]).pipe(
-  Options.withDescription("native tool calls (default) or JSON actions, for servers that mangle tool calls"),
-  Options.optional
-)
-export const json = Options.boolean("json").pipe(Options.withDescription("print each event as one JSON line"))
-
-export const defaultBaseUrl = "http://127.0.0.1:11434/v1"
 
 /** What a goal records of its settings (in `options.metadata`), to resume with the same ones. */
 export const Recorded = Schema.Struct({
@@ -127,13 +386,23 @@ export const Recorded = Schema.Struct({
   sandbox: Schema.optional(Schema.Literal("auto", "bwrap", "none")),
   baseUrl: Schema.optional(Schema.String),
   model: Schema.optional(Schema.String),
-  mode: Schema.optional(Schema.Literal("tools", "json"))
+  mode: Schema.optional(Schema.Literal("tools", "json")),
+  temperature: Schema.optional(Schema.Number),
+  maxOutputTokens: Schema.optional(Schema.Number),
+  tools: Schema.optional(Schema.Array(Schema.String)),
+  httpAllow: Schema.optional(Schema.Array(Schema.String))
 })
 export type Recorded = typeof Recorded.Type
 
 /** Recorded settings of a goal's metadata; anything unreadable counts as not recorded. */
 export const recorded = (metadata: unknown): Recorded =>
   Option.getOrElse(Schema.decodeUnknownOption(Recorded)(metadata), () => ({}))
+
+/** The recorded settings as found values. */
+export const fromRecorded = (r: Recorded): Found =>
+  Object.fromEntries(
+    Object.entries(r).filter(([, value]) => value !== undefined).map(([key, value]) => [key, { value, source: { _tag: "recorded" } }])
+  ) as Found
 
 /** Who decides, when `--by` is not given: the OS user name (else `$USER`, else `unknown`). */
 export const userName: Effect.Effect<string> = Effect.try(() => os.userInfo().username).pipe(
@@ -142,31 +411,31 @@ export const userName: Effect.Effect<string> = Effect.try(() => os.userInfo().us
   Effect.map((name) => (name === "" ? "unknown" : name))
 )
 
-/** A comma-separated list of tool names: each one offered, none twice. */
-const toolList = (flag: string, text: string, offered: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<string>, UsageError> => {
-  const names = text.split(",").map((name) => name.trim()).filter((name) => name !== "")
-  if (names.length === 0) return new UsageError({ message: `${flag} needs tool names, comma-separated (the tools: ${offered.join(", ")})` })
-  const unknown = names.find((name) => !offered.includes(name))
-  if (unknown !== undefined) return new UsageError({ message: `${flag}: there is no tool named ${JSON.stringify(unknown)} (the tools: ${offered.join(", ")})` })
-  return Effect.succeed([...new Set(names)])
+/** Tool names of a list setting: each one a tool that exists. */
+export const toolNames = (key: "tools" | "ask" | "deny", names: ReadonlyArray<string>, known: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<string>, UsageError> => {
+  const unknown = names.find((name) => !known.includes(name))
+  return unknown === undefined
+    ? Effect.succeed(names)
+    : new UsageError({ message: `--${table[key].flag}: there is no tool named ${JSON.stringify(unknown)}${suggest(unknown, known)} (the tools: ${known.join(", ")})` })
 }
 
-/** The approval policy of `--ask` and `--deny`: validated against the tools offered; a tool in both is an error. */
+/**
+ * The approval policy of `ask` and `deny`: each a tool that exists (`known`) and is offered; a
+ * tool in both is an error.
+ */
 export const approval = (
-  askFlag: Option.Option<string>,
-  denyFlag: Option.Option<string>,
+  ask: ReadonlyArray<string>,
+  deny: ReadonlyArray<string>,
+  known: ReadonlyArray<string>,
   offered: ReadonlyArray<string>
 ): Effect.Effect<Readonly<Record<string, "ask" | "deny">>, UsageError> =>
   Effect.gen(function*() {
-    const ask = Option.isSome(askFlag) ? yield* toolList("--ask", askFlag.value, offered) : []
-    const deny = Option.isSome(denyFlag) ? yield* toolList("--deny", denyFlag.value, offered) : []
+    for (const [key, names] of [["ask", ask], ["deny", deny]] as const) {
+      yield* toolNames(key, names, known)
+      const off = names.find((name) => !offered.includes(name))
+      if (off !== undefined) return yield* new UsageError({ message: `--${key}: ${off} is not offered in this goal (offered: ${offered.join(", ")})` })
+    }
     const both = ask.find((name) => deny.includes(name))
     if (both !== undefined) return yield* new UsageError({ message: `${both} is in both --ask and --deny: name each tool once` })
     return Object.fromEntries([...ask.map((name) => [name, "ask"] as const), ...deny.map((name) => [name, "deny"] as const)])
   })
-
-/** A count flag, checked to be within bounds, as one line. */
-export const within = (flag: string, value: Option.Option<number>, min: number, max = Number.MAX_SAFE_INTEGER): Effect.Effect<Option.Option<number>, UsageError> =>
-  Option.isSome(value) && (value.value < min || value.value > max)
-    ? new UsageError({ message: `${flag} must be a whole number from ${min}${max === Number.MAX_SAFE_INTEGER ? " up" : ` to ${max}`} (got ${value.value})` })
-    : Effect.succeed(value)

@@ -2,16 +2,16 @@
 /** The `rx` binary: runs the command, renders any error as one line, exits with its code. */
 import { NodeContext } from "@effect/platform-node"
 import { Cause, Effect, Exit, Fiber, Layer, Option, Ref } from "effect"
-import { ValidationError } from "@effect/cli"
 import { cli, ExitStatus } from "./Commands.js"
 import * as ExitCode from "./ExitCode.js"
 import { listener } from "./internal/interrupt.js"
+import * as Output from "./internal/output.js"
 import * as Render from "./Render.js"
 
 const status = Ref.unsafeMake(0)
 
 const program = cli(process.argv).pipe(
-  Effect.provide(Layer.mergeAll(NodeContext.layer, Layer.succeed(ExitStatus, status)))
+  Effect.provide(Layer.mergeAll(NodeContext.layer, Layer.succeed(ExitStatus, status), Output.layer))
 )
 
 const fiber = Effect.runFork(program)
@@ -22,7 +22,6 @@ const describe = (cause: Cause.Cause<unknown>): string | undefined => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
-    if (ValidationError.isValidationError(error)) return undefined // @effect/cli printed it
     if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") return error.message
     return String(error)
   }
@@ -37,7 +36,7 @@ fiber.addObserver((exit) => {
     return
   }
   const message = describe(exit.cause)
-  if (message !== undefined) process.stderr.write(`rx: ${Render.terminal(Render.cap(message, 4_000))}\n`)
-  if (process.env["RX_DEBUG"] === "1") process.stderr.write(`${Cause.pretty(exit.cause)}\n`)
+  if (message !== undefined) Output.err(`rx: ${Render.terminal(Render.cap(message, 4_000))}\n`)
+  if (process.env["RX_DEBUG"] === "1") Output.err(`${Cause.pretty(exit.cause)}\n`)
   process.exitCode = Cause.isInterruptedOnly(exit.cause) ? ExitCode.interrupted : ExitCode.failure
 })

@@ -350,9 +350,9 @@ describe("instructions and limits", () => {
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
         [["--ask", "shell,rm"], `rx: --ask: there is no tool named "rm" (the tools: read_file, write_file, edit_file, list_dir, find_files, search_text, shell, http_fetch)\n`],
         [["--ask", "shell", "--deny", "write_file,shell"], "rx: shell is in both --ask and --deny: name each tool once\n"],
-        [["--deny", ","], "rx: --deny needs tool names, comma-separated (the tools: read_file, write_file, edit_file, list_dir, find_files, search_text, shell, http_fetch)\n"],
-        [["--max-calls-per-answer", "0"], "rx: --max-calls-per-answer must be a whole number from 1 up (got 0)\n"],
-        [["--retries", "100"], "rx: --retries must be a whole number from 0 to 99 (got 100)\n"]
+        [["--deny", ","], "rx: --deny: expected names, comma-separated, got none\n"],
+        [["--max-calls-per-answer", "0"], "rx: --max-calls-per-answer: expected a whole number from 1 up, got \"0\"\n"],
+        [["--retries", "100"], "rx: --retries: expected a whole number from 0 to 99, got \"100\"\n"]
       ]
       for (const [flags, message] of cases) {
         const ran = yield* rx([...base, ...flags])

@@ -84,3 +84,20 @@ export const bwrapWorks = (() => {
     return false
   }
 })()
+
+/**
+ * Run any program to completion without blocking this process (a fake model server in it must
+ * go on answering), with `input` on its standard input.
+ */
+export const exec = (file: string, args: ReadonlyArray<string>, options: { readonly input?: string; readonly env?: Record<string, string> } = {}) =>
+  Effect.promise(() =>
+    new Promise<Ran>((resolve) => {
+      const child = spawn(file, args, { env: { ...process.env, XDG_STATE_HOME: stateHome, ...options.env }, stdio: ["pipe", "pipe", "pipe"] })
+      let stdout = ""
+      let stderr = ""
+      child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
+      child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
+      child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }))
+      child.stdin.end(options.input ?? "")
+    })
+  )

@@ -249,7 +249,7 @@ describe("cancel and resume across processes", () => {
 describe("rx demo", () => {
   it.scopedLive("runs a complete goal with a scripted model, real tools and SQLite, then inspect and replay", () =>
     Effect.gen(function*() {
-      const ran = yield* rx(["demo"])
+      const ran = yield* rx(["demo", "--keep"])
       expect(ran.stderr).toBe("")
       expect(ran.code).toBe(0)
       expect(ran.stdout).toContain("SCRIPTED")

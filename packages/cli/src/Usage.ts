@@ -1,0 +1,355 @@
+/**
+ * What the `rx` command line accepts, and its help: one spec per command (its arguments, its
+ * settings, its other flags), from which the help is written and a command line is checked
+ * before it is parsed, so a mistake gets one line naming the flag or argument that is wrong.
+ */
+import { Either } from "effect"
+import * as ExitCode from "./ExitCode.js"
+import * as Settings from "./Settings.js"
+
+declare const __RX_VERSION__: string | undefined
+
+/** The package's version, fixed when the binary is bundled ("development" in an unbundled build). */
+export const version: string = typeof __RX_VERSION__ === "string" ? __RX_VERSION__ : "development"
+
+/** A flag that is not a setting (`--json`, `--follow`). */
+export interface Flag {
+  readonly flag: string
+  /** What it takes (`N`), empty for a switch. */
+  readonly placeholder: string
+  readonly description: string
+}
+
+export interface Spec {
+  readonly name: string
+  readonly summary: string
+  /** Usage lines after `rx <name> `. */
+  readonly usage: ReadonlyArray<string>
+  readonly description: string
+  /** The positional argument it takes (`goal-id`), if any; run's may be left out (`--goal-file`). */
+  readonly arg?: { readonly name: string; readonly optional?: boolean }
+  readonly settings: ReadonlyArray<Settings.Key>
+  readonly flags: ReadonlyArray<Flag>
+}
+
+const flag = (name: string, placeholder: string, description: string): Flag => ({ flag: name, placeholder, description })
+
+export const json = flag("json", "", "print each event as one JSON line (and nothing else on stdout)")
+
+const model: ReadonlyArray<Settings.Key> = ["baseUrl", "model", "apiKey", "mode", "temperature", "maxOutputTokens", "timeout", "retries"]
+export const limits: ReadonlyArray<Settings.Key> = [
+  "maxIterations",
+  "maxFailures",
+  "maxMalformed",
+  "maxRepeats",
+  "noProgressWindow",
+  "promptBudget",
+  "maxTotalTokens",
+  "maxCallsPerAnswer",
+  "maxAnswerChars"
+]
+const tools: ReadonlyArray<Settings.Key> = ["workspace", "tools", "noShell", "sandbox", "httpAllow", "ask", "deny", "instructions", "agentsMd"]
+
+/** The settings of `rx run` (and what `rx config` shows). */
+export const runSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limits, ...tools]
+/** What a resume may change: the model, the server, the workspace, the sandbox and the limits. */
+export const resumeSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limits, "workspace", "sandbox"]
+
+const goalFile = flag("goal-file", "FILE", "read the goal from a text file (a long goal cannot be an argument)")
+
+export const specs: ReadonlyArray<Spec> = [
+  {
+    name: "run",
+    summary: "run a goal until it terminates or must wait",
+    usage: ["[flags] \"<goal>\"", "[flags] --goal-file FILE", "[flags] -          (the goal from standard input)"],
+    description: [
+      "Runs the goal to its end, or until it must wait (suspended, exit 11: rx resume continues it). One line per step, the model's thoughts, and on a terminal a live line saying what runs.",
+      "Ctrl-C cancels the goal (recorded, exit 7); SIGTERM stops it gracefully and leaves it open (exit 11). A call of a tool in --ask waits for approval: asked in place at a terminal (y, n, or a = always for that tool), otherwise the goal suspends until rx approve or rx deny, then rx resume."
+    ].join("\n\n"),
+    arg: { name: "goal", optional: true },
+    settings: runSettings,
+    flags: [goalFile, json]
+  },
+  {
+    name: "resume",
+    summary: "continue an open goal with its recorded settings",
+    usage: ["[flags] <goal-id>"],
+    description:
+      "Continues a goal that is suspended or was stopped by a crash. Flags override the recorded model, server, workspace, sandbox and limits; each change is recorded before the goal goes on. A terminated goal's log is closed: start a new goal. An approved call runs exactly as stored, with no new model call.",
+    arg: { name: "goal-id" },
+    settings: resumeSettings,
+    flags: [json]
+  },
+  {
+    name: "approve",
+    summary: "approve the call a goal waits on",
+    usage: ["[flags] <goal-id>"],
+    description: "Records the decision (ApprovalDecided); it runs nothing: rx resume then runs the call exactly as requested.",
+    arg: { name: "goal-id" },
+    settings: ["db"],
+    flags: [
+      flag("call", "CALL", "the call to decide, as rx inspect names it (default: the call the goal waits on)"),
+      flag("by", "NAME", "who decides, as recorded (default: your user name)")
+    ]
+  },
+  {
+    name: "deny",
+    summary: "deny the call a goal waits on",
+    usage: ["[flags] <goal-id>"],
+    description: "Records the decision with the reason, which the model is told at rx resume; the goal goes on without the call.",
+    arg: { name: "goal-id" },
+    settings: ["db"],
+    flags: [
+      flag("call", "CALL", "the call to decide, as rx inspect names it (default: the call the goal waits on)"),
+      flag("by", "NAME", "who decides, as recorded (default: your user name)"),
+      flag("reason", "TEXT", "why, as the model is told")
+    ]
+  },
+  {
+    name: "replay",
+    summary: "verify a goal's log by replaying it, with no live calls",
+    usage: ["[flags] <goal-id>"],
+    description: `Exit 0 when the log replays identically (an open goal's log as far as it goes), exit ${ExitCode.diverged} naming the first divergence.`,
+    arg: { name: "goal-id" },
+    settings: ["db"],
+    flags: []
+  },
+  {
+    name: "inspect",
+    summary: "the goal, each step, the tool trace and the termination audit",
+    usage: ["[flags] <goal-id>"],
+    description: "Everything the log says of a goal, for a person. rx events prints the events themselves.",
+    arg: { name: "goal-id" },
+    settings: ["db"],
+    flags: [flag("step", "N", "show one step in full")]
+  },
+  {
+    name: "events",
+    summary: "print a goal's events as JSON lines",
+    usage: ["[flags] <goal-id>"],
+    description: `With --follow, keeps printing events as they are appended until the goal terminates. When no rx runs the goal any more (its runner stopped or was killed), it says so on stderr and exits ${ExitCode.suspended}, or with --wait keeps waiting for a resume.`,
+    arg: { name: "goal-id" },
+    settings: ["db"],
+    flags: [
+      flag("follow", "", "keep printing events as they are appended"),
+      flag("wait", "", "with --follow: keep waiting when no rx runs the goal")
+    ]
+  },
+  {
+    name: "list",
+    summary: "the goals in the database, newest first",
+    usage: ["[flags]"],
+    description: "Each goal's status: open, suspended(why) or terminated(why), its iterations, start and end.",
+    settings: ["db"],
+    flags: [flag("json", "", "one JSON object per goal")]
+  },
+  {
+    name: "cancel",
+    summary: "ask a running goal to stop",
+    usage: ["[flags] <goal-id>"],
+    description: "Recorded as CancelRequested: the goal stops within one step (a goal no process runs is cancelled when resumed).",
+    arg: { name: "goal-id" },
+    settings: ["db"],
+    flags: []
+  },
+  {
+    name: "doctor",
+    summary: "check the database, read-only",
+    usage: ["[flags]"],
+    description: `SQLite's integrity check, every goal's log (seqs, Terminated, events that do not decode), the goal summaries, stale leases. Exit ${ExitCode.unhealthy} on problems; nothing is repaired.`,
+    settings: ["db"],
+    flags: [flag("json", "", "the report as one JSON object")]
+  },
+  {
+    name: "config",
+    summary: "the settings rx run would use here, and where each comes from",
+    usage: ["[flags]"],
+    description: [
+      `Each setting comes from the first of: its flag, its RX_ variable, the workspace's ${Settings.workspaceFile}, your config file (${"$XDG_CONFIG_HOME/rx/config.json, or ~/.config/rx/config.json"}), the default. On rx resume, what the goal recorded comes before the config files.`,
+      `A config file is a JSON object of settings by their camelCase names, e.g. {"model": "qwen2.5-coder:7b", "maxIterations": 30, "ask": ["shell"]}. The agent cannot change ${Settings.workspaceFile}: the tools may read it, never write it.`
+    ].join("\n\n"),
+    settings: runSettings,
+    flags: [flag("json", "", "the settings as one JSON object")]
+  },
+  {
+    name: "demo",
+    summary: "a complete goal with a scripted model, real tools and a real SQLite log",
+    usage: ["[flags]"],
+    description: "Runs a goal in a temporary folder with a model whose answers are written in advance, then inspects and replays it. The folder is removed afterwards unless --keep.",
+    settings: [],
+    flags: [flag("keep", "", "keep the demo's folder (workspace and log) and say where it is"), flag("json", "", "print only the goal's events, as JSON lines")]
+  }
+]
+
+/** The spec of a command. */
+export const spec = (name: string): Spec | undefined => specs.find((s) => s.name === name)
+
+const wrap = (text: string, width: number, indent: string): string =>
+  text.split("\n").map((paragraph) => {
+    const lines: Array<string> = []
+    let line = ""
+    for (const word of paragraph.split(" ")) {
+      if (line !== "" && line.length + 1 + word.length > width) {
+        lines.push(line)
+        line = word
+      } else line = line === "" ? word : `${line} ${word}`
+    }
+    lines.push(line)
+    return lines.map((l) => (l === "" ? "" : `${indent}${l}`)).join("\n")
+  }).join("\n")
+
+/** How help is shown: headings in bold on a terminal that allows colour, plain otherwise. */
+export interface Style {
+  readonly bold: boolean
+}
+
+const heading = (text: string, style: Style) => (style.bold ? `\u001b[1m${text}\u001b[0m` : text)
+
+const flagRow = (name: string, placeholder: string) => `--${name}${placeholder === "" ? "" : ` ${placeholder}`}`
+
+/** Two columns within 80 characters; `width` is the left one's (a longer entry gets a line of its own). */
+const rows = (entries: ReadonlyArray<readonly [string, string]>, width = Math.min(28, Math.max(...entries.map(([left]) => left.length)) + 2)) =>
+  entries.map(([left, right]) => {
+    const text = wrap(right, 78 - width - 2, " ".repeat(width + 2))
+    return left.length + 2 > width ? `  ${left}\n${text}` : `  ${left.padEnd(width)}${text.trimStart()}`
+  }).join("\n")
+
+const settingRow = (key: Settings.Key): readonly [string, string] => {
+  const s: Settings.Setting = Settings.table[key]
+  const notes = [...(s.shownDefault === undefined ? [] : [`default ${s.shownDefault}`]), `env ${s.env}`]
+  return [flagRow(s.flag, s.placeholder), `${s.description} (${notes.join("; ")})`]
+}
+
+const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["log", ["db"]]]
+
+/** `rx <command> --help`. */
+export const commandHelp = (s: Spec, style: Style): string => {
+  const settingGroups = groups
+    .map(([title, keys]) => [title, keys.filter((key) => s.settings.includes(key))] as const)
+    .filter(([, keys]) => keys.length > 0)
+  const lefts = [...s.settings.map(settingRow), ...s.flags.map((f) => [flagRow(f.flag, f.placeholder)] as const)].map(([left]) => left.length)
+  const width = Math.min(28, Math.max(8, ...lefts) + 2)
+  return [
+    `rx ${s.name}: ${s.summary}`,
+    "",
+    heading("usage", style),
+    ...s.usage.map((u) => `  rx ${s.name} ${u}`),
+    "",
+    wrap(s.description, 76, ""),
+    ...settingGroups.flatMap(([title, keys]) => ["", heading(title, style), rows(keys.map(settingRow), width)]),
+    "",
+    heading("flags", style),
+    rows([...s.flags.map((f) => [flagRow(f.flag, f.placeholder), f.description] as const), ["--help", "this help"]], width)
+  ].join("\n")
+}
+
+/** `rx --help`. */
+export const help = (style: Style): string =>
+  [
+    `rx ${version}: an autonomous agent kernel: goals in, a recorded log of every step out.`,
+    "",
+    heading("usage", style),
+    "  rx <command> [flags]      rx <command> --help shows its flags",
+    "",
+    heading("commands", style),
+    rows(specs.map((s) => [s.name, s.summary] as const)),
+    "",
+    heading("the log", style),
+    wrap(`--db, else RX_DB, else ${Settings.defaultDbText}: per user, outside the agent's workspace (a log placed inside the workspace is hidden from the tools). Every command finds it there.`, 76, "  "),
+    "",
+    heading("settings", style),
+    wrap(`flag > RX_ variable > the workspace's ${Settings.workspaceFile} > ~/.config/rx/config.json > default; rx config shows each value and where it came from.`, 76, "  "),
+    "",
+    heading("while a goal runs", style),
+    wrap("Ctrl-C cancels it (recorded, exit 7; a second Ctrl-C stops at once, exit 130); SIGTERM stops it gracefully and leaves it open (exit 11). RX_DEBUG=1 adds the details of an error.", 76, "  "),
+    "",
+    heading("exit codes", style),
+    ExitCode.table.split("\n").map((line) => `  ${line}`).join("\n")
+  ].join("\n")
+
+/** What a command line asks for, once checked. */
+export type Checked =
+  | { readonly _tag: "Help"; readonly command: Spec | undefined }
+  | { readonly _tag: "Version" }
+  | { readonly _tag: "Run"; readonly command: Spec; readonly line: Line }
+
+/** A command line as parsed: each flag given (its last value, or `true` for a switch) and the argument. */
+export interface Line {
+  readonly flags: ReadonlyMap<string, string | true>
+  readonly arg: string | undefined
+}
+
+/** The names and placeholders of every flag a command accepts. */
+const accepted = (s: Spec): ReadonlyArray<Flag> => [
+  ...s.settings.map((key): Flag => ({ flag: Settings.table[key].flag, placeholder: Settings.table[key].placeholder, description: "" })),
+  ...s.flags
+]
+
+/**
+ * Parse a command line (`argv` without node and the script) against the specs: the command
+ * exists, each flag is one it takes and has its value (`--flag value` or `--flag=value`), and
+ * the argument is there when needed and not repeated. Help and version are answered here. A
+ * mistake is one line naming what is wrong and where to look.
+ */
+export const check = (argv: ReadonlyArray<string>): Either.Either<Checked, string> => {
+  const first = argv[0]
+  if (first === undefined || first === "--help" || first === "-h" || first === "help") {
+    const topic = first === "help" ? argv[1] : undefined
+    return Either.right({ _tag: "Help", command: topic === undefined ? undefined : spec(topic) })
+  }
+  if (first === "--version" || first === "-V") return Either.right({ _tag: "Version" })
+  if (first.startsWith("-")) return Either.left(`${first}: flags come after the command, as in rx run --model NAME "<goal>" (rx --help lists the commands)`)
+  const command = spec(first)
+  if (command === undefined) {
+    return Either.left(`there is no command ${JSON.stringify(first)}${Settings.suggest(first, specs.map((s) => s.name))} (rx --help lists the commands)`)
+  }
+  const known = accepted(command)
+  const flags = new Map<string, string | true>()
+  const args: Array<string> = []
+  for (let i = 1; i < argv.length; i++) {
+    const token = argv[i] ?? ""
+    if (token === "--help" || token === "-h") return Either.right({ _tag: "Help", command })
+    if (token === "--") {
+      args.push(...argv.slice(i + 1))
+      break
+    }
+    if (!token.startsWith("-") || token === "-") {
+      args.push(token)
+      continue
+    }
+    const [name = "", value] = token.replace(/^--?/, "").split(/=(.*)/s)
+    const flag = token.startsWith("--") ? known.find((f) => f.flag === name) : undefined
+    if (flag === undefined) {
+      return Either.left(
+        `rx ${command.name} has no flag ${token.startsWith("--") ? `--${name}` : token}${Settings.suggest(`--${name}`, known.map((f) => `--${f.flag}`))} (rx ${command.name} --help lists its flags)`
+      )
+    }
+    if (flag.placeholder === "") {
+      if (value !== undefined) return Either.left(`--${name} takes no value (got --${name}=${value})`)
+      flags.set(name, true)
+      continue
+    }
+    if (value !== undefined) {
+      flags.set(name, value)
+      continue
+    }
+    const next = argv[i + 1]
+    if (next === undefined || (next.startsWith("--") && next.length > 2)) return Either.left(`--${name} needs a value: --${name} ${flag.placeholder}`)
+    flags.set(name, next)
+    i++
+  }
+  const arg = command.arg
+  if (args.length > (arg === undefined ? 0 : 1)) {
+    return Either.left(
+      arg === undefined
+        ? `rx ${command.name} takes no arguments (got ${JSON.stringify(args[0])}; rx ${command.name} --help)`
+        : command.name === "run"
+        ? "rx run takes one goal: put it in quotes (rx run \"fix the failing test\"), or use --goal-file FILE"
+        : `rx ${command.name} takes one ${arg.name} (got ${args.length}: ${args.map((a) => JSON.stringify(a)).join(" ")})`
+    )
+  }
+  if (arg !== undefined && arg.optional !== true && args.length === 0) {
+    return Either.left(`rx ${command.name} needs a ${arg.name}: rx ${command.name} <${arg.name}>${arg.name === "goal-id" ? " (rx list shows the goals)" : ""}`)
+  }
+  return Either.right({ _tag: "Run", command, line: { flags, arg: args[0] } })
+}

@@ -1,0 +1,246 @@
+/**
+ * From a command's flags to what a run needs: the settings (flag > environment > recorded >
+ * workspace config file > user config file > default), the goal's text, its instructions, and
+ * the Layers of the tools and the model, built before anything is recorded so a setting that
+ * cannot work stops the command with one line and an untouched log.
+ */
+import { FileSystem, Path } from "@effect/platform"
+import { OpenAiCompatible, Retry } from "@rx/llm"
+import { type LanguageModel, Options as RunOptions, Prompt, ToolRegistry } from "@rx/kernel"
+import { Builtins, type Config, Sandbox } from "@rx/tools"
+import { Console, Effect, Either, Layer, Option, Redacted, type Scope } from "effect"
+import * as Render from "../Render.js"
+import * as Settings from "../Settings.js"
+import { UsageError } from "../Settings.js"
+
+/** The flags of a command's settings, as parsed: text, or `true` for a switch given. */
+export type Given = { readonly [K in Settings.Key]?: Option.Option<string> | boolean }
+
+/** The config files that apply in `workspace`, nearest first, each with what it holds (if it exists). */
+export const configFiles = (workspace: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const files = [path.join(workspace, Settings.workspaceFile), yield* Settings.userConfigFile]
+    return yield* Effect.forEach(files, (file) =>
+      Effect.gen(function*() {
+        if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) return { file, found: Option.none<Settings.Found>() }
+        const info = yield* fs.stat(file).pipe(Effect.mapError((e) => new UsageError({ message: `cannot read config file ${file}: ${e.message}` })))
+        if (info.type !== "File" || Number(info.size) > 256 * 1024) {
+          return yield* new UsageError({ message: `config file ${file}: not a regular file of at most 256 KiB` })
+        }
+        const text = yield* fs.readFileString(file).pipe(Effect.mapError((e) => new UsageError({ message: `cannot read config file ${file}: ${e.message}` })))
+        const json = Either.try({ try: (): unknown => JSON.parse(text), catch: (e) => (e instanceof Error ? e.message : String(e)) })
+        if (Either.isLeft(json)) return yield* new UsageError({ message: `config file ${file} is not valid JSON: ${json.left}` })
+        const found = yield* Settings.fromFile(file, json.right, (relative) => path.resolve(path.dirname(file), relative))
+        return { file, found: Option.some(found) }
+      }))
+  })
+
+/** Only the entries of `found` whose keys are in `keys`. */
+const only = (found: Settings.Found, keys: ReadonlyArray<Settings.Key>): Settings.Found =>
+  Object.fromEntries(Object.entries(found).filter(([key]) => keys.some((k) => k === key))) as Settings.Found
+
+/**
+ * The settings of a command: `keys` are the ones it has; `recorded` what the goal being resumed
+ * recorded. The workspace (never from a file) comes first, as its config file depends on it.
+ */
+export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorded: Settings.Recorded = {}) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    const flags = yield* Settings.fromFlags(given)
+    const env = yield* Settings.fromEnv(keys.filter((key) => key !== "db"))
+    const fromRecord = only(Settings.fromRecorded(recorded), keys)
+    const early = Settings.merge(flags, env, fromRecord)
+    const workspace = path.resolve(early.workspace?.value ?? ".")
+    const files = yield* configFiles(workspace)
+    const fileValues = files.flatMap(({ found }) => (Option.isSome(found) ? [only(found.value, keys)] : []))
+    const found = Settings.merge(flags, env, fromRecord, ...fileValues, {
+      workspace: { value: workspace, source: early.workspace?.source ?? { _tag: "default" } }
+    })
+    return { found, values: Settings.values(found), workspace, files }
+  })
+
+/** The built-in tools' names. */
+export const builtinNames: ReadonlyArray<string> = Builtins.tools.map((tool) => tool.spec.name)
+
+/**
+ * The tools config of these settings: the tools chosen (all that can run here by default), the
+ * log's files hidden when they lie in the workspace, and the workspace's config file protected,
+ * so the agent can never change the settings of a later run. `strict`: a tool named in `tools`
+ * that cannot run here is an error (the user asked for it), not a note.
+ */
+export const toolsConfig = (v: Partial<Settings.Values>, hidden: ReadonlyArray<string>, strict: boolean) =>
+  Effect.gen(function*() {
+    const chosen = v.tools === undefined ? builtinNames : yield* Settings.toolNames("tools", v.tools, builtinNames)
+    const wanted = chosen.filter((name) => !(v.noShell === true && name === "shell"))
+    const base = {
+      workspace: v.workspace ?? ".",
+      sandbox: v.sandbox ?? "auto",
+      httpAllow: v.httpAllow ?? [],
+      protectedPaths: [".git", Settings.workspaceFile],
+      hiddenPaths: hidden
+    }
+    // `auto` without a usable bubblewrap: shell could only refuse its calls, so it is not offered.
+    const sandbox = yield* Sandbox.resolve(base.sandbox, base.workspace).pipe(
+      Effect.mapError((error) => new UsageError({ message: `--sandbox bwrap: ${error.reason}` }))
+    )
+    const missing = sandbox._tag === "Unavailable" ? [{ tool: "shell", reason: `no sandbox for it here (${sandbox.reason})` }] : []
+    const explicit = strict && v.tools !== undefined
+    const blocked = missing.filter((m) => wanted.includes(m.tool))
+    const named = blocked.find((m) => explicit && v.tools?.includes(m.tool))
+    if (named !== undefined) return yield* new UsageError({ message: `--tools names ${named.tool}, which cannot run here: ${named.reason}` })
+    const offered = wanted.filter((name) => !blocked.some((m) => m.tool === name))
+    return { config: base, offered, notes: blocked.map((m) => `${m.tool} is not offered: ${m.reason}`) }
+  })
+
+/** The model Layer of these settings. */
+export const modelLayer = (v: Partial<Settings.Values>, model: string) =>
+  OpenAiCompatible.layerNode({
+    baseUrl: v.baseUrl ?? Settings.defaultBaseUrl,
+    model,
+    mode: v.mode ?? "tools",
+    ...(v.apiKey === undefined ? {} : { apiKey: Redacted.make(v.apiKey) }),
+    ...(v.temperature === undefined ? {} : { temperature: v.temperature }),
+    ...(v.maxOutputTokens === undefined ? {} : { maxTokens: v.maxOutputTokens }),
+    ...(v.timeout === undefined ? {} : { timeoutMs: v.timeout * 1000, idleTimeoutMs: Math.min(v.timeout * 1000, 300_000) }),
+    ...(v.retries === undefined ? {} : { retry: { ...Retry.defaultPolicy, maxAttempts: v.retries + 1 } })
+  })
+
+/** The run options of these settings (only what was set; the kernel fills in the rest). */
+export const runOptions = (v: Partial<Settings.Values>): RunOptions.Input => ({
+  ...(v.maxIterations === undefined ? {} : { maxIterations: v.maxIterations }),
+  ...(v.maxFailures === undefined ? {} : { maxConsecutiveFailures: v.maxFailures }),
+  ...(v.maxMalformed === undefined ? {} : { maxMalformed: v.maxMalformed }),
+  ...(v.maxRepeats === undefined ? {} : { maxRepeats: v.maxRepeats }),
+  ...(v.noProgressWindow === undefined ? {} : { noProgressWindow: v.noProgressWindow }),
+  ...(v.promptBudget === undefined ? {} : { promptBudget: v.promptBudget }),
+  ...(v.maxTotalTokens === undefined ? {} : { maxTotalTokens: v.maxTotalTokens }),
+  ...(v.maxCallsPerAnswer === undefined ? {} : { maxCallsPerAnswer: v.maxCallsPerAnswer }),
+  ...(v.maxAnswerChars === undefined ? {} : { maxAnswerChars: v.maxAnswerChars })
+})
+
+/**
+ * The Layers of a run, built now in `scope`: a setting the model adapter or the tools refuse
+ * (a base URL that is no URL, an empty model name) fails here, before the log is touched.
+ */
+export const services = (
+  v: Partial<Settings.Values>,
+  model: string,
+  tools: { readonly config: Config.Input; readonly offered: ReadonlyArray<string> }
+): Effect.Effect<Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel>, UsageError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const registry = ToolRegistry.layer(Builtins.tools.filter((tool) => tools.offered.includes(tool.spec.name))).pipe(
+      Layer.provide(Builtins.layerServices(tools.config))
+    )
+    const layer = Layer.merge(registry, modelLayer(v, model))
+    const built = yield* Layer.build(layer).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
+    return Layer.succeedContext(built)
+  })
+
+/** Which model: set, else the question a user can answer. */
+export const modelName = (v: Partial<Settings.Values>) =>
+  v.model === undefined
+    ? new UsageError({ message: "which model? pass --model (or set RX_MODEL, or \"model\" in a config file; rx config shows them), e.g. --model qwen2.5-coder:7b for Ollama" })
+    : Effect.succeed(v.model)
+
+/** A goal (file or standard input) may be at most this many bytes. */
+const maxGoalBytes = 1024 * 1024
+/** Instruction files larger than this are refused: they would only be cut in every prompt. */
+const maxInstructionBytes = 256 * 1024
+
+/** Read a text file of at most `maxBytes`, or fail with one line saying why. */
+export const readText = (file: string, what: string, maxBytes: number) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const why = (error: { readonly _tag: string; readonly reason?: string; readonly message: string }) =>
+      new UsageError({
+        message: `cannot read ${what} ${file}: ${error._tag === "SystemError" && error.reason === "NotFound" ? "no such file" : error._tag === "SystemError" && error.reason === "PermissionDenied" ? "permission denied" : error.message}`
+      })
+    const info = yield* fs.stat(file).pipe(Effect.mapError(why))
+    if (info.type !== "File") return yield* new UsageError({ message: `cannot read ${what} ${file}: not a regular file` })
+    if (Number(info.size) > maxBytes) {
+      return yield* new UsageError({ message: `${what} ${file} is ${info.size} bytes; it may be at most ${maxBytes} bytes` })
+    }
+    const text = yield* fs.readFileString(file).pipe(Effect.mapError(why))
+    if (text.includes("\u0000")) return yield* new UsageError({ message: `cannot read ${what} ${file}: not a text file` })
+    return text
+  })
+
+/** Standard input as text, at most `maxGoalBytes`. */
+const readStdin: Effect.Effect<string, UsageError> = Effect.async<string, UsageError>((resume) => {
+  const chunks: Array<Buffer> = []
+  let size = 0
+  const onData = (chunk: Buffer) => {
+    size += chunk.length
+    if (size > maxGoalBytes) {
+      cleanup()
+      resume(Effect.fail(new UsageError({ message: `the goal on standard input is more than ${maxGoalBytes} bytes` })))
+    } else chunks.push(chunk)
+  }
+  const onEnd = () => {
+    cleanup()
+    resume(Effect.succeed(Buffer.concat(chunks).toString("utf8")))
+  }
+  const onError = (error: Error) => {
+    cleanup()
+    resume(Effect.fail(new UsageError({ message: `cannot read the goal from standard input: ${error.message}` })))
+  }
+  const cleanup = () => {
+    process.stdin.off("data", onData).off("end", onEnd).off("error", onError)
+    process.stdin.pause()
+  }
+  process.stdin.on("data", onData).on("end", onEnd).on("error", onError)
+  return Effect.sync(cleanup)
+})
+
+/**
+ * The goal's text: the argument, `--goal-file`, or standard input for `-`. Refused when empty,
+ * or longer than a prompt shows of it with these options (it would be cut in every prompt).
+ */
+export const goalText = (arg: Option.Option<string>, file: Option.Option<string>, options: RunOptions.Input) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    if (Option.isSome(arg) && Option.isSome(file)) return yield* new UsageError({ message: "give the goal once: as an argument or with --goal-file, not both" })
+    const text = Option.isSome(file)
+      ? yield* readText(path.resolve(file.value), "the goal file", maxGoalBytes)
+      : Option.isSome(arg)
+      ? arg.value === "-"
+        ? yield* (process.stdin.isTTY === true ? new UsageError({ message: "rx run - reads the goal from standard input, which is a terminal: pipe the goal in (echo \"...\" | rx run -), or use --goal-file FILE" }) : readStdin)
+        : arg.value
+      : yield* new UsageError({ message: "rx run needs a goal: rx run \"<goal>\", rx run --goal-file FILE, or rx run - (the goal from standard input)" })
+    const goal = text.trim()
+    const from = Option.isSome(file) ? `the goal file ${file.value}` : Option.isSome(arg) && arg.value === "-" ? "standard input" : "the goal"
+    if (goal === "") return yield* new UsageError({ message: `${from} is empty: say what to achieve` })
+    const decoded = yield* RunOptions.decode(options).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
+    const limit = Prompt.maxGoalChars(decoded)
+    if (goal.length > limit) {
+      return yield* new UsageError({
+        message: `the goal is ${goal.length} characters, more than a prompt shows of it (${limit} with --prompt-budget ${decoded.promptBudget}): shorten it, put the details in a file the agent reads, or raise --prompt-budget`
+      })
+    }
+    return goal
+  })
+
+/**
+ * The run's instructions: AGENTS.md at the workspace root when `agentsMd` asks for it (a note
+ * when there is none), then the `instructions` file. Nothing is read unless asked.
+ */
+export const instructions = (v: Partial<Settings.Values>, workspace: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const parts: Array<string> = []
+    if (v.agentsMd === true) {
+      const agents = path.join(workspace, "AGENTS.md")
+      if (yield* fs.exists(agents).pipe(Effect.orElseSucceed(() => false))) parts.push(yield* readText(agents, "AGENTS.md", maxInstructionBytes))
+      else yield* Console.error(Render.terminal(`rx: note: --agents-md: there is no AGENTS.md at the workspace root (${agents}); running without it`))
+    }
+    if (v.instructions !== undefined) parts.push(yield* readText(path.resolve(v.instructions), "the --instructions file", maxInstructionBytes))
+    const text = parts.map((part) => part.trim()).filter((part) => part !== "").join("\n\n")
+    const shown = Math.floor((v.promptBudget ?? RunOptions.defaults.promptBudget) / 4)
+    if (text.length > shown) {
+      yield* Console.error(`rx: note: the instructions are ${text.length} characters; each prompt shows the first ${shown}`)
+    }
+    return text
+  })
