@@ -1,11 +1,11 @@
 /** The live status line: what runs after each event, how the line reads, and how it is drawn on a clock. */
 import { describe, expect, it } from "@effect/vitest"
-import { Event, Options } from "@rx/kernel"
+import { Behaviour, type Event, Options } from "@rx/kernel"
 import { Effect, Scope, TestClock, Exit } from "effect"
 import * as StatusLine from "../src/StatusLine.js"
 
 const base = { goalId: "g", at: 0 }
-const submitted: Event.Event = { ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "x", options: Options.defaults, tools: [] }
+const submitted: Event.Event = { ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "x", options: Options.defaults, tools: [], behaviour: Behaviour.current }
 const started = (input: unknown): Event.Event => ({ ...base, _tag: "ToolStarted", seq: 2, iteration: 1, callId: "g:1", tool: "shell", input, index: 0 })
 const terminated: Event.Event = { ...base, _tag: "Terminated", seq: 9, iteration: 3, reason: "done", detail: "ok" }
 
