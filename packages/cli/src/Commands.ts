@@ -168,16 +168,9 @@ const run = (flags: Flags) =>
       const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace), true)
       const approval = yield* Settings.approval(v.ask ?? [], v.deny ?? [], Setup.builtinNames, tools.offered)
       const metadata: Settings.Recorded = {
-        workspace,
-        sandbox: v.sandbox ?? "auto",
-        baseUrl: v.baseUrl ?? Settings.defaultBaseUrl,
-        model,
-        mode: v.mode ?? "tools",
-        ...(v.temperature === undefined ? {} : { temperature: v.temperature }),
-        ...(v.maxOutputTokens === undefined ? {} : { maxOutputTokens: v.maxOutputTokens }),
+        ...Setup.recordedSettings(v, workspace, model),
         // The tools offered, when not all the built-ins: a resume offers the same ones.
-        ...(tools.offered.length === Setup.builtinNames.length ? {} : { tools: tools.offered }),
-        ...(v.httpAllow === undefined ? {} : { httpAllow: v.httpAllow })
+        ...(tools.offered.length === Setup.builtinNames.length ? {} : { tools: tools.offered })
       }
       const options: RunOptions.Input = {
         ...Setup.runOptions(v),
@@ -198,7 +191,7 @@ const run = (flags: Flags) =>
     }))
 
 /** The recorded settings a resume compares against, and what it runs with. */
-const recordedKeys = ["workspace", "sandbox", "baseUrl", "model", "mode", "temperature", "maxOutputTokens"] as const
+const recordedKeys = ["workspace", "sandbox", "baseUrl", "model", "mode", "temperature", "maxOutputTokens", "httpAllow"] as const
 
 const resume = (flags: Flags) =>
   withLog(dbFlag(flags.settings), "write")((db) =>
@@ -232,19 +225,11 @@ const resume = (flags: Flags) =>
       const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
       const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* hide(db, workspace), false)
       const services = yield* Setup.services(v, model, tools)
-      const settings: Settings.Recorded = {
-        workspace,
-        sandbox: v.sandbox ?? "auto",
-        baseUrl: v.baseUrl ?? Settings.defaultBaseUrl,
-        model,
-        mode: v.mode ?? "tools",
-        ...(v.temperature === undefined ? {} : { temperature: v.temperature }),
-        ...(v.maxOutputTokens === undefined ? {} : { maxOutputTokens: v.maxOutputTokens })
-      }
+      const settings = Setup.recordedSettings(v, workspace, model)
       yield* tell(tools.notes)
       // Other settings or limits than recorded: record what this resume uses before it runs, so
       // the log (and rx inspect) says what each resume ran with.
-      const differs = recordedKeys.some((key) => recorded[key] !== settings[key])
+      const differs = recordedKeys.some((key) => JSON.stringify(recorded[key]) !== JSON.stringify(settings[key]))
       if (state.terminated === null && (differs || changes.length > 0)) {
         const before = state.options
         const changed = yield* Runner.changeOptions(flags.goalId, (current): RunOptions.Input => ({

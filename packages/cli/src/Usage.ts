@@ -55,6 +55,8 @@ export const runSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limi
 /** What a resume may change: the model, the server, the workspace, the sandbox and the limits. */
 export const resumeSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limits, "workspace", "sandbox"]
 
+const callFlag = flag("call", "CALL", "the call to decide, as rx inspect names it (default: the call the goal waits on)")
+const byFlag = flag("by", "NAME", "who decides, as recorded (default: your user name)")
 const goalFile = flag("goal-file", "FILE", "read the goal from a text file (a long goal cannot be an argument)")
 
 export const specs: ReadonlyArray<Spec> = [
@@ -88,8 +90,8 @@ export const specs: ReadonlyArray<Spec> = [
     arg: { name: "goal-id" },
     settings: ["db"],
     flags: [
-      flag("call", "CALL", "the call to decide, as rx inspect names it (default: the call the goal waits on)"),
-      flag("by", "NAME", "who decides, as recorded (default: your user name)")
+      callFlag,
+      byFlag
     ]
   },
   {
@@ -100,8 +102,8 @@ export const specs: ReadonlyArray<Spec> = [
     arg: { name: "goal-id" },
     settings: ["db"],
     flags: [
-      flag("call", "CALL", "the call to decide, as rx inspect names it (default: the call the goal waits on)"),
-      flag("by", "NAME", "who decides, as recorded (default: your user name)"),
+      callFlag,
+      byFlag,
       flag("reason", "TEXT", "why, as the model is told")
     ]
   },

@@ -50,7 +50,8 @@ export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorde
     const path = yield* Path.Path
     const flags = yield* Settings.fromFlags(given)
     const env = yield* Settings.fromEnv(keys.filter((key) => key !== "db"))
-    const fromRecord = only(Settings.fromRecorded(recorded), keys)
+    // Everything the goal recorded applies (its tools and allow-list too), though not a flag of resume.
+    const fromRecord = Settings.fromRecorded(recorded)
     const early = Settings.merge(flags, env, fromRecord)
     const workspace = path.resolve(early.workspace?.value ?? ".")
     const files = yield* configFiles(workspace)
@@ -60,6 +61,18 @@ export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorde
     })
     return { found, values: Settings.values(found), workspace, files }
   })
+
+/** What a goal records of the settings it runs with (its limits are in its options). */
+export const recordedSettings = (v: Partial<Settings.Values>, workspace: string, model: string): Settings.Recorded => ({
+  workspace,
+  sandbox: v.sandbox ?? "auto",
+  baseUrl: v.baseUrl ?? Settings.defaultBaseUrl,
+  model,
+  mode: v.mode ?? "tools",
+  ...(v.temperature === undefined ? {} : { temperature: v.temperature }),
+  ...(v.maxOutputTokens === undefined ? {} : { maxOutputTokens: v.maxOutputTokens }),
+  ...(v.httpAllow === undefined ? {} : { httpAllow: v.httpAllow })
+})
 
 /** The built-in tools' names. */
 export const builtinNames: ReadonlyArray<string> = Builtins.tools.map((tool) => tool.spec.name)
