@@ -31,6 +31,12 @@ export interface Setting<A extends Value = Value> extends Parser<A> {
   readonly shownDefault?: string
   /** Whether a config file may set it (not secrets, not the workspace a file is found in). */
   readonly inFile: boolean
+  /**
+   * Whether the workspace's config file may set it too. Not the settings a hostile repository
+   * (or an earlier goal) could use against the user: the sandbox, the hosts http_fetch may reach,
+   * the server the prompts go to, a file read into the prompt.
+   */
+  readonly inWorkspaceFile: boolean
   /** Recorded with a goal, so its resumes use the same value. */
   readonly recorded: boolean
 }
@@ -116,12 +122,20 @@ const onOff: Parser<boolean> = {
 const setting = <A extends Value>(
   flag: string,
   parser: Parser<A>,
-  doc: { readonly placeholder: string; readonly description: string; readonly shownDefault?: string; readonly inFile?: boolean; readonly recorded?: boolean }
+  doc: {
+    readonly placeholder: string
+    readonly description: string
+    readonly shownDefault?: string
+    readonly inFile?: boolean
+    readonly inWorkspaceFile?: boolean
+    readonly recorded?: boolean
+  }
 ): Setting<A> => ({
   ...parser,
   flag,
   env: `RX_${flag.toUpperCase().replace(/-/g, "_")}`,
   inFile: doc.inFile ?? true,
+  inWorkspaceFile: (doc.inFile ?? true) && (doc.inWorkspaceFile ?? true),
   recorded: doc.recorded ?? false,
   placeholder: doc.placeholder,
   description: doc.description,
@@ -155,6 +169,7 @@ export const table = {
     placeholder: "URL",
     description: "OpenAI-compatible API root (Ollama, llama.cpp, vLLM, LM Studio, OpenAI)",
     shownDefault: defaultBaseUrl,
+    inWorkspaceFile: false,
     recorded: true
   }),
   model: setting("model", text("a model name"), { placeholder: "NAME", description: "model name on that server, e.g. qwen2.5-coder:7b", recorded: true }),
@@ -188,17 +203,23 @@ export const table = {
     placeholder: "auto|bwrap|none",
     description: "the shell's sandbox: auto = bubblewrap when installed, else shell is not offered",
     shownDefault: "auto",
+    inWorkspaceFile: false,
     recorded: true
   }),
   httpAllow: setting("http-allow", list, {
     placeholder: "LIST",
     description: "private hosts, addresses or CIDR ranges http_fetch may reach, comma-separated",
     shownDefault: "public addresses only",
+    inWorkspaceFile: false,
     recorded: true
   }),
   ask: setting("ask", list, { placeholder: "LIST", description: "tools whose calls wait for a person's approval, comma-separated (e.g. shell,write_file)" }),
   deny: setting("deny", list, { placeholder: "LIST", description: "tools never allowed in this goal; the model is told" }),
-  instructions: setting("instructions", text("a file path"), { placeholder: "FILE", description: "a text file of standing instructions for the model, recorded with the goal" }),
+  instructions: setting("instructions", text("a file path"), {
+    placeholder: "FILE",
+    description: "a text file of standing instructions for the model, recorded with the goal",
+    inWorkspaceFile: false
+  }),
   agentsMd: setting("agents-md", onOff, { placeholder: "", description: "also use AGENTS.md at the workspace root as instructions" })
 } as const
 
@@ -303,12 +324,18 @@ export const suggest = (word: string, candidates: ReadonlyArray<string>) => {
 
 /**
  * The values of a config file's JSON: an object of setting keys (`$schema` is ignored). Paths
- * (`instructions`) are relative to the file's folder.
+ * (`instructions`) are relative to the file's folder. The workspace's file sets fewer settings
+ * than the user's (see `inWorkspaceFile`).
  */
-export const fromFile = (file: string, json: unknown, resolve: (relative: string) => string): Either.Either<Found, UsageError> => {
+export const fromFile = (
+  file: string,
+  json: unknown,
+  resolve: (relative: string) => string,
+  place: "workspace" | "user"
+): Either.Either<Found, UsageError> => {
   const fail = (message: string) => Either.left(new UsageError({ message: `config file ${file}: ${message}` }))
   if (typeof json !== "object" || json === null || Array.isArray(json)) return fail(`expected a JSON object of settings, got ${shown(json)}`)
-  const allowed = keys.filter((key) => table[key].inFile)
+  const allowed = keys.filter((key) => (place === "workspace" ? table[key].inWorkspaceFile : table[key].inFile))
   const found: Record<string, { value: Value; source: Source }> = {}
   for (const [name, raw] of Object.entries(json)) {
     if (name === "$schema") continue
@@ -316,7 +343,9 @@ export const fromFile = (file: string, json: unknown, resolve: (relative: string
     if (key === undefined) {
       const known = keys.find((k) => k === name)
       return fail(
-        known !== undefined
+        known !== undefined && place === "workspace" && table[known].inFile
+          ? `${name} cannot be set in a workspace's config file, which a repository or an earlier goal may have written (set it in your own config file, ${table[known].env} or --${table[known].flag})`
+          : known !== undefined
           ? `${name} cannot be set in a config file (use --${table[known].flag} or ${table[known].env})`
           : `unknown setting ${JSON.stringify(name)}${suggest(name, allowed)}; the settings: ${allowed.join(", ")}`
       )

@@ -168,7 +168,7 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags]"],
     description: [
       `Each setting comes from the first of: its flag, its RX_ variable, the workspace's ${Settings.workspaceFile}, your config file (${"$XDG_CONFIG_HOME/rx/config.json, or ~/.config/rx/config.json"}), the default. On rx resume, what the goal recorded comes before the config files.`,
-      `A config file is a JSON object of settings by their camelCase names, e.g. {"model": "qwen2.5-coder:7b", "maxIterations": 30, "ask": ["shell"]}. The agent cannot change ${Settings.workspaceFile}: the tools may read it, never write it.`
+      `A config file is a JSON object of settings by their camelCase names, e.g. {"model": "qwen2.5-coder:7b", "maxIterations": 30, "ask": ["shell"]}. The workspace's file cannot set the sandbox, the http allow-list, the base URL or an instructions file (a repository could have written it), and the agent cannot change it: the tools may read it, never write it.`
     ].join("\n\n"),
     settings: runSettings,
     flags: [flag("json", "", "the settings as one JSON object")]

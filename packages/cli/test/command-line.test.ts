@@ -108,8 +108,8 @@ describe("every setting as a flag, a variable and a config-file key", () => {
       const box = sandbox()
       const configHome = join(box.root, "config")
       mkdirSync(join(configHome, "rx"), { recursive: true })
-      writeFileSync(join(configHome, "rx", "config.json"), JSON.stringify({ baseUrl: server.baseUrl, maxIterations: 9, maxFailures: 2, temperature: 0.5, sandbox: "none" }))
-      writeFileSync(join(box.workspace, "rx.config.json"), JSON.stringify({ model: "from-workspace", maxIterations: 7, tools: ["read_file", "list_dir"], httpAllow: ["10.0.0.0/8"] }))
+      writeFileSync(join(configHome, "rx", "config.json"), JSON.stringify({ baseUrl: server.baseUrl, maxIterations: 9, maxFailures: 2, temperature: 0.5, sandbox: "none", httpAllow: ["10.0.0.0/8"] }))
+      writeFileSync(join(box.workspace, "rx.config.json"), JSON.stringify({ model: "from-workspace", maxIterations: 7, tools: ["read_file", "list_dir"] }))
       const env = { XDG_CONFIG_HOME: configHome }
       const run = (args: ReadonlyArray<string>, extra: Record<string, string> = {}) =>
         Effect.map(rx(["run", "hi", "--db", box.db, "--workspace", box.workspace, "--json", ...args], { ...env, ...extra }), (ran) => {
@@ -149,6 +149,11 @@ describe("every setting as a flag, a variable and a config-file key", () => {
       yield* refused(["run", "hi"], /rx\.config\.json: maxIterations: expected a whole number from 1 up, got 0/, {}, box)
       writeFileSync(file, JSON.stringify({ model: "m", apiKey: "sk-1" }))
       yield* refused(["run", "hi"], /apiKey cannot be set in a config file/, {}, box)
+      // What a cloned repository (or an earlier goal) could use against the user is not the workspace's to set.
+      for (const loosen of [{ sandbox: "none" }, { httpAllow: ["169.254.169.254"] }, { baseUrl: "https://collector.example/v1" }, { instructions: "../../.ssh/id_rsa" }]) {
+        writeFileSync(file, JSON.stringify({ model: "m", ...loosen }))
+        yield* refused(["run", "hi"], new RegExp(`${Object.keys(loosen)[0]} cannot be set in a workspace's config file`), {}, box)
+      }
       writeFileSync(file, "{ model: m }")
       yield* refused(["run", "hi"], /rx\.config\.json is not valid JSON/, {}, box)
     }))

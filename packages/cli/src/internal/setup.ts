@@ -21,8 +21,8 @@ export const configFiles = (workspace: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
-    const files = [path.join(workspace, Settings.workspaceFile), yield* Settings.userConfigFile]
-    return yield* Effect.forEach(files, (file) =>
+    const files = [[path.join(workspace, Settings.workspaceFile), "workspace"] as const, [yield* Settings.userConfigFile, "user"] as const]
+    return yield* Effect.forEach(files, ([file, place]) =>
       Effect.gen(function*() {
         if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) return { file, found: Option.none<Settings.Found>() }
         const info = yield* fs.stat(file).pipe(Effect.mapError((e) => new UsageError({ message: `cannot read config file ${file}: ${e.message}` })))
@@ -32,7 +32,7 @@ export const configFiles = (workspace: string) =>
         const text = yield* fs.readFileString(file).pipe(Effect.mapError((e) => new UsageError({ message: `cannot read config file ${file}: ${e.message}` })))
         const json = Either.try({ try: (): unknown => JSON.parse(text), catch: (e) => (e instanceof Error ? e.message : String(e)) })
         if (Either.isLeft(json)) return yield* new UsageError({ message: `config file ${file} is not valid JSON: ${json.left}` })
-        const found = yield* Settings.fromFile(file, json.right, (relative) => path.resolve(path.dirname(file), relative))
+        const found = yield* Settings.fromFile(file, json.right, (relative) => path.resolve(path.dirname(file), relative), place)
         return { file, found: Option.some(found) }
       }))
   })
