@@ -5,7 +5,10 @@
  */
 import { Context, Effect, Layer, ParseResult, Schema } from "effect"
 
-/** How `shell` runs commands: `auto` uses bubblewrap when found and refuses shell calls otherwise. */
+/**
+ * How `shell` runs commands: `auto` uses bubblewrap when it works and otherwise leaves `shell` out
+ * of the registry (`Builtins.Availability` says why); `bwrap` requires it; `none` runs unsandboxed.
+ */
 export const SandboxMode = Schema.Literal("auto", "bwrap", "none")
 export type SandboxMode = typeof SandboxMode.Type
 
@@ -15,6 +18,25 @@ const positive = (fallback: number) =>
 /** A protected or hidden path: not empty, no NUL byte. */
 const pathEntry = Schema.String.pipe(
   Schema.filter((path) => (path.length > 0 && !path.includes("\0")) || "a path must be non-empty and have no NUL byte")
+)
+
+/** The names of the built-in tools, in the order the model sees them (`Builtins.tools`). */
+export const toolNames: ReadonlyArray<string> = [
+  "read_file",
+  "write_file",
+  "edit_file",
+  "list_dir",
+  "find_files",
+  "search_text",
+  "shell",
+  "http_fetch"
+]
+
+/** The name of a built-in tool. */
+const toolName = Schema.String.pipe(
+  Schema.filter((name) =>
+    toolNames.includes(name) || `there is no built-in tool named "${name}"; the built-in tools are ${toolNames.join(", ")}`
+  )
 )
 
 /** Environment variables a shell command may see, when rx has them. */
@@ -37,6 +59,11 @@ export const Config = Schema.Struct({
   workspace: Schema.String,
   /** How `shell` is sandboxed. */
   sandbox: Schema.optionalWith(SandboxMode, { default: () => "auto" as const }),
+  /**
+   * The built-in tools offered to the model, by name; default all of them. A chosen tool that
+   * cannot run here (`shell` in mode `auto` without a usable sandbox) is still left out.
+   */
+  tools: Schema.optionalWith(Schema.Array(toolName), { exact: true }),
   /** `read_file`: lines returned when the call gives no `limit`. */
   readDefaultLines: positive(2_000),
   /** `read_file`: bytes of content returned at most; longer ranges are cut at a line end. */

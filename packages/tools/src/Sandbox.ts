@@ -15,8 +15,9 @@
  * the resource limits, is checked the same way.
  *
  * Modes: `bwrap` requires it (the Layer fails when it is missing, untrusted or cannot create
- * namespaces); `auto` uses it when it works and otherwise refuses shell calls with an error that
- * says why and how to fix it; `none` runs commands directly, with the same timeout, process
+ * namespaces); `auto` uses it when it works, and otherwise `shell` is not offered (the Builtins
+ * Layers leave it out and `Builtins.Availability` says why and how to fix it; a registry that
+ * lists it anyway gets its calls refused); `none` runs commands directly, with the same timeout, process
  * tree handling, output caps, resource limits and environment allow-list, but no isolation:
  * the command can read and write whatever rx's user can (protected and hidden paths included),
  * reach the network, and keep the capabilities of rx's user (as root it can raise its own
@@ -361,7 +362,7 @@ export const probe = (bwrap: string, workspace: string, prlimit?: string): Effec
   })
 
 /**
- * Decide the sandbox for a mode; only `bwrap` fails, `auto` falls back to refusing calls.
+ * Decide the sandbox for a mode; only `bwrap` fails, `auto` falls back to `Unavailable`.
  * `bwrapPath` replaces the trusted locations searched.
  */
 export const resolve = (

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Tool, ToolRegistry } from "@rx/kernel"
-import { Effect, Fiber, Layer, Schema } from "effect"
+import { Context, Effect, Fiber, Layer, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Builtins, Config, Workspace } from "../src/index.js"
@@ -94,6 +94,101 @@ describe("Builtins", () => {
       yield* Fiber.interrupt(fiber)
       for (let i = 0; i < 50 && alive(tag).length > 0; i++) yield* Effect.sleep("100 millis")
       expect(alive(tag)).toEqual([])
+      cleanup()
+    }))
+})
+
+describe("Builtins: the tools offered", () => {
+  const names = (config: Config.Input) =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(Builtins.layer(config))
+      const specs = Context.get(context, ToolRegistry.ToolRegistry).specs.map((s) => s.name)
+      return { specs, availability: Context.get(context, Builtins.Availability) }
+    }).pipe(Effect.scoped)
+
+  it.live("mode auto without a usable bubblewrap leaves shell out and says why; none offers it; bwrap still fails", () =>
+    Effect.gen(function*() {
+      const { base, cleanup, ws } = makeDirs()
+      // Missing.
+      const missing = yield* names({ workspace: ws, sandbox: "auto", bwrapPath: "/nonexistent/bwrap" })
+      expect(missing.specs).toEqual(["read_file", "write_file", "edit_file", "list_dir", "find_files", "search_text", "http_fetch"])
+      expect(missing.availability.tools.map((t) => t.spec.name)).toEqual(missing.specs)
+      expect(missing.availability.unavailable.map((u) => u.tool)).toEqual(["shell"])
+      const reason = missing.availability.unavailable[0]?.reason ?? ""
+      expect(reason).toContain("bubblewrap")
+      expect(reason).toContain("/nonexistent/bwrap does not exist")
+      expect(reason).toContain("sandbox mode `none`")
+      // Untrusted: a bwrap in a folder others may write is refused the same way, never run.
+      const open = path.join(base, "open")
+      fs.mkdirSync(open)
+      fs.writeFileSync(path.join(open, "bwrap"), `#!/bin/sh\ntouch '${path.join(base, "ran")}'\n`, { mode: 0o755 })
+      fs.chmodSync(open, 0o777)
+      const untrusted = yield* names({ workspace: ws, sandbox: "auto", bwrapPath: path.join(open, "bwrap") })
+      expect(untrusted.specs).not.toContain("shell")
+      expect(untrusted.availability.unavailable[0]?.reason).toMatch(/bubblewrap.*writable by its group or by others/)
+      expect(fs.existsSync(path.join(base, "ran"))).toBe(false)
+      // The model is told there is no such tool, as for any unknown name.
+      const call = failed(yield* withTools({ workspace: ws, sandbox: "auto", bwrapPath: "/nonexistent/bwrap" }, invoke("shell", { command: "echo hi" })))
+      expect(call.message).toContain(`there is no tool named "shell"`)
+      // Asked before building: the same answer.
+      expect(yield* Builtins.unavailable({ workspace: ws, sandbox: "auto", bwrapPath: "/nonexistent/bwrap" })).toEqual(missing.availability.unavailable)
+      // Mode none offers shell, and nothing is missing.
+      const none = yield* names({ workspace: ws, sandbox: "none", bwrapPath: "/nonexistent/bwrap" })
+      expect(none.specs).toContain("shell")
+      expect(none.availability.unavailable).toEqual([])
+      expect(yield* Builtins.unavailable({ workspace: ws, sandbox: "none" })).toEqual([])
+      // Mode bwrap requires it: building fails.
+      const required = yield* Effect.flip(names({ workspace: ws, sandbox: "bwrap", bwrapPath: "/nonexistent/bwrap" }))
+      expect(required._tag).toBe("@rx/tools/SandboxUnavailable")
+      cleanup()
+    }))
+
+  it.live("layerWith leaves shell out too, and refuses an extra tool named like a built-in that was left out", () =>
+    Effect.gen(function*() {
+      const { cleanup, ws } = makeDirs()
+      const config = { workspace: ws, sandbox: "auto" as const, bwrapPath: "/nonexistent/bwrap" }
+      const mine = Tool.make({
+        name: "mine",
+        description: "Nothing.",
+        input: Schema.Struct({}),
+        output: Schema.Struct({}),
+        idempotent: true,
+        execute: () => Effect.succeed({})
+      })
+      const specs = yield* Effect.map(ToolRegistry.ToolRegistry, (r) => r.specs.map((s) => s.name)).pipe(
+        Effect.provide(Builtins.layerWith(config, [mine]))
+      )
+      expect(specs).toEqual(["read_file", "write_file", "edit_file", "list_dir", "find_files", "search_text", "http_fetch", "mine"])
+      const impostor = yield* Effect.flip(Layer.build(Builtins.layerWith(config, [{ ...mine, spec: { ...mine.spec, name: "shell" } }])).pipe(Effect.scoped))
+      expect(impostor._tag).toBe("@rx/kernel/InvalidToolset")
+      expect(impostor.message).toContain(`"shell" is the name of a built-in tool`)
+      cleanup()
+    }))
+
+  it.live("the config's tools chooses the built-ins offered, in their usual order; an unknown name is an InvalidConfig listing the valid ones", () =>
+    Effect.gen(function*() {
+      const { cleanup, ws } = makeDirs()
+      expect(Builtins.tools.map((t) => t.spec.name)).toEqual(Config.toolNames)
+      const chosen = yield* names({ workspace: ws, sandbox: "none", tools: ["shell", "read_file"] })
+      expect(chosen.specs).toEqual(["read_file", "shell"])
+      expect(chosen.availability.unavailable).toEqual([])
+      expect((yield* names({ workspace: ws, sandbox: "none", tools: [] })).specs).toEqual([])
+      // A chosen shell that cannot run is left out like any other.
+      const noSandbox = yield* names({ workspace: ws, sandbox: "auto", bwrapPath: "/nonexistent/bwrap", tools: ["read_file", "shell"] })
+      expect(noSandbox.specs).toEqual(["read_file"])
+      expect(noSandbox.availability.unavailable.map((u) => u.tool)).toEqual(["shell"])
+      // Not chosen: not reported as missing either.
+      const unchosen = yield* names({ workspace: ws, sandbox: "auto", bwrapPath: "/nonexistent/bwrap", tools: ["read_file"] })
+      expect(unchosen.availability.unavailable).toEqual([])
+      const unknown = yield* Effect.flip(Config.decode({ workspace: ws, tools: ["read_file", "shel"] }))
+      expect(unknown._tag).toBe("@rx/tools/InvalidConfig")
+      expect(unknown.message).toContain(`there is no built-in tool named "shel"`)
+      expect(unknown.message).toContain(Config.toolNames.join(", "))
+      const failure = yield* Effect.flip(names({ workspace: ws, tools: ["done"] }))
+      expect(failure._tag).toBe("@rx/tools/InvalidConfig")
+      // Recorded with the config, so a resumed goal offers the same tools.
+      const decoded = yield* Config.decode({ workspace: ws, tools: ["list_dir"] })
+      expect(Config.encode(decoded).tools).toEqual(["list_dir"])
       cleanup()
     }))
 })

@@ -7,7 +7,7 @@ import { Effect, Either } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Sandbox } from "../src/index.js"
+import { Builtins, Sandbox } from "../src/index.js"
 import * as Limits from "../src/internal/limits.js"
 import { failed, invoke, makeDirs, ok, sha256, withTools } from "./helpers.js"
 import { alive } from "./shellSuite.js"
@@ -97,10 +97,12 @@ describe.skipIf(unavailable !== undefined)("trusted bubblewrap", () => {
         fs.chownSync(path.join(foreign, "bwrap"), 4321, 4321)
         expect(yield* refusal(path.join(foreign, "bwrap"))).toContain("owned by uid 4321")
       }
-      // Mode auto refuses the calls and says why.
-      const failure = failed(yield* withTools({ workspace: ws, sandbox: "auto", bwrapPath: inWorkspace }, invoke("shell", { command: "true" })))
-      expect(failure.kind).toBe("fatal")
-      expect(failure.message).toContain("inside the workspace")
+      // Mode auto does not offer shell, and says why.
+      const missing = yield* Builtins.unavailable({ workspace: ws, sandbox: "auto", bwrapPath: inWorkspace })
+      expect(missing.map((m) => m.tool)).toEqual(["shell"])
+      expect(missing[0]?.reason).toContain("inside the workspace")
+      expect(failed(yield* withTools({ workspace: ws, sandbox: "auto", bwrapPath: inWorkspace }, invoke("shell", { command: "true" }))).message)
+        .toContain(`there is no tool named "shell"`)
       expect(fs.existsSync(trace)).toBe(false)
       // The trusted one, named explicitly, works.
       const good = ok(yield* withTools({ workspace: ws, sandbox: "bwrap", bwrapPath: "/usr/bin/bwrap" }, invoke("shell", { command: "echo fine" })))
