@@ -77,8 +77,9 @@ export interface Service {
   readonly lease: (goalId: string) => Effect.Effect<void, LeaseHeld | StoreError, Scope.Scope>
   /**
    * Who runs the goal now: the holder of its lease, described, while a live one holds it;
-   * none when no runner does (never run, ended, or its process died). Readers use it to tell a
-   * goal that is running from one nobody will move on.
+   * none when no runner does (never run, ended, or its process died or stopped renewing the
+   * lease). Readers use it to tell a goal that is running from one nobody will move on; it only
+   * reads, so a store opened read-only answers it too.
    */
   readonly runner: (goalId: string) => Effect.Effect<Option.Option<string>, StoreError>
 }

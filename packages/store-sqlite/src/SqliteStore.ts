@@ -17,7 +17,7 @@ import { decodeRows, eventColumns, Format, slimJson } from "./internal/codec.js"
 import * as Database from "./internal/database.js"
 import { DatabaseRefused, toStoreError } from "./internal/errors.js"
 import { prepare } from "./internal/file.js"
-import { decodeHolder, describeHolder, isAlive, newToken, processLeases, thisHost } from "./internal/lease.js"
+import { decodeHolder, describeHolder, isAlive, isRunning, newToken, processLeases, thisHost } from "./internal/lease.js"
 import { connection, field, query } from "./internal/sql.js"
 import * as Migrations from "./Migrations.js"
 
@@ -428,22 +428,29 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
           yield* Effect.forkScoped(heartbeat(goalId, token))
         })
 
-    /** The lease's holder while it is alive (a read: works on a read-only open too). */
+    /**
+     * The lease's holder while it runs: its process exists (on this host) and its heartbeat is
+     * younger than `leaseTimeoutMs`. A read, so it works on a read-only open too; a log of
+     * schema 1, which only a read-only store opens as is, has no leases until a runner migrates it.
+     */
     const runner: Service["runner"] = (goalId) =>
       Effect.gen(function*() {
-        const row = yield* db.read((tx) => Either.right(tx.get(selectLeaseSql, [goalId]))).pipe(
+        const row = yield* db.read((tx) =>
+          Either.right(schema < 2 && tx.get(leasesTableSql) === undefined ? undefined : tx.get(selectLeaseSql, [goalId]))
+        ).pipe(
           Effect.catchTag("SqlError", (error) => Effect.fail(toStoreError(where(`reading the lease of goal ${goalId}`, goalId), error)))
         )
         if (row === undefined) return Option.none()
         const holder = yield* decodeHolder(goalId, row)
         const now = yield* Clock.currentTimeMillis
-        return isAlive(holder, now, config.leaseTimeoutMs) ? Option.some(describeHolder(holder)) : Option.none()
+        return isRunning(holder, now, config.leaseTimeoutMs) ? Option.some(describeHolder(holder)) : Option.none()
       })
 
     return StateStore.StateStore.of({ append, load, goal, goals, changes, snapshot, lease, runner })
   })
 
 const selectLeaseSql = "SELECT host, pid, token, acquired_at, heartbeat_at FROM leases WHERE goal_id = ?"
+const leasesTableSql = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'leases'"
 const upsertLeaseSql = `INSERT INTO leases (goal_id, host, pid, token, acquired_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?)
 ON CONFLICT (goal_id) DO UPDATE SET host = excluded.host, pid = excluded.pid, token = excluded.token,
   acquired_at = excluded.acquired_at, heartbeat_at = excluded.heartbeat_at`

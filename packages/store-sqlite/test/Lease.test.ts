@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Deferred, Effect, Exit, Layer, Scope } from "effect"
+import { Deferred, Effect, Exit, Layer, Option, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -21,6 +21,7 @@ import { exec, layerWithClient, tempDb, tempDir } from "./helpers.js"
 const child = fileURLToPath(new URL("./fixtures/runner-child.mjs", import.meta.url))
 
 const lease = (goalId: string) => Effect.flatMap(StateStore.StateStore, (store) => store.lease(goalId))
+const runner = (goalId: string) => Effect.flatMap(StateStore.StateStore, (store) => store.runner(goalId))
 const leaseRows = (goalId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (client) =>
     client.unsafe<{ readonly host: string; readonly pid: number; readonly token: string; readonly heartbeat_at: number }>(
@@ -70,6 +71,8 @@ describe("leases", () => {
         const refused = yield* Effect.flip(Effect.scoped(store.lease("old")))
         expect(refused._tag).toBe("@rx/kernel/StoreError")
         expect(refused.message).toContain("is read-only")
+        // No leases table yet: nobody runs it with leases.
+        expect(yield* store.runner("old")).toEqual(Option.none())
       }).pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename, readonly: true }))))
 
       yield* Effect.gen(function*() {
@@ -178,6 +181,35 @@ describe("leases", () => {
       }).pipe(Effect.provide(layerWithClient({ filename, leaseHeartbeatMs: 40, leaseTimeoutMs: 1_000 })))
     }))
 
+  it.scopedLive("runner: a holder counts while its process lives and its heartbeat is fresh, on this host or another; also read-only", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      const dead = yield* deadPid
+      const now = Date.now()
+      yield* Effect.gen(function*() {
+        yield* insertLease("live", { host: os.hostname(), pid: process.ppid, heartbeatAt: now - 1_000 })
+        // A live pid with no heartbeat for longer than the timeout: hung, or a new process took the pid.
+        yield* insertLease("hung", { host: os.hostname(), pid: process.ppid, heartbeatAt: now - 31_000 })
+        yield* insertLease("dead", { host: os.hostname(), pid: dead, heartbeatAt: now })
+        yield* insertLease("far", { host: "elsewhere", pid: dead, heartbeatAt: now - 1_000 })
+        yield* insertLease("far-stale", { host: "elsewhere", pid: process.ppid, heartbeatAt: now - 31_000 })
+      }).pipe(Effect.provide(Layer.fresh(layerWithClient({ filename }))))
+      const expected = {
+        live: `pid ${process.ppid} on host ${os.hostname()}, since ${new Date(now - 61_000).toISOString()}`,
+        hung: undefined,
+        dead: undefined,
+        far: `pid ${dead} on host elsewhere, since ${new Date(now - 61_000).toISOString()}, last heartbeat ${new Date(now - 1_000).toISOString()}`,
+        "far-stale": undefined,
+        never: undefined
+      }
+      for (const readonly of [false, true]) {
+        const seen = yield* Effect.forEach(Object.keys(expected), (goalId) => Effect.map(runner(goalId), Option.getOrUndefined)).pipe(
+          Effect.provide(Layer.fresh(SqliteStore.layer({ filename, readonly })))
+        )
+        expect(seen).toEqual(Object.values(expected))
+      }
+    }))
+
   it.effect("the lease settings are checked: the timeout must exceed the heartbeat", () =>
     Effect.gen(function*() {
       const bad = yield* Effect.flip(Layer.build(SqliteStore.layer({ filename: "unused.db", leaseHeartbeatMs: 30_000 })).pipe(Effect.scoped))
@@ -276,6 +308,25 @@ describe("leases across processes", () => {
         expect(yield* leaseRows(goalId).pipe(Effect.provide(Layer.fresh(SqliteStore.layerClient({ filename: db }))))).toEqual([])
       }).pipe(Effect.scoped), 60_000)
   }
+
+  it.scopedLive("runner names a live holder in another process to a read-only store, and none once it is killed with SIGKILL", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const db = path.join(dir, "rx.db")
+      const goalId = "g-followed"
+      const holder = yield* holdChild([db, goalId, path.join(dir, "ledger"), "run", "during", "1"])
+      // A follower (rx events --follow) opens the log read-only and asks who runs the goal.
+      const reader = yield* Layer.build(SqliteStore.layer({ filename: db, readonly: true }))
+      const held = yield* runner(goalId).pipe(Effect.provide(reader))
+      expect(Option.getOrUndefined(held)).toContain(`pid ${holder.pid} on host ${os.hostname()}, since `)
+      yield* holder.kill
+      expect((yield* holder.exit).signal).toBe("SIGKILL")
+      // Its row stays, and counts for no one: the same open store says so at once.
+      const rows = yield* leaseRows(goalId).pipe(Effect.provide(Layer.fresh(SqliteStore.layerClient({ filename: db }))))
+      expect(rows.map((r) => r.pid)).toEqual([holder.pid])
+      expect(yield* runner(goalId).pipe(Effect.provide(reader))).toEqual(Option.none())
+      expect(yield* runner(goalId).pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename: db }))))).toEqual(Option.none())
+    }).pipe(Effect.scoped), 60_000)
 
   it.scopedLive("a holder killed with SIGKILL leaves its row, which does not block: resume takes over and finishes", () =>
     Effect.gen(function*() {

@@ -46,6 +46,14 @@ export const isAlive = (holder: Holder, now: number, timeoutMs: number): boolean
   return processExists(holder.pid)
 }
 
+/**
+ * Whether a lease's holder runs the goal now, for readers: alive as `isAlive` says and, on any
+ * host, its heartbeat younger than `timeoutMs`, so a holder that hangs, or whose pid a new
+ * process took after it was killed, stops counting once its heartbeats stop.
+ */
+export const isRunning = (holder: Holder, now: number, timeoutMs: number): boolean =>
+  isAlive(holder, now, timeoutMs) && now - holder.heartbeat_at < timeoutMs
+
 /** `kill(pid, 0)`: no such process (ESRCH) is dead; not ours to signal (EPERM) is alive. */
 const processExists = (pid: number): boolean => {
   // 0 and negative pids would name process groups.
