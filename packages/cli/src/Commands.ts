@@ -179,7 +179,7 @@ const run = (flags: Flags) =>
       }
       const goal = yield* Setup.goalText(flags.goal, flags.goalFile, options)
       const instructions = yield* Setup.instructions(v, workspace)
-      const services = yield* Setup.services(v, model, tools)
+      const services = yield* Setup.services(v, model, tools.config)
       yield* tell(tools.notes)
       yield* withStore(db, "create")(
         runGoal(({ approve, observe }) =>
@@ -224,7 +224,7 @@ const resume = (flags: Flags) =>
       // The tools the goal was offered, as far as they can run here (said at start if not).
       const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
       const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* hide(db, workspace), false)
-      const services = yield* Setup.services(v, model, tools)
+      const services = yield* Setup.services(v, model, tools.config)
       const settings = Setup.recordedSettings(v, workspace, model)
       yield* tell(tools.notes)
       // Other settings or limits than recorded: record what this resume uses before it runs, so

@@ -6,8 +6,8 @@
  */
 import { FileSystem, Path } from "@effect/platform"
 import { OpenAiCompatible, Retry } from "@rx/llm"
-import { type LanguageModel, Options as RunOptions, Prompt, ToolRegistry } from "@rx/kernel"
-import { Builtins, type Config, Sandbox } from "@rx/tools"
+import { type LanguageModel, Options as RunOptions, Prompt, type ToolRegistry } from "@rx/kernel"
+import { Builtins, type Config } from "@rx/tools"
 import { Console, Effect, Either, Layer, Option, Redacted, type Scope } from "effect"
 import * as Render from "../Render.js"
 import * as Settings from "../Settings.js"
@@ -94,17 +94,14 @@ export const toolsConfig = (v: Partial<Settings.Values>, hidden: ReadonlyArray<s
       protectedPaths: [".git", Settings.workspaceFile],
       hiddenPaths: hidden
     }
-    // `auto` without a usable bubblewrap: shell could only refuse its calls, so it is not offered.
-    const sandbox = yield* Sandbox.resolve(base.sandbox, base.workspace).pipe(
-      Effect.mapError((error) => new UsageError({ message: `--sandbox bwrap: ${error.reason}` }))
-    )
-    const missing = sandbox._tag === "Unavailable" ? [{ tool: "shell", reason: `no sandbox for it here (${sandbox.reason})` }] : []
+    // What cannot run here (shell in sandbox mode auto without a usable bubblewrap) is not offered.
+    const missing = yield* Builtins.unavailable(base).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
     const explicit = strict && v.tools !== undefined
     const blocked = missing.filter((m) => wanted.includes(m.tool))
     const named = blocked.find((m) => explicit && v.tools?.includes(m.tool))
     if (named !== undefined) return yield* new UsageError({ message: `--tools names ${named.tool}, which cannot run here: ${named.reason}` })
     const offered = wanted.filter((name) => !blocked.some((m) => m.tool === name))
-    return { config: base, offered, notes: blocked.map((m) => `${m.tool} is not offered: ${m.reason}`) }
+    return { config: { ...base, tools: offered }, offered, notes: blocked.map((m) => `${m.tool} is not offered: ${m.reason}`) }
   })
 
 /** The model Layer of these settings. */
@@ -140,13 +137,10 @@ export const runOptions = (v: Partial<Settings.Values>): RunOptions.Input => ({
 export const services = (
   v: Partial<Settings.Values>,
   model: string,
-  tools: { readonly config: Config.Input; readonly offered: ReadonlyArray<string> }
+  tools: Config.Input
 ): Effect.Effect<Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel>, UsageError, Scope.Scope> =>
   Effect.gen(function*() {
-    const registry = ToolRegistry.layer(Builtins.tools.filter((tool) => tools.offered.includes(tool.spec.name))).pipe(
-      Layer.provide(Builtins.layerServices(tools.config))
-    )
-    const layer = Layer.merge(registry, modelLayer(v, model))
+    const layer = Layer.merge(Builtins.layer(tools), modelLayer(v, model))
     const built = yield* Layer.build(layer).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
     return Layer.succeedContext(built)
   })
