@@ -2,8 +2,8 @@
  * How a SQLite store opens its database. Every field but `filename` has a default; the input
  * is decoded with this Schema, so a bad value is a clear error before the file is touched.
  */
-import { Effect, ParseResult, Schema } from "effect"
-import { StateStore } from "@rx/kernel"
+import { Effect, Schema } from "effect"
+import { Issues, StateStore } from "@rx/kernel"
 
 export const Config = Schema.Struct({
   /** The database file; created (with its tables) when missing, never recreated or overwritten. */
@@ -55,7 +55,7 @@ export const decode = (input: Input): Effect.Effect<Config, StateStore.StoreErro
   decodeConfig(input).pipe(
     Effect.mapError((error) =>
       new StateStore.StoreError({
-        message: `invalid SQLite store configuration: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+        message: `invalid SQLite store configuration: ${Issues.format(error)}`
       })
     )
   )

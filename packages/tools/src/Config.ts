@@ -3,7 +3,8 @@
  * default. A Schema, so a caller can record the decoded config (for instance in a goal's
  * `metadata`) and a later run can use exactly the same one.
  */
-import { Context, Effect, Layer, ParseResult, Schema } from "effect"
+import { Issues } from "@rx/kernel"
+import { Context, Effect, Layer, Schema } from "effect"
 
 /**
  * How `shell` runs commands: `auto` uses bubblewrap when it works and otherwise leaves `shell` out
@@ -147,7 +148,7 @@ const decodeConfig = Schema.decodeUnknown(Config, { errors: "all", onExcessPrope
 export const decode = (input: unknown): Effect.Effect<Config, InvalidConfig> =>
   decodeConfig(input).pipe(
     Effect.mapError((error) =>
-      new InvalidConfig({ message: `invalid tools config: ${ParseResult.TreeFormatter.formatErrorSync(error)}` })
+      new InvalidConfig({ message: `invalid tools config: ${Issues.format(error)}` })
     )
   )
 

@@ -7,9 +7,9 @@ import { Event, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
 import { Cause, Console, Context, Effect, Exit, Fiber, Option, Ref, Runtime } from "effect"
 import * as Approval from "../Approval.js"
 import * as ExitCode from "../ExitCode.js"
+import * as Progress from "../Progress.js"
 import * as Render from "../Render.js"
 import * as Settings from "../Settings.js"
-import * as StatusLine from "../StatusLine.js"
 import { onTerminate, takeOver } from "./interrupt.js"
 import * as Output from "./output.js"
 
@@ -69,13 +69,15 @@ const stopped = (goalId: string) =>
  * The live status line, on a terminal only (stderr a TTY, not `--json`): what runs and for how
  * long. Other output clears it and draws it again, so lines never mix.
  */
-const statusLine = (json: boolean) =>
+const statusLine = (json: boolean, goalId: string | undefined, options: RunOptions.Options | undefined) =>
   Effect.gen(function*() {
     if (json || !Output.stderrIsTerminal()) return (_: Event.Event): Effect.Effect<void> => Effect.void
-    const progress = yield* StatusLine.make({
-      write: (text) => void process.stderr.write(text),
-      columns: () => process.stderr.columns || 80
-    })
+    const progress = yield* Progress.make(
+      { write: (text) => void process.stderr.write(text), columns: () => process.stderr.columns || 80 },
+      Settings.recorded(options?.metadata).model ?? ""
+    )
+    // A resume commits nothing before its first model call: say what runs first.
+    if (goalId !== undefined) yield* progress.set(Progress.resumed(yield* Runner.restore(goalId)))
     yield* Effect.acquireRelease(
       Effect.sync(() => Output.setStatusLine({ clear: () => Effect.runSync(progress.clear), redraw: () => Effect.runSync(progress.redraw) })),
       () => Effect.sync(() => Output.setStatusLine(undefined))
@@ -106,7 +108,7 @@ export const runGoal = <E>(
       Runtime.runFork(runtime)(Effect.ignore(Runner.cancel(goalId, "cancelled by Ctrl-C")))
     })
     const print = printer(how.json, how.options)
-    const status = yield* statusLine(how.json)
+    const status = yield* statusLine(how.json, how.goalId, how.options)
     const observe = (event: Event.Event) => {
       goalId = event.goalId
       return Effect.zipRight(print(event), status(event))
