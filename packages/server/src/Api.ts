@@ -1,0 +1,172 @@
+/**
+ * The HTTP API of rx, as one @effect/platform `HttpApi` definition: the server implements it,
+ * `/openapi.json` is generated from it, and a client (`HttpApiClient.make(Api)`) can be derived
+ * from it. Every body is a Schema; every error is a typed body of `ApiError` with its status.
+ *
+ * - `health`: `GET /healthz`, the only route without the bearer token.
+ * - `goals`: submit, list, read, follow (events), cancel, decide on an approval, resume.
+ * - `docs`: `GET /openapi.json`.
+ */
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
+import { Event, Options } from "@rx/kernel"
+import { Schema } from "effect"
+import * as ApiError from "./ApiError.js"
+
+/** The run options a client may set: every kernel option but `metadata`, which the server records itself. */
+export const RunOptions = Options.Options.omit("metadata").annotations({ identifier: "RunOptions" })
+
+/** `POST /v1/goals`. */
+export const SubmitRequest = Schema.Struct({
+  /** What to achieve. */
+  goal: Schema.String,
+  options: Schema.optional(RunOptions),
+  /** Standing instructions shown to the model with the goal. */
+  instructions: Schema.optional(Schema.String),
+  /** A folder relative to the server's workspace root (default: the root itself); it may not leave the root. */
+  workspace: Schema.optional(Schema.String)
+}).annotations({ identifier: "SubmitRequest" })
+export type SubmitRequest = typeof SubmitRequest.Type
+
+/** A goal recorded (its `GoalSubmitted` is durable) and queued to run. */
+export const Submitted = Schema.Struct({ goalId: Schema.String }).annotations({ identifier: "Submitted" })
+export type Submitted = typeof Submitted.Type
+
+/**
+ * `terminated`: the goal ended (its one `Terminated`). `waiting`: open, and a call waits for a
+ * person's decision. `open`: any other open goal (running, queued, or suspended until resumed).
+ */
+export const GoalStatus = Schema.Literal("open", "waiting", "terminated").annotations({ identifier: "GoalStatus" })
+export type GoalStatus = typeof GoalStatus.Type
+
+/** What this server does with the goal now: runs it, has it queued, or neither. */
+export const Activity = Schema.Literal("running", "queued", "idle").annotations({ identifier: "Activity" })
+export type Activity = typeof Activity.Type
+
+/** A call waiting for a person's decision, exactly as it will run if approved. */
+export const PendingApproval = Schema.Struct({
+  callId: Schema.String,
+  tool: Schema.String,
+  input: Schema.Unknown
+}).annotations({ identifier: "PendingApproval" })
+
+/** A goal as the API shows it: its summary, status, why it ended or waits, and any pending approval. */
+export const Goal = Schema.Struct({
+  goalId: Schema.String,
+  goal: Schema.String,
+  status: GoalStatus,
+  activity: Activity,
+  /** Iterations completed. */
+  iterations: Schema.NonNegativeInt,
+  /** The seq the next event will take. */
+  nextSeq: Schema.NonNegativeInt,
+  /** Why the goal ended; null while it is open. */
+  reason: Schema.NullOr(Event.Reason),
+  /** The `Terminated` event's detail (on `GET /v1/goals/{id}` only). */
+  detail: Schema.optional(Schema.String),
+  /** Why the last runner stopped without ending the goal, until it moves on. */
+  suspended: Schema.NullOr(Schema.Struct({ reason: Event.SuspendReason, detail: Schema.String })),
+  approval: Schema.NullOr(PendingApproval),
+  /** Epoch milliseconds. */
+  submittedAt: Schema.Number,
+  updatedAt: Schema.Number
+}).annotations({ identifier: "Goal" })
+export type Goal = typeof Goal.Type
+
+/** A page of goals, newest first; `cursor` fetches the next page (null on the last). */
+export const GoalPage = Schema.Struct({
+  goals: Schema.Array(Goal),
+  cursor: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "GoalPage" })
+export type GoalPage = typeof GoalPage.Type
+
+const count = Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())
+
+/** `GET /v1/goals?status=&limit=&cursor=`. */
+export const ListParams = Schema.Struct({
+  status: Schema.optional(GoalStatus),
+  limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500)), { default: () => 50 }),
+  cursor: Schema.optional(Schema.String)
+})
+
+/** `POST /v1/goals/{id}/approvals/{callId}`: run the call exactly as requested, or deny it (the model is told `reason`). */
+export const Decision = Schema.Struct({
+  approve: Schema.Boolean,
+  reason: Schema.optional(Schema.String)
+}).annotations({ identifier: "Decision" })
+export type Decision = typeof Decision.Type
+
+/** `?from=<seq>`: the events after that seq, as `Last-Event-ID` does (which wins when both are given). */
+export const EventsParams = Schema.Struct({ from: Schema.optional(count) })
+
+/** `Accept: text/event-stream` asks for Server-Sent Events; `Last-Event-ID` resumes after that seq. */
+export const EventsHeaders = Schema.Struct({
+  accept: Schema.optional(Schema.String),
+  "last-event-id": Schema.optional(count)
+})
+
+/** A goal's events: one JSON line each (`Event.encodeJson`, as `rx events` prints), or Server-Sent Events. */
+export const EventLines = HttpApiSchema.Text({ contentType: "application/x-ndjson" }).annotations({
+  description:
+    "The goal's events, each one JSON line as `rx events` prints it, until its Terminated. With `Accept: text/event-stream`, Server-Sent Events whose `id` is the event's seq."
+})
+
+export const Health = Schema.Struct({ status: Schema.Literal("ok") }).annotations({ identifier: "Health" })
+
+/** The bearer token of every route but `/healthz`. */
+export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("@rx/server/Authorization", {
+  failure: ApiError.Unauthorized,
+  security: { bearer: HttpApiSecurity.bearer }
+}) {}
+
+const goalId = HttpApiSchema.param("id", Schema.String)
+const callId = HttpApiSchema.param("callId", Schema.String)
+
+export class HealthGroup extends HttpApiGroup.make("health").add(
+  HttpApiEndpoint.get("health", "/healthz").addSuccess(Health)
+) {}
+
+export class GoalsGroup extends HttpApiGroup.make("goals")
+  .add(HttpApiEndpoint.post("submit", "/v1/goals").setPayload(SubmitRequest).addSuccess(Submitted, { status: 202 }))
+  .add(HttpApiEndpoint.get("list", "/v1/goals").setUrlParams(ListParams).addSuccess(GoalPage))
+  .add(HttpApiEndpoint.get("get")`/v1/goals/${goalId}`.addSuccess(Goal))
+  .add(
+    HttpApiEndpoint.get("events")`/v1/goals/${goalId}/events`
+      .setUrlParams(EventsParams)
+      .setHeaders(EventsHeaders)
+      .addSuccess(EventLines)
+  )
+  .add(HttpApiEndpoint.post("cancel")`/v1/goals/${goalId}/cancel`.addSuccess(Goal, { status: 202 }))
+  .add(
+    HttpApiEndpoint.post("decide")`/v1/goals/${goalId}/approvals/${callId}`.setPayload(Decision).addSuccess(Goal, { status: 202 })
+  )
+  .add(HttpApiEndpoint.post("resume")`/v1/goals/${goalId}/resume`.addSuccess(Goal, { status: 202 }))
+  .addError(ApiError.Conflict)
+  .middleware(Authorization)
+{}
+
+export class DocsGroup extends HttpApiGroup.make("docs")
+  .add(
+    HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(
+      Schema.Unknown.annotations({ description: "The OpenAPI document of this API" })
+    )
+  )
+  .middleware(Authorization)
+{}
+
+/** The whole API. */
+export class Api extends HttpApi.make("rx")
+  .add(HealthGroup)
+  .add(GoalsGroup)
+  .add(DocsGroup)
+  .addError(ApiError.BadRequest)
+  .addError(ApiError.Forbidden)
+  .addError(ApiError.NotFound)
+  .addError(ApiError.PayloadTooLarge)
+  .addError(ApiError.Unavailable)
+  .addError(ApiError.InternalError)
+  .annotate(OpenApi.Title, "rx")
+  .annotate(OpenApi.Description, "Submit, follow, cancel and approve goals of the rx agent kernel.")
+{}
+
+/** The OpenAPI document of `Api`. */
+export const openApi = (): OpenApi.OpenAPISpec => OpenApi.fromApi(Api)

@@ -1,0 +1,274 @@
+/**
+ * The rx server: `Api` served on Node. Its routes only call the kernel (`Runner.submit`,
+ * `resume`, `cancel`, `approve`, `deny`), so a goal behaves over HTTP exactly as in the CLI.
+ * Goals run in the background, at most `concurrency` at once, the rest queued in order; at start
+ * every open goal that does not wait for a person is resumed; on shutdown the server stops
+ * taking goals, ends the event streams and interrupts the runs, whose goals stay open with
+ * `Suspended(shutdown)`.
+ *
+ * ```ts
+ * const server = Server.layer({ token, workspace: "/srv/projects" }).pipe(
+ *   Layer.provide(Toolbox.layer({ sandbox: "auto" })),
+ *   Layer.provide(OpenAiCompatible.layerNode({ baseUrl, model })),
+ *   Layer.provide(SqliteStore.layer({ filename: "rx.db" }))
+ * )
+ * Layer.launch(server).pipe(NodeRuntime.runMain)
+ * ```
+ */
+import { HttpApiBuilder, type HttpServerError, type HttpServerRequest, type OpenApi } from "@effect/platform"
+import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
+import { type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { createServer } from "node:http"
+import * as Api from "./Api.js"
+import { BadRequest, Conflict, InternalError, NotFound, Unauthorized, Unavailable } from "./ApiError.js"
+import * as Config from "./Config.js"
+import * as Toolbox from "./Toolbox.js"
+import * as Body from "./internal/body.js"
+import { Daemon } from "./internal/daemon.js"
+import * as Daemons from "./internal/daemon.js"
+import * as Events from "./internal/events.js"
+import * as Guard from "./internal/guard.js"
+import { shuttingDown } from "./internal/runs.js"
+import * as Views from "./internal/views.js"
+import * as Workspace from "./internal/workspace.js"
+
+/** Where a running server listens. */
+export class Server extends Context.Tag("@rx/server/Server")<Server, {
+  readonly host: string
+  readonly port: number
+  /** The base URL clients use, such as `http://127.0.0.1:7433`. */
+  readonly url: string
+}>() {}
+
+/** The server could not listen (the port is taken, the address is not this machine's). */
+export class ListenError extends Schema.TaggedError<ListenError>()("@rx/server/ListenError", {
+  host: Schema.String,
+  port: Schema.Number,
+  message: Schema.String
+}) {}
+
+/** The log failed: a 500 whose message says how. */
+const storeFailed = (error: StateStore.StoreError) => new InternalError({ message: `the goal log failed: ${error.message}` })
+
+/** A goal the kernel does not know. */
+const notFound = (goalId: string) => new NotFound({ goalId, message: `no goal with id ${goalId}` })
+
+/** The goal's summary, or `NotFound`. */
+const summaryOf = (goalId: string) =>
+  Effect.flatMap(StateStore.StateStore, (store) => store.goal(goalId)).pipe(
+    Effect.mapError(storeFailed),
+    Effect.flatMap(Option.match({ onNone: () => Effect.fail(notFound(goalId)), onSome: Effect.succeed }))
+  )
+
+/** How many ids `submit` tries when the derived one is taken (the same goal twice in one millisecond). */
+const idAttempts = 10
+
+const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
+  Effect.gen(function*() {
+    const daemon = yield* Daemon
+    const { config, runs } = daemon
+
+    const view = (goalId: string) =>
+      Views.one(goalId, runs.activity).pipe(Effect.catchTag("@rx/kernel/StoreError", (error) => Effect.fail(storeFailed(error))))
+
+    /** Queue the goal here, unless another process runs it (it obeys the new event itself). */
+    const goOn = (goalId: string) =>
+      Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const elsewhere = runs.activity(goalId) === "idle" && Option.isSome(yield* store.runner(goalId))
+        if (!elsewhere) yield* runs.admit(goalId)
+      }).pipe(Effect.ignore)
+
+    const submit = (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function*() {
+        if (!runs.accepting()) return yield* shuttingDown()
+        const input = yield* Body.decode(request, Api.SubmitRequest, config.maxBodyBytes)
+        const workspace = yield* Workspace.resolve(daemon.root, input.workspace)
+        const slot = yield* runs.reserve
+        const toolbox = yield* Toolbox.Toolbox
+        const registry = yield* toolbox.registry(workspace).pipe(
+          Effect.mapError((error) => new Unavailable({ reason: "tools", message: `the tools cannot be set up: ${error.message}` }))
+        )
+        const options = { ...input.options, metadata: { ...config.metadata, workspace } }
+        const instructions = input.instructions === undefined ? {} : { instructions: input.instructions }
+        const base = Runner.deriveGoalId(input.goal, yield* Clock.currentTimeMillis)
+        const attempt = (n: number): Effect.Effect<string, Runner.RunError, StateStore.StateStore> =>
+          Runner.submit({ goal: input.goal, options, ...instructions, goalId: n === 0 ? base : `${base}-${n}` }).pipe(
+            Effect.catchTag("@rx/kernel/GoalBusy", (busy) => (n + 1 < idAttempts ? attempt(n + 1) : Effect.fail(busy))),
+            Effect.provideService(ToolRegistry.ToolRegistry, registry)
+          )
+        // Recorded (durable) before the reply; the run starts now or waits in the queue.
+        const goalId = yield* attempt(0).pipe(
+          Effect.catchTags({
+            "@rx/kernel/InvalidGoal": (error) => Effect.fail(new BadRequest({ field: "goal", message: error.message })),
+            "@rx/kernel/InvalidOptions": (error) => Effect.fail(new BadRequest({ field: "options", message: error.message })),
+            "@rx/kernel/GoalBusy": (error) => Effect.fail(new Conflict({ goalId: error.goalId, message: error.message })),
+            "@rx/kernel/UnsupportedBehaviour": (error) => Effect.fail(new InternalError({ message: error.message })),
+            "@rx/kernel/StoreError": (error) => Effect.fail(storeFailed(error))
+          })
+        )
+        yield* runs.admit(goalId, { slot }).pipe(Effect.ignore)
+        return { goalId }
+      }).pipe(Effect.scoped)
+
+    const cancel = (goalId: string) =>
+      Effect.gen(function*() {
+        const outcome = yield* Runner.cancel(goalId, "cancelled over HTTP").pipe(
+          Effect.catchTags({
+            "@rx/kernel/GoalNotFound": () => Effect.fail(notFound(goalId)),
+            "@rx/kernel/StoreError": (error) => Effect.fail(storeFailed(error))
+          })
+        )
+        if (outcome === "already_terminated") return yield* new Conflict({ goalId, message: `goal ${goalId} has already terminated` })
+        // A goal nobody runs is cancelled when it runs next: now.
+        yield* goOn(goalId)
+        return yield* view(goalId)
+      })
+
+    const decide = (goalId: string, callId: string, request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function*() {
+        const decision = yield* Body.decode(request, Api.Decision, config.maxBodyBytes)
+        const by = config.approver
+        const outcome = yield* (decision.approve
+          ? Runner.approve(goalId, by, callId)
+          : Runner.deny(goalId, by, decision.reason ?? "denied over HTTP", callId)).pipe(
+            Effect.catchTags({
+              "@rx/kernel/GoalNotFound": () => Effect.fail(notFound(goalId)),
+              "@rx/kernel/NothingToDecide": (error) => Effect.fail(new Conflict({ goalId, message: error.message })),
+              "@rx/kernel/StoreError": (error) => Effect.fail(storeFailed(error))
+            })
+          )
+        if (outcome === "already_terminated") return yield* new Conflict({ goalId, message: `goal ${goalId} has terminated; there is nothing to decide` })
+        // The decision is recorded; the goal goes on here (an approved call runs exactly as requested).
+        yield* goOn(goalId)
+        return yield* view(goalId)
+      })
+
+    const resume = (goalId: string) =>
+      Effect.gen(function*() {
+        const summary = yield* summaryOf(goalId)
+        if (summary.status === "terminated") return yield* new Conflict({ goalId, message: `goal ${goalId} has terminated (${summary.reason ?? "?"})` })
+        const state = yield* Runner.restore(goalId).pipe(Effect.mapError(storeFailed))
+        if (Views.waitsForPerson(state) && state.awaiting !== null) {
+          return yield* new Conflict({
+            goalId,
+            message: `goal ${goalId} waits for a decision on call ${state.awaiting.callId} (${state.awaiting.tool}): POST /v1/goals/${goalId}/approvals/${state.awaiting.callId}`
+          })
+        }
+        const store = yield* StateStore.StateStore
+        const holder = yield* store.runner(goalId).pipe(Effect.mapError(storeFailed))
+        if (runs.activity(goalId) === "idle" && Option.isSome(holder)) {
+          return yield* new Conflict({ goalId, message: `goal ${goalId} is being run elsewhere (${holder.value})` })
+        }
+        if ((yield* Workspace.recorded(daemon.root, state.options.metadata["workspace"])) === undefined) {
+          return yield* new Conflict({ goalId, message: `goal ${goalId} works in a folder outside this server's workspace root; it is not run here` })
+        }
+        yield* runs.admit(goalId)
+        return yield* view(goalId)
+      })
+
+    const events = (
+      goalId: string,
+      after: number | undefined,
+      accept: string | undefined,
+      request: HttpServerRequest.HttpServerRequest
+    ) =>
+      Effect.gen(function*() {
+        yield* daemon.subscribers.acquire
+        return yield* Events.respond({
+          goalId,
+          after,
+          sse: accept !== undefined && accept.toLowerCase().includes("text/event-stream"),
+          buffer: config.subscriberBuffer,
+          stallMs: config.subscriberStallMs,
+          closing: daemon.closing,
+          disconnect: Effect.sync(() => void NodeHttpServerRequest.toServerResponse(request).destroy())
+        })
+      })
+
+    return handlers
+      .handleRaw("submit", ({ request }) => submit(request))
+      .handle("list", ({ urlParams }) => Views.page(urlParams, runs.activity).pipe(Effect.catchTag("@rx/kernel/StoreError", (e) => Effect.fail(storeFailed(e)))))
+      .handle("get", ({ path }) => view(path.id))
+      .handle("events", ({ headers, path, request, urlParams }) => events(path.id, headers["last-event-id"] ?? urlParams.from, headers.accept, request))
+      .handle("cancel", ({ path }) => cancel(path.id))
+      .handleRaw("decide", ({ path, request }) => decide(path.id, path.callId, request))
+      .handle("resume", ({ path }) => resume(path.id))
+  }))
+
+const healthHandlers = HttpApiBuilder.group(Api.Api, "health", (handlers) =>
+  Effect.map(Daemon, (daemon) =>
+    handlers.handle("health", () => (daemon.runs.accepting() ? Effect.succeed({ status: "ok" as const }) : Effect.fail(shuttingDown())))))
+
+const docsHandlers = HttpApiBuilder.group(Api.Api, "docs", (handlers) => {
+  let spec: OpenApi.OpenAPISpec | undefined
+  return handlers.handle("openapi", () => Effect.sync(() => (spec ??= Api.openApi())))
+})
+
+const authorization = Layer.effect(
+  Api.Authorization,
+  Effect.map(Daemon, (daemon) =>
+    Api.Authorization.of({
+      bearer: (token) =>
+        Guard.tokenMatches(token, daemon.config.token)
+          ? Effect.void
+          : Effect.fail(new Unauthorized({ message: "this route needs the server's token: Authorization: Bearer <token>" }))
+    }))
+)
+
+const guard = HttpApiBuilder.middleware(Api.Api, Effect.map(Daemon, (daemon) => Guard.middleware(daemon)))
+
+/** Stop before the routes go: new requests get 503, streams end, runs are interrupted and recorded. */
+const drainFirst = Layer.scopedDiscard(Effect.flatMap(Daemon, (daemon) => Effect.addFinalizer(() => daemon.drain)))
+
+/** The HTTP server, closing every connection still open once the drain has had its time. */
+const listen = (config: Config.Config) =>
+  Layer.suspend(() => {
+      const node = createServer({ requestTimeout: 60_000 })
+      const force = Effect.sync(() => {
+        node.closeIdleConnections()
+        setTimeout(() => node.closeAllConnections(), config.shutdownTimeoutMs).unref()
+      })
+      // Built after the server, so released before it: the server is then closed with no connection left waiting.
+      return Layer.scopedDiscard(Effect.addFinalizer(() => force)).pipe(
+        Layer.provideMerge(NodeHttpServer.layer(() => node, { host: config.host, port: config.port }))
+      ).pipe(
+        Layer.mapError((error: HttpServerError.ServeError) =>
+          new ListenError({
+            host: config.host,
+            port: config.port,
+            message: `cannot listen on ${config.host}:${config.port}: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}`
+          })
+        )
+      )
+    })
+
+/**
+ * The server, listening on `config.host:config.port` until the Layer's scope closes. It needs the
+ * goal log (`StateStore`), the model (`LanguageModel`, the server's own: a request cannot choose
+ * another) and the tools of each workspace (`Toolbox`).
+ */
+export const layer = (
+  input: Config.Input
+): Layer.Layer<Server, Config.InvalidConfig | ListenError, StateStore.StateStore | LanguageModel.LanguageModel | Toolbox.Toolbox> =>
+  Layer.unwrapEffect(
+    Effect.map(Config.decode(input), (config) => {
+      const api = HttpApiBuilder.api(Api.Api).pipe(
+        Layer.provide(Layer.mergeAll(goalsHandlers, healthHandlers, docsHandlers)),
+        Layer.provide(authorization)
+      )
+      const serve = HttpApiBuilder.serve().pipe(Layer.provide(api), Layer.provide(guard))
+      const address = Layer.effect(
+        Server,
+        Effect.map(Daemon, (daemon) => {
+          const host = daemon.host.includes(":") ? `[${daemon.host}]` : daemon.host
+          return { host: daemon.host, port: daemon.port, url: `http://${host}:${daemon.port}` }
+        })
+      )
+      return Layer.merge(address, drainFirst.pipe(Layer.provide(serve))).pipe(
+        Layer.provide(Daemons.layer(config)),
+        Layer.provide(listen(config))
+      )
+    })
+  )

@@ -1,0 +1,133 @@
+/**
+ * The server's state, shared by its routes: the configuration, the workspace root, the hosts it
+ * answers, the runs and the followers of events. Built once the HTTP server listens (its port is
+ * known); at start it queues every open goal that does not wait for a person; `drain` stops it.
+ */
+import { FileSystem, HttpServer, Path } from "@effect/platform"
+import { LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { Context, Deferred, Effect, Layer, Option } from "effect"
+import type * as Config from "../Config.js"
+import { InvalidConfig } from "../Config.js"
+import * as Toolbox from "../Toolbox.js"
+import { makeSubscribers } from "./events.js"
+import { hostsOf, originsOf } from "./guard.js"
+import * as Runs from "./runs.js"
+import { waitsForPerson } from "./views.js"
+import * as Workspace from "./workspace.js"
+
+export interface Service {
+  readonly config: Config.Config
+  /** The workspace root, as a real path. */
+  readonly root: string
+  /** Where the server listens. */
+  readonly host: string
+  readonly port: number
+  /** The Host header values and Origins the server answers. */
+  readonly hosts: ReadonlySet<string>
+  readonly origins: ReadonlySet<string>
+  readonly runs: Runs.Runs
+  readonly subscribers: ReturnType<typeof makeSubscribers>
+  /** Completed when the server starts shutting down: every event stream ends. */
+  readonly closing: Deferred.Deferred<void>
+  /** Stop: refuse new goals, end the event streams, interrupt the runs (each records `Suspended(shutdown)`). */
+  readonly drain: Effect.Effect<void>
+}
+
+export class Daemon extends Context.Tag("@rx/server/internal/Daemon")<Daemon, Service>() {}
+
+type Requirements =
+  | HttpServer.HttpServer
+  | StateStore.StateStore
+  | LanguageModel.LanguageModel
+  | Toolbox.Toolbox
+  | FileSystem.FileSystem
+  | Path.Path
+
+export const layer = (config: Config.Config): Layer.Layer<Daemon, InvalidConfig, Requirements> =>
+  Layer.scoped(
+    Daemon,
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const path = yield* Path.Path
+      const context = yield* Effect.context<StateStore.StateStore | LanguageModel.LanguageModel | FileSystem.FileSystem | Path.Path>()
+      const toolbox = yield* Toolbox.Toolbox
+      const root = yield* Effect.gen(function*() {
+        const real = yield* fs.realPath(path.resolve(config.workspace))
+        return (yield* fs.stat(real)).type === "Directory" ? Option.some(real) : Option.none()
+      }).pipe(
+        Effect.orElseSucceed(() => Option.none<string>()),
+        Effect.flatMap(Option.match({
+          onNone: () => new InvalidConfig({ message: `the workspace root ${config.workspace} is not a folder` }),
+          onSome: Effect.succeed
+        }))
+      )
+      const server = yield* HttpServer.HttpServer
+      const port = server.address._tag === "TcpAddress" ? server.address.port : config.port
+
+      /** Run one goal until it ends or suspends, with the tools of its recorded workspace. */
+      const run = (goalId: string): Effect.Effect<void> =>
+        Effect.gen(function*() {
+          const state = yield* Runner.restore(goalId)
+          if (state.seq === 0 || state.terminated !== null) return
+          const workspace = yield* Workspace.recorded(root, state.options.metadata["workspace"])
+          if (workspace === undefined) {
+            return yield* Effect.logWarning(`goal ${goalId} is not run here: its workspace is not a folder inside ${root}`)
+          }
+          const registry = yield* toolbox.registry(workspace)
+          const result = yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
+          yield* Effect.logInfo(`goal ${goalId} ${result.status} (${result.reason})`)
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(context),
+          Effect.catchAll((error) => Effect.logWarning(`goal ${goalId} stopped: ${error.message}`)),
+          Effect.catchAllDefect((defect) => Effect.logError(`goal ${goalId} failed unexpectedly`, defect)),
+          Effect.annotateLogs("goalId", goalId)
+        )
+
+      const runs = yield* Runs.make({ concurrency: config.concurrency, maxQueued: config.maxQueued, run })
+      const closing = yield* Deferred.make<void>()
+
+      /** Queue every open goal that can go on without a person, oldest first, unless another process runs it. */
+      const resumeOpen = Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        const open = yield* store.goals({ status: "open" })
+        for (const summary of [...open].reverse()) {
+          const { goalId } = summary
+          const state = yield* Runner.restore(goalId)
+          if (waitsForPerson(state)) continue
+          if ((yield* Workspace.recorded(root, state.options.metadata["workspace"])) === undefined) continue
+          if (Option.isSome(yield* store.runner(goalId))) continue
+          yield* runs.admit(goalId, { force: true }).pipe(Effect.ignore)
+        }
+      }).pipe(
+        Effect.provide(context),
+        Effect.catchAll((error) => Effect.logError(`the open goals could not be resumed: ${error.message}`))
+      )
+      if (config.resumeOnStart) yield* Effect.forkScoped(Effect.interruptible(resumeOpen))
+
+      const drain = Effect.gen(function*() {
+        yield* Deferred.succeed(closing, undefined)
+        yield* runs.stop
+      }).pipe(
+        Effect.timeoutOption(config.shutdownTimeoutMs),
+        Effect.flatMap(Option.match({
+          onNone: () => Effect.logWarning(`the runs did not stop within ${config.shutdownTimeoutMs} ms`),
+          onSome: () => Effect.void
+        }))
+      )
+
+      const hosts = hostsOf(config.host, port, config.allowedHosts)
+      return Daemon.of({
+        config,
+        root,
+        host: config.host,
+        port,
+        hosts,
+        origins: originsOf(hosts),
+        runs,
+        subscribers: makeSubscribers(config.maxSubscribers),
+        closing,
+        drain
+      })
+    })
+  )

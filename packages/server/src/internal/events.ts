@@ -1,0 +1,126 @@
+/**
+ * A goal's events over HTTP, from the store's change stream: JSON lines (`Event.encodeJson`, as
+ * `rx events` prints), or Server-Sent Events whose `id` is the seq, so `Last-Event-ID` resumes
+ * exactly after the last event a client saw. The response ends after `Terminated`.
+ *
+ * Each follower has a bounded buffer between the log and its connection. A client that reads
+ * slower than the log grows is waited for while the buffer has room (the log is read no further
+ * meanwhile); a client that takes nothing for `stallMs` with its buffer full is disconnected (it
+ * may reconnect where it stopped). Nothing is ever buffered without limit.
+ */
+import * as Sse from "@effect/experimental/Sse"
+import { HttpServerResponse } from "@effect/platform"
+import { Event, StateStore } from "@rx/kernel"
+import { Deferred, Effect, Exit, Option, Queue, type Scope, Stream } from "effect"
+import { NotFound, Unavailable } from "../ApiError.js"
+
+/** A count of followers, bounded: a follower holds a place for as long as its response lasts. */
+export const makeSubscribers = (max: number) => {
+  let count = 0
+  return {
+    /** A place for this request's response, given back when its scope (the request's) closes. */
+    acquire: Effect.acquireRelease(
+      Effect.suspend(() => {
+        if (count >= max) {
+          return Effect.fail(new Unavailable({ reason: "too_many_subscribers", message: `${max} clients are following events already; try again later` }))
+        }
+        count++
+        return Effect.void
+      }),
+      () => Effect.sync(() => void count--)
+    ),
+    count: () => count
+  }
+}
+
+export interface Follow {
+  readonly goalId: string
+  /** The last seq the client has (`Last-Event-ID`, `?from=`); events after it follow. */
+  readonly after: number | undefined
+  readonly sse: boolean
+  /** Events buffered for this client. */
+  readonly buffer: number
+  /** How long a client may take nothing with its buffer full before it is disconnected. */
+  readonly stallMs: number
+  /** Completed when the server shuts down: every stream ends. */
+  readonly closing: Deferred.Deferred<void>
+  /** Close the client's connection (a response blocked on a full socket cannot end otherwise). */
+  readonly disconnect: Effect.Effect<void>
+}
+
+/** SSE comments at this interval keep proxies from closing a quiet stream. */
+const keepAlive = "15 seconds"
+
+const encoder = new TextEncoder()
+
+const line = (event: Event.Event) => `${Event.encodeJson(event)}\n`
+const sseEvent = (event: Event.Event) =>
+  Sse.encoder.write({ _tag: "Event", event: "message", id: String(event.seq), data: Event.encodeJson(event) })
+
+/** The response following a goal's events. */
+export const respond = (follow: Follow): Effect.Effect<HttpServerResponse.HttpServerResponse, NotFound, StateStore.StateStore> =>
+  Effect.gen(function*() {
+    const store = yield* StateStore.StateStore
+    const summary = yield* store.goal(follow.goalId).pipe(Effect.orElseSucceed(() => Option.none()))
+    if (Option.isNone(summary)) return yield* new NotFound({ goalId: follow.goalId, message: `no goal with id ${follow.goalId}` })
+    const from = follow.after === undefined ? 0 : follow.after + 1
+    // An EventSource reconnects after every end, unless told 204: nothing will ever follow.
+    if (follow.sse && summary.value.status === "terminated" && from >= summary.value.nextSeq) {
+      return HttpServerResponse.empty({ status: 204 })
+    }
+    const events = Stream.unwrapScoped(pump(store, follow, from))
+    const body = follow.sse
+      ? Stream.merge(
+        Stream.map(events, sseEvent),
+        Stream.tick(keepAlive).pipe(Stream.drop(1), Stream.as(": keep-alive\n\n")),
+        { haltStrategy: "left" }
+      )
+      : Stream.map(events, line)
+    return HttpServerResponse.stream(Stream.map(body, (text) => encoder.encode(text)), {
+      contentType: follow.sse ? "text/event-stream" : "application/x-ndjson",
+      headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+    })
+  })
+
+/**
+ * The log's events from `from`, through a bounded buffer: a fiber reads the change stream into
+ * it; the response takes from it. The stream ends after `Terminated`, when the server closes,
+ * when the log cannot be read, or when the client stalls.
+ */
+const pump = (
+  store: StateStore.Service,
+  follow: Follow,
+  from: number
+): Effect.Effect<Stream.Stream<Event.Event>, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const buffer = yield* Queue.bounded<Event.Event>(follow.buffer)
+    // Completed when the reader stops early (a stalled client, a log that cannot be read): the response ends at once.
+    const stop = yield* Deferred.make<void>()
+    yield* store.changes(follow.goalId, from).pipe(
+      Stream.takeUntil((event) => event._tag === "Terminated"),
+      Stream.runForEach((event) =>
+        Effect.flatMap(
+          Effect.timeoutOption(Queue.offer(buffer, event), follow.stallMs),
+          (offered) => (Option.isSome(offered) ? Effect.void : Effect.fail("stalled" as const))
+        )
+      ),
+      Effect.tapError((error) =>
+        error === "stalled"
+          ? Effect.zipRight(
+            Effect.logWarning(`a client following goal ${follow.goalId} took nothing for ${follow.stallMs} ms with its buffer full: disconnected`),
+            follow.disconnect
+          )
+          : Effect.logError(`the events of goal ${follow.goalId} could not be read: ${error.message}`)
+      ),
+      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Deferred.succeed(stop, undefined))),
+      Effect.ignore,
+      // Forked while the stream acquires its resources (uninterruptibly): made interruptible, or closing would wait for it.
+      Effect.interruptible,
+      Effect.forkScoped
+    )
+    return Stream.fromQueue(buffer).pipe(
+      Stream.takeUntil((event) => event._tag === "Terminated"),
+      Stream.interruptWhen(Deferred.await(follow.closing)),
+      Stream.interruptWhen(Deferred.await(stop))
+    )
+  })

@@ -1,0 +1,92 @@
+/**
+ * Goals as the API shows them: the store's summary, with what only the log says of an open goal
+ * (why it is suspended, the call awaiting approval) folded from it, and the server's activity.
+ * Listing pages through the store's order (newest first) with an opaque cursor.
+ */
+import { type GoalSummary, Runner, type State, StateStore } from "@rx/kernel"
+import { Effect, Either, Option, Schema } from "effect"
+import type * as Api from "../Api.js"
+import { BadRequest, NotFound } from "../ApiError.js"
+
+/** Whether an open goal waits for a person: a call awaits a decision and no cancel came. */
+export const waitsForPerson = (state: State.State): boolean =>
+  state.terminated === null && state.awaiting !== null && state.awaiting.decision === null && state.cancelRequested === null
+
+const statusOf = (state: State.State): Api.GoalStatus =>
+  state.terminated !== null ? "terminated" : waitsForPerson(state) ? "waiting" : "open"
+
+/** The view of a goal from its summary and, for an open goal or when asked, its folded State. */
+const view = (
+  summary: GoalSummary.GoalSummary,
+  state: State.State | undefined,
+  activity: Api.Activity
+): Api.Goal => {
+  const awaiting = state?.awaiting
+  return {
+    goalId: summary.goalId,
+    goal: summary.goal,
+    status: state === undefined ? summary.status : statusOf(state),
+    activity,
+    iterations: summary.iterations,
+    nextSeq: summary.nextSeq,
+    reason: summary.reason,
+    ...(state === undefined || state.terminated === null ? {} : { detail: state.terminated.detail }),
+    suspended: state?.suspended ?? null,
+    approval: awaiting === undefined || awaiting === null || awaiting.decision !== null
+      ? null
+      : { callId: awaiting.callId, tool: awaiting.tool, input: awaiting.input },
+    submittedAt: summary.submittedAt,
+    updatedAt: summary.updatedAt
+  }
+}
+
+/** One goal, with its `Terminated` detail; `NotFound` for an unknown id. */
+export const one = (goalId: string, activity: (goalId: string) => Api.Activity) =>
+  Effect.gen(function*() {
+    const store = yield* StateStore.StateStore
+    const summary = yield* store.goal(goalId)
+    if (Option.isNone(summary)) return yield* new NotFound({ goalId, message: `no goal with id ${goalId}` })
+    const state = yield* Runner.restore(goalId)
+    return view(summary.value, state, activity(goalId))
+  })
+
+/** Where a page ends: the last goal's submission time and id, in the store's order. */
+const Cursor = Schema.Tuple(Schema.Number, Schema.String)
+const CursorText = Schema.compose(Schema.StringFromBase64Url, Schema.parseJson(Cursor))
+const encodeCursor = Schema.encodeSync(CursorText)
+const decodeCursor = Schema.decodeUnknownEither(CursorText)
+
+/** Whether `summary` comes after the cursor in the store's order (newest first, then by id, descending). */
+const after = ([at, id]: typeof Cursor.Type) => (summary: GoalSummary.GoalSummary) =>
+  summary.submittedAt < at || (summary.submittedAt === at && summary.goalId < id)
+
+/** A page of goals with `status`, newest first, after `cursor`. */
+export const page = (
+  params: { readonly status?: Api.GoalStatus | undefined; readonly limit: number; readonly cursor?: string | undefined },
+  activity: (goalId: string) => Api.Activity
+) =>
+  Effect.gen(function*() {
+    const store = yield* StateStore.StateStore
+    const cursor = params.cursor === undefined ? undefined : decodeCursor(params.cursor)
+    if (cursor !== undefined && Either.isLeft(cursor)) {
+      return yield* new BadRequest({ field: "cursor", message: "cursor: not a cursor this server gave" })
+    }
+    const position = cursor === undefined ? undefined : cursor.right
+    const stored = yield* store.goals(params.status === undefined ? {} : { status: params.status === "terminated" ? "terminated" : "open" })
+    const candidates = position === undefined ? stored : stored.filter(after(position))
+    const goals: Array<Api.Goal> = []
+    let more = false
+    for (const summary of candidates) {
+      // Only an open goal's log says whether it waits for a person.
+      const state = summary.status === "open" ? yield* Runner.restore(summary.goalId) : undefined
+      const goal = view(summary, state, activity(summary.goalId))
+      if (params.status !== undefined && goal.status !== params.status) continue
+      if (goals.length === params.limit) {
+        more = true
+        break
+      }
+      goals.push(goal)
+    }
+    const last = goals[goals.length - 1]
+    return { goals, cursor: more && last !== undefined ? encodeCursor([last.submittedAt, last.goalId]) : null } satisfies Api.GoalPage
+  })
