@@ -225,24 +225,23 @@ const drainFirst = Layer.scopedDiscard(Effect.flatMap(Daemon, (daemon) => Effect
 /** The HTTP server, closing every connection still open once the drain has had its time. */
 const listen = (config: Config.Config) =>
   Layer.suspend(() => {
-      const node = createServer({ requestTimeout: 60_000 })
-      const force = Effect.sync(() => {
-        node.closeIdleConnections()
-        setTimeout(() => node.closeAllConnections(), config.shutdownTimeoutMs).unref()
-      })
-      // Built after the server, so released before it: the server is then closed with no connection left waiting.
-      return Layer.scopedDiscard(Effect.addFinalizer(() => force)).pipe(
-        Layer.provideMerge(NodeHttpServer.layer(() => node, { host: config.host, port: config.port }))
-      ).pipe(
-        Layer.mapError((error: HttpServerError.ServeError) =>
-          new ListenError({
-            host: config.host,
-            port: config.port,
-            message: `cannot listen on ${config.host}:${config.port}: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}`
-          })
-        )
-      )
+    const node = createServer({ requestTimeout: 60_000 })
+    const force = Effect.sync(() => {
+      node.closeIdleConnections()
+      setTimeout(() => node.closeAllConnections(), config.shutdownTimeoutMs).unref()
     })
+    // Built after the server, so released before it: the server is then closed with no connection left waiting.
+    return Layer.scopedDiscard(Effect.addFinalizer(() => force)).pipe(
+      Layer.provideMerge(NodeHttpServer.layer(() => node, { host: config.host, port: config.port })),
+      Layer.mapError((error: HttpServerError.ServeError) =>
+        new ListenError({
+          host: config.host,
+          port: config.port,
+          message: `cannot listen on ${config.host}:${config.port}: ${error.cause instanceof Error ? error.cause.message : String(error.cause)}`
+        })
+      )
+    )
+  })
 
 /**
  * The server, listening on `config.host:config.port` until the Layer's scope closes. It needs the

@@ -85,15 +85,21 @@ export interface Call {
   readonly method?: "GET" | "POST"
   readonly body?: unknown
   readonly raw?: string
+  /** A body sent chunked, with no Content-Length. */
+  readonly chunked?: string
   readonly headers?: Readonly<Record<string, string>>
   /** The bearer token; `null` sends none. */
   readonly token?: string | null
 }
 
-const request = (url: string, { body, headers = {}, method = "GET", raw, token: given = token }: Call) => {
+const request = (url: string, { body, chunked, headers = {}, method = "GET", raw, token: given = token }: Call) => {
   let req = HttpClientRequest.make(method)(url).pipe(HttpClientRequest.setHeaders(headers))
   if (given !== null) req = HttpClientRequest.bearerToken(req, given)
-  if (raw !== undefined) req = HttpClientRequest.bodyText(req, raw, "application/json")
+  if (chunked !== undefined) {
+    const bytes = new TextEncoder().encode(chunked)
+    // Two chunks, so it is a stream of its own, not one buffer with a length.
+    req = HttpClientRequest.bodyStream(req, Stream.make(bytes.slice(0, 10), bytes.slice(10)), { contentType: "application/json" })
+  } else if (raw !== undefined) req = HttpClientRequest.bodyText(req, raw, "application/json")
   else if (body !== undefined) req = HttpClientRequest.bodyUnsafeJson(req, body)
   return req
 }

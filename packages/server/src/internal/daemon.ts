@@ -105,15 +105,14 @@ export const layer = (config: Config.Config): Layer.Layer<Daemon, InvalidConfig,
       )
       if (config.resumeOnStart) yield* Effect.forkScoped(Effect.interruptible(resumeOpen))
 
-      const drain = Effect.gen(function*() {
-        yield* Deferred.succeed(closing, undefined)
-        yield* runs.stop
-      }).pipe(
+      // Runs first (new goals are refused from the start), then the event streams end.
+      const drain = runs.stop.pipe(
         Effect.timeoutOption(config.shutdownTimeoutMs),
         Effect.flatMap(Option.match({
           onNone: () => Effect.logWarning(`the runs did not stop within ${config.shutdownTimeoutMs} ms`),
           onSome: () => Effect.void
-        }))
+        })),
+        Effect.ensuring(Deferred.succeed(closing, undefined))
       )
 
       const hosts = hostsOf(config.host, port, config.allowedHosts)

@@ -17,16 +17,16 @@ export const tokenMatches = (given: Redacted.Redacted, token: Redacted.Redacted)
 
 /** The Host header values this server answers: its listen host, 127.0.0.1 and localhost, with its port, and any allowed. */
 export const hostsOf = (listen: string, port: number, allowed: ReadonlyArray<string>): ReadonlySet<string> => {
-  const bracket = (host: string) => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
-  const names = [listen, "127.0.0.1", "localhost", ...allowed].map((name) => bracket(name.toLowerCase()))
   const hosts = new Set<string>()
-  for (const name of names) {
-    // An allowed name given with its port stands as is; the others get this server's port.
-    if (/:\d+$/.test(name)) hosts.add(name)
-    else {
-      hosts.add(`${name}:${port}`)
-      if (port === 80) hosts.add(name)
+  for (const entry of [listen, "127.0.0.1", "localhost", ...allowed].map((name) => name.toLowerCase())) {
+    // `name:port` and `[v6]:port` stand as given; a bare name or address gets this server's port.
+    if (/^[^:]+:\d+$/.test(entry) || /^\[[^\]]+\]:\d+$/.test(entry)) {
+      hosts.add(entry)
+      continue
     }
+    const name = entry.includes(":") && !entry.startsWith("[") ? `[${entry}]` : entry
+    hosts.add(`${name}:${port}`)
+    if (port === 80) hosts.add(name)
   }
   return hosts
 }
