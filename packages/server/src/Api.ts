@@ -79,13 +79,17 @@ export const GoalPage = Schema.Struct({
 }).annotations({ identifier: "GoalPage" })
 export type GoalPage = typeof GoalPage.Type
 
-const count = Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())
+/** A seq in a query parameter or header. */
+const seq = (description: string) => Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative()).annotations({ description })
 
 /** `GET /v1/goals?status=&limit=&cursor=`. */
 export const ListParams = Schema.Struct({
   status: Schema.optional(GoalStatus),
-  limit: Schema.optionalWith(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500)), { default: () => 50 }),
-  cursor: Schema.optional(Schema.String)
+  limit: Schema.optionalWith(
+    Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500)).annotations({ description: "Goals per page, 1 to 500 (default 50)" }),
+    { default: () => 50 }
+  ),
+  cursor: Schema.optional(Schema.String.annotations({ description: "The `cursor` of the previous page" }))
 })
 
 /** `POST /v1/goals/{id}/approvals/{callId}`: run the call exactly as requested, or deny it (the model is told `reason`). */
@@ -96,12 +100,14 @@ export const Decision = Schema.Struct({
 export type Decision = typeof Decision.Type
 
 /** `?from=<seq>`: the events after that seq, as `Last-Event-ID` does (which wins when both are given). */
-export const EventsParams = Schema.Struct({ from: Schema.optional(count) })
+export const EventsParams = Schema.Struct({
+  from: Schema.optional(seq("The last seq the client has: the events after it follow (as with Last-Event-ID)"))
+})
 
 /** `Accept: text/event-stream` asks for Server-Sent Events; `Last-Event-ID` resumes after that seq. */
 export const EventsHeaders = Schema.Struct({
-  accept: Schema.optional(Schema.String),
-  "last-event-id": Schema.optional(count)
+  accept: Schema.optional(Schema.String.annotations({ description: "text/event-stream for Server-Sent Events; JSON lines otherwise" })),
+  "last-event-id": Schema.optional(seq("The last seq the client has: the events after it follow"))
 })
 
 /** A goal's events: one JSON line each (`Event.encodeJson`, as `rx events` prints), or Server-Sent Events. */
@@ -165,6 +171,7 @@ export class Api extends HttpApi.make("rx")
   .addError(ApiError.Unavailable)
   .addError(ApiError.InternalError)
   .annotate(OpenApi.Title, "rx")
+  .annotate(OpenApi.Version, "1")
   .annotate(OpenApi.Description, "Submit, follow, cancel and approve goals of the rx agent kernel.")
 {}
 

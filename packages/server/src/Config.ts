@@ -29,7 +29,7 @@ export const Config = Schema.Struct({
   subscriberBuffer: positive(1_024),
   /** A follower that takes nothing for this long with its buffer full is disconnected (it may reconnect with `Last-Event-ID`). */
   subscriberStallMs: positive(30_000),
-  /** At shutdown, how long runs and streams get to stop before connections are closed regardless. */
+  /** At shutdown, how long the runs get to stop and record it; connections still open 2 s after are closed regardless. */
   shutdownTimeoutMs: positive(5_000),
   /** Resume every open goal that does not wait for a person when the server starts. */
   resumeOnStart: Schema.optionalWith(Schema.Boolean, { default: () => true }),

@@ -222,13 +222,16 @@ const guard = HttpApiBuilder.middleware(Api.Api, Effect.map(Daemon, (daemon) => 
 /** Stop before the routes go: new requests get 503, streams end, runs are interrupted and recorded. */
 const drainFirst = Layer.scopedDiscard(Effect.flatMap(Daemon, (daemon) => Effect.addFinalizer(() => daemon.drain)))
 
+/** Connections still open this long after the drain (a request stuck mid-way) are closed regardless. */
+const connectionGrace = 2_000
+
 /** The HTTP server, closing every connection still open once the drain has had its time. */
 const listen = (config: Config.Config) =>
   Layer.suspend(() => {
     const node = createServer({ requestTimeout: 60_000 })
     const force = Effect.sync(() => {
       node.closeIdleConnections()
-      setTimeout(() => node.closeAllConnections(), config.shutdownTimeoutMs).unref()
+      setTimeout(() => node.closeAllConnections(), connectionGrace).unref()
     })
     // Built after the server, so released before it: the server is then closed with no connection left waiting.
     return Layer.scopedDiscard(Effect.addFinalizer(() => force)).pipe(

@@ -1,11 +1,14 @@
 /**
  * The tools of each goal. Goals submitted over HTTP each have their own workspace (a folder
  * inside the server's root), so the server asks the `Toolbox` for a `ToolRegistry` per
- * workspace, when a goal is submitted (its tool specs are recorded) and each time it runs.
+ * workspace: when a goal is submitted (its tool specs are recorded) and each time it runs.
+ * A registry is built once per workspace and shared by the goals working there (the built-in
+ * tools serve concurrent calls); it is dropped some time after it was built, or when more
+ * workspaces are in use than the toolbox keeps.
  */
 import { ToolRegistry } from "@rx/kernel"
 import { Builtins, type Config as ToolsConfig } from "@rx/tools"
-import { Context, Effect, Layer, Schema, type Scope } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Schema, type Scope, ScopedCache } from "effect"
 
 /** The tools for a workspace could not be set up (an invalid config, a sandbox that is required but unusable). */
 export class ToolboxError extends Schema.TaggedError<ToolboxError>()("@rx/server/ToolboxError", {
@@ -14,28 +17,49 @@ export class ToolboxError extends Schema.TaggedError<ToolboxError>()("@rx/server
 }) {}
 
 export interface Service {
-  /** The registry of goals working in `workspace` (an absolute path inside the root), for as long as the scope lasts. */
+  /** The registry of goals working in `workspace` (an absolute path inside the root), valid while the scope lasts. */
   readonly registry: (workspace: string) => Effect.Effect<ToolRegistry.Service, ToolboxError, Scope.Scope>
 }
 
 export class Toolbox extends Context.Tag("@rx/server/Toolbox")<Toolbox, Service>() {}
 
-/** A toolbox from any registry Layer built per workspace (your own tools, test tools). */
-export const make = <E extends { readonly message: string }>(
-  build: (workspace: string) => Layer.Layer<ToolRegistry.ToolRegistry, E>
-): Service =>
-  Toolbox.of({
-    registry: (workspace) =>
-      Layer.build(build(workspace)).pipe(
-        Effect.map((context) => Context.get(context, ToolRegistry.ToolRegistry)),
-        Effect.mapError((error) => new ToolboxError({ workspace, message: error.message }))
-      )
-  })
+/** How many workspaces' registries are kept, and for how long after each was built. */
+export interface Options {
+  readonly capacity?: number
+  readonly timeToLive?: Duration.DurationInput
+}
 
 /**
- * The built-in tools of @rx/tools with `config` (sandbox, limits, protected and hidden paths),
- * confined to each goal's workspace. As with `Builtins.layer`, a chosen tool that cannot run
- * here (`shell` without a usable sandbox in mode `auto`) is not offered.
+ * A toolbox from any registry Layer built per workspace (your own tools, test tools). A
+ * registry that failed to build is not kept: the next goal tries again.
  */
-export const layer = (config: Omit<ToolsConfig.Input, "workspace"> = {}): Layer.Layer<Toolbox> =>
-  Layer.succeed(Toolbox, make((workspace) => Builtins.layer({ ...config, workspace })))
+export const make = <E extends { readonly message: string }>(
+  build: (workspace: string) => Layer.Layer<ToolRegistry.ToolRegistry, E>,
+  options: Options = {}
+): Effect.Effect<Service, never, Scope.Scope> =>
+  Effect.map(
+    ScopedCache.makeWith({
+      capacity: options.capacity ?? 64,
+      timeToLive: Exit.match({ onFailure: () => Duration.zero, onSuccess: () => options.timeToLive ?? "10 minutes" }),
+      lookup: (workspace: string) =>
+        Layer.build(build(workspace)).pipe(
+          Effect.map((context) => Context.get(context, ToolRegistry.ToolRegistry)),
+          Effect.mapError((error) => new ToolboxError({ workspace, message: error.message }))
+        )
+    }),
+    (cache) => Toolbox.of({ registry: (workspace) => cache.get(workspace) })
+  )
+
+/** `make` as a Layer. */
+export const layerWith = <E extends { readonly message: string }>(
+  build: (workspace: string) => Layer.Layer<ToolRegistry.ToolRegistry, E>,
+  options: Options = {}
+): Layer.Layer<Toolbox> => Layer.scoped(Toolbox, make(build, options))
+
+/**
+ * The built-in tools of @rx/tools with `config` (sandbox, limits, protected and hidden paths,
+ * the tools chosen), confined to each goal's workspace. As with `Builtins.layer`, a chosen tool
+ * that cannot run here (`shell` without a usable sandbox in mode `auto`) is not offered.
+ */
+export const layer = (config: Omit<ToolsConfig.Input, "workspace"> = {}, options: Options = {}): Layer.Layer<Toolbox> =>
+  layerWith((workspace) => Builtins.layer({ ...config, workspace }), options)
