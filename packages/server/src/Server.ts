@@ -25,8 +25,7 @@ import { BadRequest, Conflict, InternalError, NotFound, Unauthorized, Unavailabl
 import * as Config from "./Config.js"
 import * as Toolbox from "./Toolbox.js"
 import * as Body from "./internal/body.js"
-import { Daemon } from "./internal/daemon.js"
-import * as Daemons from "./internal/daemon.js"
+import * as Daemon from "./internal/daemon.js"
 import * as Events from "./internal/events.js"
 import * as Guard from "./internal/guard.js"
 import { shuttingDown } from "./internal/runs.js"
@@ -66,7 +65,7 @@ const idAttempts = 10
 
 const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
   Effect.gen(function*() {
-    const daemon = yield* Daemon
+    const daemon = yield* Daemon.Daemon
     const { config, runs } = daemon
 
     const view = (goalId: string) =>
@@ -198,7 +197,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
   }))
 
 const healthHandlers = HttpApiBuilder.group(Api.Api, "health", (handlers) =>
-  Effect.map(Daemon, (daemon) =>
+  Effect.map(Daemon.Daemon, (daemon) =>
     handlers.handle("health", () => (daemon.runs.accepting() ? Effect.succeed({ status: "ok" as const }) : Effect.fail(shuttingDown())))))
 
 const docsHandlers = HttpApiBuilder.group(Api.Api, "docs", (handlers) => {
@@ -208,7 +207,7 @@ const docsHandlers = HttpApiBuilder.group(Api.Api, "docs", (handlers) => {
 
 const authorization = Layer.effect(
   Api.Authorization,
-  Effect.map(Daemon, (daemon) =>
+  Effect.map(Daemon.Daemon, (daemon) =>
     Api.Authorization.of({
       bearer: (token) =>
         Guard.tokenMatches(token, daemon.config.token)
@@ -217,10 +216,10 @@ const authorization = Layer.effect(
     }))
 )
 
-const guard = HttpApiBuilder.middleware(Api.Api, Effect.map(Daemon, (daemon) => Guard.middleware(daemon)))
+const guard = HttpApiBuilder.middleware(Api.Api, Effect.map(Daemon.Daemon, (daemon) => Guard.middleware(daemon)))
 
 /** Stop before the routes go: new requests get 503, streams end, runs are interrupted and recorded. */
-const drainFirst = Layer.scopedDiscard(Effect.flatMap(Daemon, (daemon) => Effect.addFinalizer(() => daemon.drain)))
+const drainFirst = Layer.scopedDiscard(Effect.flatMap(Daemon.Daemon, (daemon) => Effect.addFinalizer(() => daemon.drain)))
 
 /** Connections still open this long after the drain (a request stuck mid-way) are closed regardless. */
 const connectionGrace = 2_000
@@ -263,13 +262,15 @@ export const layer = (
       const serve = HttpApiBuilder.serve().pipe(Layer.provide(api), Layer.provide(guard))
       const address = Layer.effect(
         Server,
-        Effect.map(Daemon, (daemon) => {
-          const host = daemon.host.includes(":") ? `[${daemon.host}]` : daemon.host
+        Effect.map(Daemon.Daemon, (daemon) => {
+          // Listening on every address: clients on this machine use loopback.
+          const reachable = daemon.host === "0.0.0.0" || daemon.host === "::" ? "127.0.0.1" : daemon.host
+          const host = reachable.includes(":") ? `[${reachable}]` : reachable
           return { host: daemon.host, port: daemon.port, url: `http://${host}:${daemon.port}` }
         })
       )
       return Layer.merge(address, drainFirst.pipe(Layer.provide(serve))).pipe(
-        Layer.provide(Daemons.layer(config)),
+        Layer.provide(Daemon.layer(config)),
         Layer.provide(listen(config))
       )
     })

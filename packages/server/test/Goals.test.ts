@@ -81,6 +81,8 @@ describe("goals", () => {
       expect(seqs(tail)).toEqual([log.length - 1])
       const done = yield* call(server, `/v1/goals/${goalId}/events`, { headers: { accept: "text/event-stream", "last-event-id": String(log.length - 1) } })
       expect(done.status).toBe(204)
+      const none = yield* call(server, `/v1/goals/${goalId}/events?from=${log.length - 1}`)
+      expect([none.status, none.text]).toEqual([200, ""])
     }))
 
   it.scopedLive("many goals run at most `concurrency` at once, the rest queued in the order submitted, all to done", () =>

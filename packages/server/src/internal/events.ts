@@ -12,7 +12,7 @@ import * as Sse from "@effect/experimental/Sse"
 import { HttpServerResponse } from "@effect/platform"
 import { Event, StateStore } from "@rx/kernel"
 import { Deferred, Effect, Exit, Option, Queue, type Scope, Stream } from "effect"
-import { NotFound, Unavailable } from "../ApiError.js"
+import { InternalError, NotFound, Unavailable } from "../ApiError.js"
 
 /** A count of followers, bounded: a follower holds a place for as long as its response lasts. */
 export const makeSubscribers = (max: number) => {
@@ -58,15 +58,20 @@ const sseEvent = (event: Event.Event) =>
   Sse.encoder.write({ _tag: "Event", event: "message", id: String(event.seq), data: Event.encodeJson(event) })
 
 /** The response following a goal's events. */
-export const respond = (follow: Follow): Effect.Effect<HttpServerResponse.HttpServerResponse, NotFound, StateStore.StateStore> =>
+export const respond = (
+  follow: Follow
+): Effect.Effect<HttpServerResponse.HttpServerResponse, NotFound | InternalError, StateStore.StateStore> =>
   Effect.gen(function*() {
     const store = yield* StateStore.StateStore
-    const summary = yield* store.goal(follow.goalId).pipe(Effect.orElseSucceed(() => Option.none()))
+    const summary = yield* store.goal(follow.goalId).pipe(
+      Effect.mapError((error) => new InternalError({ message: `the goal log failed: ${error.message}` }))
+    )
     if (Option.isNone(summary)) return yield* new NotFound({ goalId: follow.goalId, message: `no goal with id ${follow.goalId}` })
     const from = follow.after === undefined ? 0 : follow.after + 1
-    // An EventSource reconnects after every end, unless told 204: nothing will ever follow.
-    if (follow.sse && summary.value.status === "terminated" && from >= summary.value.nextSeq) {
-      return HttpServerResponse.empty({ status: 204 })
+    // Past the end of a terminated goal nothing will ever follow. An EventSource reconnects after
+    // every end unless told 204; a JSON-lines client gets an empty body.
+    if (summary.value.status === "terminated" && from >= summary.value.nextSeq) {
+      return follow.sse ? HttpServerResponse.empty({ status: 204 }) : HttpServerResponse.text("", { contentType: "application/x-ndjson" })
     }
     const events = Stream.unwrapScoped(pump(store, follow, from))
     const body = follow.sse
