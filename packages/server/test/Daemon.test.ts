@@ -90,6 +90,28 @@ describe("daemon", () => {
       expect(tags(yield* load(db, outside))).not.toContain("Terminated")
     }))
 
+  it.scopedLive("a goal's lease keeps a second server on the same log off it", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("rx-server-root-")
+      const db = path.join(yield* tempDir("rx-server-db-"), "rx.db")
+      const asked = yield* Deferred.make<void>()
+      const first = yield* startServer(modelByGoal(() => Effect.zipRight(Deferred.succeed(asked, undefined), Effect.never)), {}, { root, db })
+      const goalId = yield* submit(first, "held by the first server")
+      yield* Deferred.await(asked)
+      const second = yield* startServer(finishing, {}, { root, db })
+      yield* Effect.sleep("300 millis")
+      expect((yield* call(second, `/v1/goals/${goalId}`)).body).toMatchObject({ status: "open", activity: "idle" })
+      const resumed = yield* call(second, `/v1/goals/${goalId}/resume`, { method: "POST" })
+      expect(resumed.status).toBe(409)
+      expect(resumed.body).toMatchObject({ _tag: "@rx/server/Conflict", goalId })
+      expect(tags(yield* load(db, goalId))).toEqual(["GoalSubmitted"])
+      // A cancel through the second server reaches the runner in the first.
+      expect((yield* call(second, `/v1/goals/${goalId}/cancel`, { method: "POST" })).status).toBe(202)
+      const events = yield* until(db, goalId, (log) => log.some((e) => e._tag === "Terminated"), "its end")
+      expect(events[events.length - 1]).toMatchObject({ reason: "cancelled" })
+      expect((yield* call(first, `/v1/goals/${goalId}`)).body).toMatchObject({ status: "terminated", reason: "cancelled" })
+    }))
+
   it.scopedLive("POST /v1/goals/{id}/resume continues a goal suspended by a shutdown", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("rx-server-root-")
