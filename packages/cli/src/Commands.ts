@@ -6,10 +6,12 @@ import { FileSystem, Path } from "@effect/platform"
 import { Builtins } from "@rx/tools"
 import { Doctor, SqliteStore } from "@rx/store-sqlite"
 import { Event, GoalSummary, LanguageModel, Options as RunOptions, Replay, Runner, StateStore } from "@rx/kernel"
-import { Console, Effect, Either, Layer, Option, Schedule, Schema, Stream } from "effect"
+import { Server, Toolbox } from "@rx/server"
+import { Console, Context, Deferred, Effect, Either, Layer, Option, Schedule, Schema, Stream } from "effect"
 import * as Demo from "./Demo.js"
 import * as ExitCode from "./ExitCode.js"
 import { ExitStatus, note, printer, runGoal, say, sayJson, setExit } from "./internal/goal.js"
+import { onTerminate } from "./internal/interrupt.js"
 import * as Output from "./internal/output.js"
 import * as Setup from "./internal/setup.js"
 import * as Render from "./Render.js"
@@ -127,6 +129,9 @@ interface Flags {
   readonly follow: boolean
   readonly wait: boolean
   readonly keep: boolean
+  readonly host: Option.Option<string>
+  readonly port: Option.Option<string>
+  readonly concurrency: Option.Option<string>
 }
 
 const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
@@ -147,7 +152,10 @@ const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
     json: on("json"),
     follow: on("follow"),
     wait: on("wait"),
-    keep: on("keep")
+    keep: on("keep"),
+    host: text("host"),
+    port: text("port"),
+    concurrency: text("concurrency")
   }
 }
 
@@ -443,6 +451,73 @@ const config = (flags: Flags) =>
     ].join("\n"))
   })
 
+/** A whole number flag of `rx serve` within bounds, or its default. */
+const count = (flag: string, value: Option.Option<string>, min: number, max: number, fallback: number) =>
+  Option.match(value, {
+    onNone: () => Effect.succeed(fallback),
+    onSome: (text) => {
+      const n = Number(text.trim())
+      return /^\s*\d+\s*$/.test(text) && n >= min && n <= max
+        ? Effect.succeed(n)
+        : new UsageError({ message: `--${flag}: expected a whole number from ${min} to ${max}, got ${JSON.stringify(text)}` })
+    }
+  })
+
+/**
+ * The server's token: `RX_TOKEN`, or a new random one written (0600) next to the database, so a
+ * client on this machine (with the user's rights) can read it and no one else can.
+ */
+const serverToken = (db: Settings.Database) =>
+  Effect.gen(function*() {
+    const given = (process.env["RX_TOKEN"] ?? "").trim()
+    if (given !== "") {
+      if (given.length < 16) return yield* new UsageError({ message: "RX_TOKEN must be at least 16 characters long" })
+      return { token: given, file: undefined }
+    }
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const file = path.join(path.dirname(db.file), "rx-server.token")
+    const token = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url")
+    const failed = (error: { readonly message: string }) => new UsageError({ message: `cannot write the server token to ${file}: ${error.message}` })
+    yield* fs.writeFileString(file, `${token}\n`, { mode: 0o600 }).pipe(Effect.mapError(failed))
+    yield* fs.chmod(file, 0o600).pipe(Effect.mapError(failed))
+    return { token, file }
+  })
+
+const serve = (flags: Flags) =>
+  Effect.scoped(Effect.gen(function*() {
+    const db = yield* database(dbFlag(flags.settings))
+    const spec = Usage.spec("serve")
+    const { values: v, workspace } = yield* Setup.resolve(flags.settings, spec?.settings ?? [])
+    const model = yield* Setup.modelName(v)
+    const port = yield* count("port", flags.port, 0, 65_535, 7_433)
+    const concurrency = yield* count("concurrency", flags.concurrency, 1, 1_000, 4)
+    const host = Option.getOrElse(Option.map(flags.host, (h) => h.trim()), () => "127.0.0.1")
+    const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace), true)
+    const { workspace: _root, ...toolsConfig } = tools.config
+    const { token, file } = yield* serverToken(db)
+    yield* tell(tools.notes)
+    const { workspace: _recordedRoot, ...metadata } = Setup.recordedSettings(v, workspace, model)
+    const services = Layer.mergeAll(Setup.modelLayer(v, model), Toolbox.layer(toolsConfig))
+    const server = Server.layer({ host, port, concurrency, workspace, token, metadata }).pipe(
+      Layer.provide(services),
+      Layer.mapError((error) => new UsageError({ message: error.message }))
+    )
+    yield* withStore(db, "create")(Effect.gen(function*() {
+      const context = yield* Layer.build(server)
+      const where = Context.get(context, Server.Server)
+      yield* say([
+        `rx serve: listening on ${where.url} (goals in ${workspace}, model ${model}, log ${db.file})`,
+        file === undefined ? "  token: RX_TOKEN" : `  token: in ${file} (send it as Authorization: Bearer <token>)`,
+        "  Ctrl-C or SIGTERM stops it; running goals stay open, recorded, and resume at the next start"
+      ].join("\n"))
+      // Until a signal: Ctrl-C interrupts the command (bin.ts); SIGTERM is routed here.
+      const stop = yield* Deferred.make<void>()
+      yield* onTerminate(() => Effect.runFork(Deferred.succeed(stop, undefined)))
+      yield* Deferred.await(stop)
+    }).pipe(Effect.scoped))
+  }))
+
 const demo = (flags: Flags) =>
   Effect.scoped(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -513,6 +588,7 @@ const commands: Record<string, (flags: Flags) => Effect.Effect<void, unknown, Fi
   cancel,
   doctor,
   config,
+  serve,
   demo
 }
 

@@ -174,6 +174,21 @@ export const specs: ReadonlyArray<Spec> = [
     flags: [flag("json", "", "the settings as one JSON object")]
   },
   {
+    name: "serve",
+    summary: "run goals for HTTP clients: the rx API on this machine",
+    usage: ["[flags]"],
+    description: [
+      "Serves the rx HTTP API (POST /v1/goals, GET /v1/goals/{id}/events as JSON lines or server-sent events, cancel, approvals, resume; GET /openapi.json). Goals run with this command's model and tools, each in a folder inside --workspace; at start every open goal that does not wait for a person is resumed. SIGTERM or Ctrl-C drains: runs stop, their goals stay open and recorded.",
+      "Every route but /healthz needs the bearer token: RX_TOKEN, or one generated at start and written (0600) next to the database, its path printed."
+    ].join("\n\n"),
+    settings: ["db", ...model, "workspace", "tools", "noShell", "sandbox", "httpAllow"],
+    flags: [
+      flag("host", "ADDR", "the address to listen on (default 127.0.0.1: this machine only)"),
+      flag("port", "N", "the port (default 7433; 0 picks a free one)"),
+      flag("concurrency", "N", "goals run at once; more wait in order (default 4)")
+    ]
+  },
+  {
     name: "demo",
     summary: "a complete goal with a scripted model, real tools and a real SQLite log",
     usage: ["[flags]"],
