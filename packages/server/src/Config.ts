@@ -2,7 +2,8 @@
  * The server's configuration. Every field but `token` and `workspace` has a default; the input
  * is decoded with this Schema, so a bad value is one clear error before anything listens.
  */
-import { Effect, ParseResult, Schema } from "effect"
+import { Issues } from "@rx/kernel"
+import { Effect, Schema } from "effect"
 
 const positive = (fallback: number) => Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => fallback })
 
@@ -59,9 +60,7 @@ export const decode = (input: Input): Effect.Effect<Config, InvalidConfig> =>
   decodeConfig(input).pipe(
     Effect.mapError((error) =>
       new InvalidConfig({
-        message: `invalid server configuration: ${
-          ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => `${issue.path.join(".") || "config"}: ${issue.message}`).join("; ")
-        }`
+        message: `invalid server configuration: ${Issues.format(error)}`
       })
     )
   )
