@@ -173,12 +173,13 @@ const run = (flags: Flags) =>
       const db = yield* database(dbFlag(flags.settings))
       const { values: v, workspace } = yield* Setup.resolve(flags.settings, Usage.runSettings)
       const model = yield* Setup.modelName(v)
-      const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace), true)
-      const approval = yield* Settings.approval(v.ask ?? [], v.deny ?? [], Setup.builtinNames, tools.offered)
+      const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace))
+      const services = yield* Setup.services(v, model, tools, v.tools !== undefined)
+      const approval = yield* Settings.approval(v.ask ?? [], v.deny ?? [], Setup.builtinNames, services.offered)
       const metadata: Settings.Recorded = {
         ...Setup.recordedSettings(v, workspace, model),
         // The tools offered, when not all the built-ins: a resume offers the same ones.
-        ...(tools.offered.length === Setup.builtinNames.length ? {} : { tools: tools.offered })
+        ...(services.offered.length === Setup.builtinNames.length ? {} : { tools: services.offered })
       }
       const options: RunOptions.Input = {
         ...Setup.runOptions(v),
@@ -187,13 +188,12 @@ const run = (flags: Flags) =>
       }
       const goal = yield* Setup.goalText(flags.goal, flags.goalFile, options)
       const instructions = yield* Setup.instructions(v, workspace)
-      const services = yield* Setup.services(v, model, tools.config)
-      yield* tell(tools.notes)
+      yield* tell(services.notes)
       yield* withStore(db, "create")(
         runGoal(({ approve, observe }) =>
           Runner.submit({ goal, options, observe, ...(instructions === "" ? {} : { instructions }) }).pipe(
             Effect.flatMap((goalId) => Runner.resume(goalId, { observe, approve })),
-            Effect.provide(services)
+            Effect.provide(services.layer)
           ), { json: flags.json, db })
       )
     }))
@@ -231,10 +231,10 @@ const resume = (flags: Flags) =>
       const model = yield* Setup.modelName(v)
       // The tools the goal was offered, as far as they can run here (said at start if not).
       const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
-      const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* hide(db, workspace), false)
-      const services = yield* Setup.services(v, model, tools.config)
+      const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* hide(db, workspace))
+      const services = yield* Setup.services(v, model, tools, false)
       const settings = Setup.recordedSettings(v, workspace, model)
-      yield* tell(tools.notes)
+      yield* tell(services.notes)
       // Other settings or limits than recorded: record what this resume uses before it runs, so
       // the log (and rx inspect) says what each resume ran with.
       const differs = recordedKeys.some((key) => JSON.stringify(recorded[key]) !== JSON.stringify(settings[key]))
@@ -255,7 +255,7 @@ const resume = (flags: Flags) =>
       }
       const options = (yield* Runner.restore(flags.goalId)).options
       yield* runGoal(
-        ({ approve, observe }) => Runner.resume(flags.goalId, { observe, approve }).pipe(Effect.provide(services)),
+        ({ approve, observe }) => Runner.resume(flags.goalId, { observe, approve }).pipe(Effect.provide(services.layer)),
         { json: flags.json, db, goalId: flags.goalId, options }
       )
     }))
@@ -493,10 +493,9 @@ const serve = (flags: Flags) =>
     const port = yield* count("port", flags.port, 0, 65_535, 7_433)
     const concurrency = yield* count("concurrency", flags.concurrency, 1, 1_000, 4)
     const host = Option.getOrElse(Option.map(flags.host, (h) => h.trim()), () => "127.0.0.1")
-    const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace), true)
-    const { workspace: _root, ...toolsConfig } = tools.config
+    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace))
     const { token, file } = yield* serverToken(db)
-    yield* tell(tools.notes)
+    yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
     const { workspace: _recordedRoot, ...metadata } = Setup.recordedSettings(v, workspace, model)
     const services = Layer.mergeAll(Setup.modelLayer(v, model), Toolbox.layer(toolsConfig))
     const server = Server.layer({ host, port, concurrency, workspace, token, metadata }).pipe(

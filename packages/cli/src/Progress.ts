@@ -5,8 +5,8 @@
  *     … waiting for the model (qwen2.5) 3.4s
  *     … running shell {"command":"npm test"} 12.0s
  *
- * The pure part says what runs after each committed event (`activity`), how the line reads
- * (`line`) and the thought a model gave with its calls (`thought`). `make` draws the line on
+ * The pure part says what runs after each committed event (`activity`) and how the line reads
+ * (`line`); the model's thoughts are step lines (`Render.thought`). `make` draws the line on
  * Effect's Clock and erases it before any other output, so output lines never mix with it.
  */
 import type { Event, State } from "@rx/kernel"
@@ -159,26 +159,6 @@ const compose = (described: string, ms: number, columns: number): string => {
  */
 export const line = (now: Activity, elapsedMs: number, columns: number, label = ""): string =>
   compose(describe(now, label), elapsedMs, columns)
-
-/** Characters of a thought shown. */
-export const thoughtChars = 200
-
-/**
- * The thought a model gave with its calls, as a step line to print (`   3  thought      ...`):
- * one line, its first `thoughtChars` characters, escaped. Nothing for other events, an answer
- * without calls (its text is the final answer, printed at the end) or an empty text.
- *
- * `Render.stepLine` prints the same line (capped at 160) for `ModelResponded`: print one or the other.
- */
-export const thought = (event: Event.Event): string | undefined => {
-  if (event._tag !== "ModelResponded" || event.response.toolCalls.length === 0) return undefined
-  // Only the start is flattened: a long answer is not worked on whole.
-  const text = flat(head(event.response.text, thoughtChars * 4))
-  if (text === "") return undefined
-  const chars = Array.from(text)
-  const shown = chars.length <= thoughtChars ? text : `${chars.slice(0, thoughtChars - 1).join("")}…`
-  return `${String(event.iteration).padStart(4)}  ${"thought".padEnd(12)} ${Render.terminal(shown)}`
-}
 
 /** Where the line is drawn: a terminal's stream (stderr) and its width now. */
 export interface Sink {

@@ -65,11 +65,8 @@ export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.
       return `      ${decision(event)} (call ${oneLine(event.callId, 80)})`
     case "Suspended":
       return `      suspended (${event.reason}): ${oneLine(event.detail, 100)}`
-    case "ModelResponded": {
-      // The model's thought, when it gives one with its calls (a final answer is the end line's detail).
-      const thought = event.response.text.trim()
-      return thought === "" || event.response.toolCalls.length === 0 ? undefined : `${String(event.iteration).padStart(4)}  ${pad("thought", 12)} ${oneLine(thought, 160)}`
-    }
+    case "ModelResponded":
+      return thought(event)
     case "ModelFailed":
       return `${String(event.iteration).padStart(4)}  ${pad("(model)", 12)} failed: ${oneLine(event.message, 100)}`
     case "CancelRequested":
@@ -77,6 +74,20 @@ export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.
     default:
       return undefined
   }
+}
+
+/** Characters of a thought shown. */
+export const thoughtChars = 200
+
+/**
+ * The thought a model gave with its calls, as a step line (`   3  thought      ...`): one line,
+ * its first `thoughtChars` characters, escaped. Nothing for other events, an answer without
+ * calls (its text is the final answer, printed at the end) or an empty text.
+ */
+export const thought = (event: Event.Event): string | undefined => {
+  if (event._tag !== "ModelResponded" || event.response.toolCalls.length === 0) return undefined
+  const text = oneLine(event.response.text, thoughtChars)
+  return text === "" ? undefined : `${String(event.iteration).padStart(4)}  ${pad("thought", 12)} ${terminal(text)}`
 }
 
 /** Which call of an answer a rejection is about, when it is about one: `index 1, read_file: `. */

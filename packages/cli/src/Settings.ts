@@ -37,8 +37,6 @@ export interface Setting<A extends Value = Value> extends Parser<A> {
    * the server the prompts go to, a file read into the prompt.
    */
   readonly inWorkspaceFile: boolean
-  /** Recorded with a goal, so its resumes use the same value. */
-  readonly recorded: boolean
 }
 
 const shown = (value: unknown) => {
@@ -128,7 +126,6 @@ const setting = <A extends Value>(
     readonly shownDefault?: string
     readonly inFile?: boolean
     readonly inWorkspaceFile?: boolean
-    readonly recorded?: boolean
   }
 ): Setting<A> => ({
   ...parser,
@@ -136,7 +133,6 @@ const setting = <A extends Value>(
   env: `RX_${flag.toUpperCase().replace(/-/g, "_")}`,
   inFile: doc.inFile ?? true,
   inWorkspaceFile: (doc.inFile ?? true) && (doc.inWorkspaceFile ?? true),
-  recorded: doc.recorded ?? false,
   placeholder: doc.placeholder,
   description: doc.description,
   ...(doc.shownDefault === undefined ? {} : { shownDefault: doc.shownDefault })
@@ -162,26 +158,23 @@ export const table = {
     placeholder: "DIR",
     description: `the folder the tools are confined to (its ${workspaceFile} is read, and the agent may not change it)`,
     shownDefault: "the current folder",
-    inFile: false,
-    recorded: true
+    inFile: false
   }),
   baseUrl: setting("base-url", fromString(httpUrl, "a URL"), {
     placeholder: "URL",
     description: "OpenAI-compatible API root (Ollama, llama.cpp, vLLM, LM Studio, OpenAI)",
     shownDefault: defaultBaseUrl,
-    inWorkspaceFile: false,
-    recorded: true
+    inWorkspaceFile: false
   }),
-  model: setting("model", text("a model name"), { placeholder: "NAME", description: "model name on that server, e.g. qwen2.5-coder:7b", recorded: true }),
+  model: setting("model", text("a model name"), { placeholder: "NAME", description: "model name on that server, e.g. qwen2.5-coder:7b" }),
   apiKey: setting("api-key", text("a key"), { placeholder: "KEY", description: "API key, if the server needs one; never recorded, never read from a config file", inFile: false }),
   mode: setting("mode", choice(["tools", "json"]), {
     placeholder: "tools|json",
     description: "native tool calls, or JSON actions for servers that mangle tool calls",
-    shownDefault: "tools",
-    recorded: true
+    shownDefault: "tools"
   }),
-  temperature: setting("temperature", decimal(0, 2), { placeholder: "T", description: "sampling temperature", shownDefault: "the server's", recorded: true }),
-  maxOutputTokens: setting("max-output-tokens", integer(1), { placeholder: "N", description: "tokens of one answer at most (an answer cut off is rejected, never run)", shownDefault: "the server's", recorded: true }),
+  temperature: setting("temperature", decimal(0, 2), { placeholder: "T", description: "sampling temperature", shownDefault: "the server's" }),
+  maxOutputTokens: setting("max-output-tokens", integer(1), { placeholder: "N", description: "tokens of one answer at most (an answer cut off is rejected, never run)", shownDefault: "the server's" }),
   timeout: setting("timeout", integer(1, 86_400), { placeholder: "SECONDS", description: "time one model request may take, retries included", shownDefault: "600" }),
   retries: setting("retries", integer(0, 99), {
     placeholder: "N",
@@ -197,21 +190,19 @@ export const table = {
   maxTotalTokens: setting("max-total-tokens", integer(1), { placeholder: "N", description: "tokens in and out the goal may spend (token_budget)", shownDefault: "unlimited" }),
   maxCallsPerAnswer: setting("max-calls-per-answer", integer(1), { placeholder: "N", description: "tool calls of one answer that run, in order; later ones are rejected", shownDefault: "8" }),
   maxAnswerChars: setting("max-answer-chars", integer(1), { placeholder: "CHARS", description: "characters one model answer may hold; a longer one is rejected", shownDefault: "1000000" }),
-  tools: setting("tools", list, { placeholder: "LIST", description: "the built-in tools offered, comma-separated", shownDefault: "all that can run here", recorded: true }),
-  noShell: setting("no-shell", onOff, { placeholder: "", description: "do not offer the shell tool", recorded: false }),
+  tools: setting("tools", list, { placeholder: "LIST", description: "the built-in tools offered, comma-separated", shownDefault: "all that can run here" }),
+  noShell: setting("no-shell", onOff, { placeholder: "", description: "do not offer the shell tool" }),
   sandbox: setting("sandbox", choice(["auto", "bwrap", "none"]), {
     placeholder: "auto|bwrap|none",
     description: "the shell's sandbox: auto = bubblewrap when installed, else shell is not offered",
     shownDefault: "auto",
-    inWorkspaceFile: false,
-    recorded: true
+    inWorkspaceFile: false
   }),
   httpAllow: setting("http-allow", list, {
     placeholder: "LIST",
     description: "private hosts, addresses or CIDR ranges http_fetch may reach, comma-separated",
     shownDefault: "public addresses only",
-    inWorkspaceFile: false,
-    recorded: true
+    inWorkspaceFile: false
   }),
   ask: setting("ask", list, { placeholder: "LIST", description: "tools whose calls wait for a person's approval, comma-separated (e.g. shell,write_file)" }),
   deny: setting("deny", list, { placeholder: "LIST", description: "tools never allowed in this goal; the model is told" }),
@@ -226,9 +217,6 @@ export const table = {
 export type Table = typeof table
 export type Key = keyof Table
 export type Values = { readonly [K in Key]: Table[K] extends Setting<infer A> ? A : never }
-
-/** The config key of a setting. */
-export const keyOf = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase())
 
 export const keys = Object.keys(table) as ReadonlyArray<Key>
 

@@ -3,6 +3,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Behaviour, type Event, Options, State } from "@rx/kernel"
 import { Effect, Exit, Scope, TestClock } from "effect"
 import * as Progress from "../src/Progress.js"
+import * as Render from "../src/Render.js"
 
 const base = { goalId: "g", at: 0 }
 const submitted: Event.Event = { ...base, _tag: "GoalSubmitted", seq: 0, iteration: 0, goal: "x", options: Options.defaults, tools: [], behaviour: Behaviour.current }
@@ -140,23 +141,23 @@ describe("the line", () => {
 
 describe("the thought", () => {
   it("a step line for an answer with calls and text", () => {
-    expect(Progress.thought(responded("I will list\nthe files first.", 2))).toBe("   1  thought      I will list the files first.")
+    expect(Render.thought(responded("I will list\nthe files first.", 2))).toBe("   1  thought      I will list the files first.")
   })
 
   it("nothing for a final answer, an empty text or another event", () => {
-    expect(Progress.thought(responded("the answer is 42", 0))).toBeUndefined()
-    expect(Progress.thought(responded("  \n ", 1))).toBeUndefined()
-    expect(Progress.thought(started({}))).toBeUndefined()
+    expect(Render.thought(responded("the answer is 42", 0))).toBeUndefined()
+    expect(Render.thought(responded("  \n ", 1))).toBeUndefined()
+    expect(Render.thought(started({}))).toBeUndefined()
   })
 
   it("one line, capped, escaped", () => {
-    const line = Progress.thought(responded(`\u001b]0;pwned\u0007 ${"word ".repeat(500)}`)) ?? ""
+    const line = Render.thought(responded(`\u001b]0;pwned\u0007 ${"word ".repeat(500)}`)) ?? ""
     expect(line).not.toMatch(controls)
     expect(line).not.toContain("\n")
     expect(line).toContain("\\u001b]0;pwned\\u0007")
     expect(line.endsWith("…")).toBe(true)
     // The prefix, and 200 characters of the thought, two controls shown as 6 characters each.
-    expect(line.length).toBe("   1  thought      ".length + Progress.thoughtChars + 2 * 5)
+    expect(line.length).toBe("   1  thought      ".length + Render.thoughtChars + 2 * 5)
   })
 })
 

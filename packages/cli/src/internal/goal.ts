@@ -4,7 +4,7 @@
  * asked in place, and the exit code of how it ended.
  */
 import { Event, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
-import { Cause, Console, Context, Effect, Exit, Fiber, Option, Ref, Runtime } from "effect"
+import { Cause, Console, Context, Effect, Exit, Fiber, Ref, Runtime } from "effect"
 import * as Approval from "../Approval.js"
 import * as ExitCode from "../ExitCode.js"
 import * as Progress from "../Progress.js"
@@ -144,7 +144,3 @@ export const runGoal = <E>(
     if (next !== undefined) yield* how.json ? Console.error(Render.terminal(next)) : say(next)
     yield* setExit(code)
   }))
-
-/** The id of a goal given on the command line, if its log has one. */
-export const exists = (goalId: string) =>
-  Effect.map(Effect.flatMap(StateStore.StateStore, (store) => store.goal(goalId)), Option.isSome)

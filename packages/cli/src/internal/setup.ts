@@ -8,7 +8,7 @@ import { FileSystem, Path } from "@effect/platform"
 import { OpenAiCompatible, Retry } from "@rx/llm"
 import { type LanguageModel, Options as RunOptions, Prompt, type ToolRegistry } from "@rx/kernel"
 import { Builtins, type Config } from "@rx/tools"
-import { Console, Effect, Either, Layer, Option, Redacted, type Scope } from "effect"
+import { Console, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import * as Render from "../Render.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
@@ -78,31 +78,40 @@ export const recordedSettings = (v: Partial<Settings.Values>, workspace: string,
 export const builtinNames: ReadonlyArray<string> = Builtins.tools.map((tool) => tool.spec.name)
 
 /**
- * The tools config of these settings: the tools chosen (all that can run here by default), the
- * log's files hidden when they lie in the workspace, and the workspace's config file protected,
- * so the agent can never change the settings of a later run. `strict`: a tool named in `tools`
- * that cannot run here is an error (the user asked for it), not a note.
+ * The tools config of these settings: the tools chosen (all by default), the log's files hidden
+ * when they lie in the workspace, and the workspace's config file protected, so the agent can
+ * never change the settings of a later run. What cannot run here is left out when it is built.
  */
-export const toolsConfig = (v: Partial<Settings.Values>, hidden: ReadonlyArray<string>, strict: boolean) =>
-  Effect.gen(function*() {
-    const chosen = v.tools === undefined ? builtinNames : yield* Settings.toolNames("tools", v.tools, builtinNames)
-    const wanted = chosen.filter((name) => !(v.noShell === true && name === "shell"))
-    const base = {
+export const toolsConfig = (v: Partial<Settings.Values>, hidden: ReadonlyArray<string>) =>
+  Effect.map(
+    v.tools === undefined ? Effect.succeed(builtinNames) : Settings.toolNames("tools", v.tools, builtinNames),
+    (chosen): Config.Input => ({
       workspace: v.workspace ?? ".",
       sandbox: v.sandbox ?? "auto",
       httpAllow: v.httpAllow ?? [],
       protectedPaths: [".git", Settings.workspaceFile],
-      hiddenPaths: hidden
-    }
-    // What cannot run here (shell in sandbox mode auto without a usable bubblewrap) is not offered.
-    const missing = yield* Builtins.unavailable(base).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
-    const explicit = strict && v.tools !== undefined
-    const blocked = missing.filter((m) => wanted.includes(m.tool))
-    const named = blocked.find((m) => explicit && v.tools?.includes(m.tool))
-    if (named !== undefined) return yield* new UsageError({ message: `--tools names ${named.tool}, which cannot run here: ${named.reason}` })
-    const offered = wanted.filter((name) => !blocked.some((m) => m.tool === name))
-    return { config: { ...base, tools: offered }, offered, notes: blocked.map((m) => `${m.tool} is not offered: ${m.reason}`) }
-  })
+      hiddenPaths: hidden,
+      tools: chosen.filter((name) => !(v.noShell === true && name === "shell"))
+    })
+  )
+
+/**
+ * What the tools of `config` cannot offer here (shell in sandbox mode auto without a usable
+ * bubblewrap), as notes to say at start; an error for a tool the user named (`strict`).
+ */
+const unavailableNotes = (config: Config.Input, missing: ReadonlyArray<Builtins.Unavailable>, strict: boolean) => {
+  const named = strict ? missing.find((m) => config.tools?.includes(m.tool)) : undefined
+  return named !== undefined
+    ? new UsageError({ message: `--tools names ${named.tool}, which cannot run here: ${named.reason}` })
+    : Effect.succeed(missing.filter((m) => config.tools?.includes(m.tool) ?? true).map((m) => `${m.tool} is not offered: ${m.reason}`))
+}
+
+/** The notes of `unavailableNotes` when the tools are built elsewhere (per workspace, by a server). */
+export const toolNotes = (config: Config.Input, strict: boolean) =>
+  Effect.flatMap(
+    Builtins.unavailable(config).pipe(Effect.mapError((error) => new UsageError({ message: error.message }))),
+    (missing) => unavailableNotes(config, missing, strict)
+  )
 
 /** The model Layer of these settings. */
 export const modelLayer = (v: Partial<Settings.Values>, model: string) =>
@@ -132,17 +141,18 @@ export const runOptions = (v: Partial<Settings.Values>): RunOptions.Input => ({
 
 /**
  * The Layers of a run, built now in `scope`: a setting the model adapter or the tools refuse
- * (a base URL that is no URL, an empty model name) fails here, before the log is touched.
+ * (a base URL that is no URL, an empty model name) fails here, before the log is touched. With
+ * them, the tools offered and what to say about those that are not (see `unavailableNotes`).
  */
-export const services = (
-  v: Partial<Settings.Values>,
-  model: string,
-  tools: Config.Input
-): Effect.Effect<Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel>, UsageError, Scope.Scope> =>
+export const services = (v: Partial<Settings.Values>, model: string, tools: Config.Input, strict: boolean) =>
   Effect.gen(function*() {
-    const layer = Layer.merge(Builtins.layer(tools), modelLayer(v, model))
-    const built = yield* Layer.build(layer).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
-    return Layer.succeedContext(built)
+    const built = yield* Layer.build(Layer.merge(Builtins.layer(tools), modelLayer(v, model))).pipe(
+      Effect.mapError((error) => new UsageError({ message: error.message }))
+    )
+    const availability = Context.get(built, Builtins.Availability)
+    const notes = yield* unavailableNotes(tools, availability.unavailable, strict)
+    const layer: Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel> = Layer.succeedContext(built)
+    return { layer, offered: availability.tools.map((tool) => tool.spec.name), notes }
   })
 
 /** Which model: set, else the question a user can answer. */
