@@ -13,6 +13,7 @@ import * as ExitCode from "./ExitCode.js"
 import { ExitStatus, note, printer, runGoal, say, sayJson, setExit } from "./internal/goal.js"
 import { onTerminate } from "./internal/interrupt.js"
 import * as Output from "./internal/output.js"
+import * as Remote from "./internal/remote.js"
 import * as Setup from "./internal/setup.js"
 import * as Render from "./Render.js"
 import * as Settings from "./Settings.js"
@@ -130,6 +131,7 @@ interface Flags {
   readonly wait: boolean
   readonly keep: boolean
   readonly host: Option.Option<string>
+  readonly allowRemote: boolean
   readonly port: Option.Option<string>
   readonly concurrency: Option.Option<string>
 }
@@ -154,6 +156,7 @@ const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
     wait: on("wait"),
     keep: on("keep"),
     host: text("host"),
+    allowRemote: on("allow-remote"),
     port: text("port"),
     concurrency: text("concurrency")
   }
@@ -164,11 +167,28 @@ const dbFlag = (given: Setup.Given): Option.Option<string> => {
   return db === undefined || typeof db === "boolean" ? Option.none() : db
 }
 
+/**
+ * A command against the server `--server` (or `RX_SERVER`) names, or else on the local log. `json`
+ * is the command's own `--json`, where it has one.
+ */
+const local = <A, E, R, A2, E2, R2>(
+  flags: Flags,
+  remote: (server: Remote.Remote) => Effect.Effect<A2, E2, R2>,
+  here: Effect.Effect<A, E, R>
+) =>
+  Effect.flatMap(
+    Remote.serverOf(flags.settings),
+    Option.match({
+      onNone: (): Effect.Effect<A | A2, E | E2, R | R2> => here,
+      onSome: (url) => remote({ url, given: flags.settings, json: flags.json })
+    })
+  )
+
 /** Say what is not offered and why, once, at the start of a run. */
 const tell = (notes: ReadonlyArray<string>) => Effect.forEach(notes, note, { discard: true })
 
 const run = (flags: Flags) =>
-    Effect.scoped(Effect.gen(function*() {
+  local(flags, (server) => Remote.run(server, flags.goal, flags.goalFile), Effect.scoped(Effect.gen(function*() {
       // Everything is checked and built first: a run refused for its settings creates no database and records nothing.
       const db = yield* database(dbFlag(flags.settings))
       const { values: v, workspace } = yield* Setup.resolve(flags.settings, Usage.runSettings)
@@ -196,13 +216,13 @@ const run = (flags: Flags) =>
             Effect.provide(services.layer)
           ), { json: flags.json, db })
       )
-    }))
+    })))
 
 /** The recorded settings a resume compares against, and what it runs with. */
 const recordedKeys = ["workspace", "sandbox", "baseUrl", "model", "mode", "temperature", "maxOutputTokens", "httpAllow"] as const
 
 const resume = (flags: Flags) =>
-  withLog(dbFlag(flags.settings), "write")((db) =>
+  local(flags, (server) => Remote.resume(server, flags.goalId), withLog(dbFlag(flags.settings), "write")((db) =>
     Effect.scoped(Effect.gen(function*() {
       const state = yield* Runner.restore(flags.goalId)
       if (state.seq === 0) return yield* new UsageError({ message: `no goal with id ${flags.goalId} in this database (rx list shows the goals)` })
@@ -259,7 +279,7 @@ const resume = (flags: Flags) =>
         { json: flags.json, db, goalId: flags.goalId, options }
       )
     }))
-  )
+  ))
 
 /**
  * Record a decision on the call a goal waits on (`rx approve`, `rx deny`). It runs nothing: the
@@ -270,7 +290,13 @@ const decide = (
   approved: boolean,
   reason: string
 ) =>
-  withLog(dbFlag(flags.settings), "write")((db) =>
+  local(
+    flags,
+    (server) =>
+      Option.isSome(flags.by)
+        ? new UsageError({ message: "--by does not apply with --server: the server records who decided as its own approver" })
+        : Remote.decide(server, flags.goalId, approved, flags.call, approved ? undefined : reason),
+    withLog(dbFlag(flags.settings), "write")((db) =>
     Effect.gen(function*() {
       const id = flags.goalId
       const by = Option.isSome(flags.by) ? flags.by.value.trim() : yield* Settings.userName
@@ -294,7 +320,7 @@ const decide = (
         4_000
       ))
     })
-  )
+  ))
 
 const approve = (flags: Flags) => decide(flags, true, "approved")
 
@@ -302,45 +328,36 @@ const deny = (flags: Flags) =>
   decide(flags, false, Option.getOrElse(Option.filter(Option.map(flags.reason, (r) => r.trim()), (r) => r !== ""), () => "denied with rx deny"))
 
 const replay = (flags: Flags) =>
-  withLog(dbFlag(flags.settings), "read")(() =>
-    Effect.gen(function*() {
-      const events = yield* loadGoal(flags.goalId)
-      const outcome = yield* Effect.either(Replay.check(events))
-      if (outcome._tag === "Right") {
-        const verified = outcome.right
-        yield* say(
-          verified._tag === "Complete"
-            ? `replay of goal ${flags.goalId}: identical, ${events.length} events, no live calls (${verified.result.reason})`
-            : `replay of goal ${flags.goalId}: the goal is still open, so its log is incomplete; its ${events.length} events verify, no live calls`
-        )
-        return yield* setExit(0)
-      }
-      const error = outcome.left
-      yield* say(Render.cap(error._tag === "@rx/kernel/NonDeterminism" ? error.message : `replay of goal ${flags.goalId} failed: ${error.message}`, 8_000))
-      yield* setExit(ExitCode.diverged)
-    })
+  local(
+    flags,
+    (server) => Remote.replay(server, flags.goalId),
+    withLog(dbFlag(flags.settings), "read")(() => Effect.flatMap(loadGoal(flags.goalId), (events) => Remote.replayEvents(flags.goalId, events)))
   )
 
 const inspect = (flags: Flags) =>
-    withLog(dbFlag(flags.settings), "read")(() =>
-      Effect.gen(function*() {
-        const step = Option.isNone(flags.step) ? undefined : Number(flags.step.value.trim())
-        if (step !== undefined && !(Number.isSafeInteger(step) && step >= 1)) {
-          return yield* new UsageError({ message: `--step: expected a step number from 1 up, got ${JSON.stringify(Option.getOrElse(flags.step, () => ""))}` })
-        }
-        const events = yield* loadGoal(flags.goalId)
-        const last = Render.steps(events).length
-        if (step !== undefined && step > last) {
-          return yield* new UsageError({ message: `goal ${flags.goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
-        }
-        yield* say(Render.inspect(events, step).join("\n"))
-      })
-    )
+  Effect.gen(function*() {
+    const step = Option.isNone(flags.step) ? undefined : Number(flags.step.value.trim())
+    if (step !== undefined && !(Number.isSafeInteger(step) && step >= 1)) {
+      return yield* new UsageError({ message: `--step: expected a step number from 1 up, got ${JSON.stringify(Option.getOrElse(flags.step, () => ""))}` })
+    }
+    const events = yield* local(flags, (server) => Remote.recorded(server, flags.goalId), withLog(dbFlag(flags.settings), "read")(() => loadGoal(flags.goalId)))
+    const last = Render.steps(events).length
+    if (step !== undefined && step > last) {
+      return yield* new UsageError({ message: `goal ${flags.goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
+    }
+    yield* say(Render.inspect(events, step).join("\n"))
+  })
 
 /** How often `rx events --follow` checks that a runner still holds the goal. */
 const watchEvery = "1 second"
 
 const events = (flags: Flags) =>
+  local(
+    flags,
+    (server) =>
+      flags.wait
+        ? new UsageError({ message: "--wait does not apply with --server: the server runs the goal, and --follow lasts until it terminates" })
+        : Remote.events(server, flags.goalId, flags.follow),
     withLog(dbFlag(flags.settings), "read")(() =>
       Effect.gen(function*() {
         const store = yield* StateStore.StateStore
@@ -386,11 +403,12 @@ const events = (flags: Flags) =>
         if (orphaned) yield* setExit(ExitCode.suspended)
       })
     )
+  )
 
 const encodeSummary = Schema.encodeSync(GoalSummary.GoalSummary)
 
 const list = (flags: Flags) =>
-  withLog(dbFlag(flags.settings), "read")(() =>
+  local(flags, Remote.list, withLog(dbFlag(flags.settings), "read")(() =>
     Effect.gen(function*() {
       const goals = yield* Effect.flatMap(StateStore.StateStore, (store) => store.goals())
       // Why an open goal waits is in its log, not in the store's summary.
@@ -405,10 +423,10 @@ const list = (flags: Flags) =>
           : [Render.listHeader, ...rows.map(({ g, suspended }) => Render.listLine(g, suspended?.reason ?? null))].join("\n")
       )
     })
-  )
+  ))
 
 const cancel = (flags: Flags) =>
-  withLog(dbFlag(flags.settings), "write")(() =>
+  local(flags, (server) => Remote.cancel(server, flags.goalId), withLog(dbFlag(flags.settings), "write")(() =>
     Effect.gen(function*() {
       const outcome = yield* Runner.cancel(flags.goalId, "cancelled with rx cancel")
       yield* say(
@@ -417,7 +435,7 @@ const cancel = (flags: Flags) =>
           : `goal ${flags.goalId} has already terminated`
       )
     })
-  )
+  ))
 
 /** A value as `rx config` shows it: the key never. */
 const showValue = (key: Settings.Key, value: Settings.Value) =>
@@ -475,8 +493,7 @@ const serverToken = (db: Settings.Database) =>
       return { token: given, file: undefined }
     }
     const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const file = path.join(path.dirname(db.file), "rx-server.token")
+    const file = yield* Remote.tokenFile(db)
     const token = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url")
     const failed = (error: { readonly message: string }) => new UsageError({ message: `cannot write the server token to ${file}: ${error.message}` })
     yield* fs.writeFileString(file, `${token}\n`, { mode: 0o600 }).pipe(Effect.mapError(failed))
@@ -498,7 +515,7 @@ const serve = (flags: Flags) =>
     yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
     const { workspace: _recordedRoot, ...metadata } = Setup.recordedSettings(v, workspace, model)
     const services = Layer.mergeAll(Setup.modelLayer(v, model), Toolbox.layer(toolsConfig))
-    const server = Server.layer({ host, port, concurrency, workspace, token, metadata }).pipe(
+    const server = Server.layer({ host, allowRemote: flags.allowRemote, port, concurrency, workspace, token, metadata }).pipe(
       Layer.provide(services),
       Layer.mapError((error) => new UsageError({ message: error.message }))
     )

@@ -98,21 +98,25 @@ const whichCall = (event: Event.Of<"ActionRejected">) =>
 const decision = (event: Event.Of<"ApprovalDecided">) =>
   `${event.approved ? "approved" : "denied"} by ${oneLine(event.by, 80)}${event.approved ? "" : `: ${oneLine(event.reason, 200)}`}`
 
+/** Where the next commands find the goal: a `--db` to repeat, or (`server`) the `--server` it runs on. */
+export type Where = { readonly db: string } | { readonly server: string } | undefined
+
 /**
  * What to do about a goal that waits, or nothing: for a call awaiting approval, the commands that
- * decide it and continue; otherwise how to continue it. `db` is a `--db` to repeat, if any.
+ * decide it and continue (a server goes on by itself once it is decided); otherwise how to
+ * continue it.
  */
-export const nextSteps = (result: { readonly status: "terminated" | "suspended"; readonly reason: string; readonly goalId: string; readonly state: State.State }, db: string | undefined): string | undefined => {
+export const nextSteps = (result: { readonly status: "terminated" | "suspended"; readonly reason: string; readonly goalId: string; readonly state: State.State }, where: Where): string | undefined => {
   if (result.status !== "suspended") return undefined
   const id = result.goalId
-  const flag = db === undefined ? "" : ` --db ${shellWord(db)}`
+  const flag = where === undefined ? "" : "db" in where ? ` --db ${shellWord(where.db)}` : ` --server ${shellWord(where.server)}`
   const awaiting = result.state.awaiting
   if (result.reason === "awaiting_approval" && awaiting !== null && awaiting.decision === null) {
     return [
       `call ${awaiting.callId} waits for approval: ${oneLine(awaiting.tool, 80)} ${oneLine(json(awaiting.input), 200)}`,
       `  approve: rx approve ${id}${flag}`,
       `  deny:    rx deny ${id} --reason "..."${flag}`,
-      `  then:    rx resume ${id}${flag}`
+      where !== undefined && "server" in where ? "  then the server goes on with it" : `  then:    rx resume ${id}${flag}`
     ].join("\n")
   }
   return result.reason === "model_unavailable"
@@ -120,8 +124,8 @@ export const nextSteps = (result: { readonly status: "terminated" | "suspended";
     : `rx resume ${id}${flag} continues it`
 }
 
-/** A path as a shell word, quoted when it needs to be. */
-export const shellWord = (text: string) => (/^[\w./-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`)
+/** A path or URL as a shell word, quoted when it needs to be. */
+export const shellWord = (text: string) => (/^[\w./:@-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`)
 
 /** The closing line of a run. */
 export const endLine = (

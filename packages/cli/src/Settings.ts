@@ -211,7 +211,12 @@ export const table = {
     description: "a text file of standing instructions for the model, recorded with the goal",
     inWorkspaceFile: false
   }),
-  agentsMd: setting("agents-md", onOff, { placeholder: "", description: "also use AGENTS.md at the workspace root as instructions" })
+  agentsMd: setting("agents-md", onOff, { placeholder: "", description: "also use AGENTS.md at the workspace root as instructions" }),
+  server: setting("server", fromString(httpUrl, "a URL"), {
+    placeholder: "URL",
+    description: "run the command against the rx serve at this URL; its token from RX_TOKEN or, for a server on this machine, the token file next to the log",
+    inFile: false
+  })
 } as const
 
 export type Table = typeof table

@@ -69,7 +69,7 @@ export const specs: ReadonlyArray<Spec> = [
       "Ctrl-C cancels the goal (recorded, exit 7); SIGTERM stops it gracefully and leaves it open (exit 11). A call of a tool in --ask waits for approval: asked in place at a terminal (y, n, or a = always for that tool), otherwise the goal suspends until rx approve or rx deny, then rx resume."
     ].join("\n\n"),
     arg: { name: "goal", optional: true },
-    settings: runSettings,
+    settings: [...runSettings, "server"],
     flags: [goalFile, json]
   },
   {
@@ -79,7 +79,7 @@ export const specs: ReadonlyArray<Spec> = [
     description:
       "Continues a goal that is suspended or was stopped by a crash. Flags override the recorded model, server, workspace, sandbox and limits; each change is recorded before the goal goes on. A terminated goal's log is closed: start a new goal. An approved call runs exactly as stored, with no new model call.",
     arg: { name: "goal-id" },
-    settings: resumeSettings,
+    settings: [...resumeSettings, "server"],
     flags: [json]
   },
   {
@@ -88,7 +88,7 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags] <goal-id>"],
     description: "Records the decision (ApprovalDecided); it runs nothing: rx resume then runs the call exactly as requested.",
     arg: { name: "goal-id" },
-    settings: ["db"],
+    settings: ["db", "server"],
     flags: [
       callFlag,
       byFlag
@@ -100,7 +100,7 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags] <goal-id>"],
     description: "Records the decision with the reason, which the model is told at rx resume; the goal goes on without the call.",
     arg: { name: "goal-id" },
-    settings: ["db"],
+    settings: ["db", "server"],
     flags: [
       callFlag,
       byFlag,
@@ -113,7 +113,7 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags] <goal-id>"],
     description: `Exit 0 when the log replays identically (an open goal's log as far as it goes), exit ${ExitCode.diverged} naming the first divergence.`,
     arg: { name: "goal-id" },
-    settings: ["db"],
+    settings: ["db", "server"],
     flags: []
   },
   {
@@ -122,7 +122,7 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags] <goal-id>"],
     description: "Everything the log says of a goal, for a person. rx events prints the events themselves.",
     arg: { name: "goal-id" },
-    settings: ["db"],
+    settings: ["db", "server"],
     flags: [flag("step", "N", "show one step in full")]
   },
   {
@@ -131,7 +131,7 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags] <goal-id>"],
     description: `With --follow, keeps printing events as they are appended until the goal terminates. When no rx runs the goal any more (its runner stopped or was killed), it says so on stderr and exits ${ExitCode.suspended}, or with --wait keeps waiting for a resume.`,
     arg: { name: "goal-id" },
-    settings: ["db"],
+    settings: ["db", "server"],
     flags: [
       flag("follow", "", "keep printing events as they are appended"),
       flag("wait", "", "with --follow: keep waiting when no rx runs the goal")
@@ -142,7 +142,7 @@ export const specs: ReadonlyArray<Spec> = [
     summary: "the goals in the database, newest first",
     usage: ["[flags]"],
     description: "Each goal's status: open, suspended(why) or terminated(why), its iterations, start and end.",
-    settings: ["db"],
+    settings: ["db", "server"],
     flags: [flag("json", "", "one JSON object per goal")]
   },
   {
@@ -151,7 +151,7 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags] <goal-id>"],
     description: "Recorded as CancelRequested: the goal stops within one step (a goal no process runs is cancelled when resumed).",
     arg: { name: "goal-id" },
-    settings: ["db"],
+    settings: ["db", "server"],
     flags: []
   },
   {
@@ -179,11 +179,12 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags]"],
     description: [
       "Serves the rx HTTP API (POST /v1/goals, GET /v1/goals/{id}/events as JSON lines or server-sent events, cancel, approvals, resume; GET /openapi.json). Goals run with this command's model and tools, each in a folder inside --workspace; at start every open goal that does not wait for a person is resumed. SIGTERM or Ctrl-C drains: runs stop, their goals stay open and recorded.",
-      "Every route but /healthz needs the bearer token: RX_TOKEN, or one generated at start and written (0600) next to the database, its path printed."
+      "Every route but /healthz needs the bearer token: RX_TOKEN, or one generated at start and written (0600) next to the database, its path printed. The other commands talk to the server with --server URL (or RX_SERVER), reading that file for a server on this machine."
     ].join("\n\n"),
     settings: ["db", ...model, "workspace", "tools", "noShell", "sandbox", "httpAllow"],
     flags: [
       flag("host", "ADDR", "the address to listen on (default 127.0.0.1: this machine only)"),
+      flag("allow-remote", "", "allow a --host other machines can reach (then put TLS in front)"),
       flag("port", "N", "the port (default 7433; 0 picks a free one)"),
       flag("concurrency", "N", "goals run at once; more wait in order (default 4)")
     ]
@@ -237,7 +238,7 @@ const settingRow = (key: Settings.Key): readonly [string, string] => {
   return [flagRow(s.flag, s.placeholder), `${s.description} (${notes.join("; ")})`]
 }
 
-const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["log", ["db"]]]
+const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["log", ["db"]], ["server", ["server"]]]
 
 /** `rx <command> --help`. */
 export const commandHelp = (s: Spec, style: Style): string => {

@@ -99,9 +99,16 @@ export const Decision = Schema.Struct({
 }).annotations({ identifier: "Decision" })
 export type Decision = typeof Decision.Type
 
-/** `?from=<seq>`: the events after that seq, as `Last-Event-ID` does (which wins when both are given). */
+/**
+ * `?from=<seq>`: the events after that seq, as `Last-Event-ID` does (which wins when both are
+ * given). `?follow=false`: only the events recorded when the request came, then the response ends.
+ */
 export const EventsParams = Schema.Struct({
-  from: Schema.optional(seq("The last seq the client has: the events after it follow (as with Last-Event-ID)"))
+  from: Schema.optional(seq("The last seq the client has: the events after it follow (as with Last-Event-ID)")),
+  follow: Schema.optionalWith(
+    Schema.BooleanFromString.annotations({ description: "false: the events recorded so far, then the response ends (default true: until Terminated)" }),
+    { default: () => true }
+  )
 })
 
 /** `Accept: text/event-stream` asks for Server-Sent Events; `Last-Event-ID` resumes after that seq. */

@@ -10,6 +10,11 @@ const positive = (fallback: number) => Schema.optionalWith(Schema.Int.pipe(Schem
 export const Config = Schema.Struct({
   /** The address to listen on: loopback by default, so only this machine can reach the server. */
   host: Schema.optionalWith(Schema.NonEmptyTrimmedString, { default: () => "127.0.0.1" }),
+  /**
+   * Listen on an address other machines can reach (any `host` but loopback). Without it such a
+   * host is refused: exposing a server that runs tools takes a decision, not a typo.
+   */
+  allowRemote: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   /** The port; 0 picks a free one (`Server.Server` says which). */
   port: Schema.optionalWith(Schema.Int.pipe(Schema.between(0, 65_535)), { default: () => 7_433 }),
   /** The bearer token every route but `/healthz` requires; at least 16 characters, compared in constant time. */
@@ -55,6 +60,12 @@ export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("@rx/serv
 
 const decodeConfig = Schema.decodeUnknown(Config, { errors: "all", onExcessProperty: "error" })
 
+/** Whether `host` is this machine only: 127.0.0.0/8, ::1, localhost. */
+export const isLoopback = (host: string): boolean => {
+  const name = host.toLowerCase().replace(/^\[(.*)\]$/, "$1")
+  return name === "localhost" || name === "::1" || /^127(\.\d{1,3}){3}$/.test(name)
+}
+
 /** Decode caller input; a failure names each offending field (never the token's value). */
 export const decode = (input: Input): Effect.Effect<Config, InvalidConfig> =>
   decodeConfig(input).pipe(
@@ -62,5 +73,12 @@ export const decode = (input: Input): Effect.Effect<Config, InvalidConfig> =>
       new InvalidConfig({
         message: `invalid server configuration: ${Issues.format(error)}`
       })
+    ),
+    Effect.filterOrFail(
+      (config) => config.allowRemote || isLoopback(config.host),
+      (config) =>
+        new InvalidConfig({
+          message: `host ${config.host} lets other machines reach the server, which runs tools for whoever has the token: set allowRemote (rx serve --allow-remote) to mean it, and put TLS in front`
+        })
     )
   )

@@ -170,6 +170,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
     const events = (
       goalId: string,
       after: number | undefined,
+      follow: boolean,
       accept: string | undefined,
       request: HttpServerRequest.HttpServerRequest
     ) =>
@@ -178,6 +179,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         return yield* Events.respond({
           goalId,
           after,
+          follow,
           sse: accept !== undefined && accept.toLowerCase().includes("text/event-stream"),
           buffer: config.subscriberBuffer,
           stallMs: config.subscriberStallMs,
@@ -190,7 +192,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
       .handleRaw("submit", ({ request }) => submit(request))
       .handle("list", ({ urlParams }) => Views.page(urlParams, runs.activity).pipe(Effect.catchTag("@rx/kernel/StoreError", (e) => Effect.fail(storeFailed(e)))))
       .handle("get", ({ path }) => view(path.id))
-      .handle("events", ({ headers, path, request, urlParams }) => events(path.id, headers["last-event-id"] ?? urlParams.from, headers.accept, request))
+      .handle("events", ({ headers, path, request, urlParams }) => events(path.id, headers["last-event-id"] ?? urlParams.from, urlParams.follow, headers.accept, request))
       .handle("cancel", ({ path }) => cancel(path.id))
       .handleRaw("decide", ({ path, request }) => decide(path.id, path.callId, request))
       .handle("resume", ({ path }) => resume(path.id))

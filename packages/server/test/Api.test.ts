@@ -18,6 +18,7 @@ describe("security", () => {
         const none = yield* call(server, route, { token: null })
         expect(none.status).toBe(401)
         expect(none.body).toMatchObject({ _tag: "@rx/server/Unauthorized" })
+        expect(none.headers["www-authenticate"]).toBe("Bearer realm=\"rx\"")
         const wrong = yield* call(server, route, { token: "test-token-0123456789abcdeX" })
         expect(wrong.status).toBe(401)
       }
@@ -48,6 +49,19 @@ describe("security", () => {
         expect(refused.body).toMatchObject({ _tag: "@rx/server/Forbidden" })
       }
       expect((yield* call(server, "/v1/goals", { headers: { origin: `http://localhost:${port}` } })).status).toBe(200)
+    }))
+
+  it.scopedLive("an address other machines can reach needs allowRemote; loopback addresses do not", () =>
+    Effect.gen(function*() {
+      for (const host of ["0.0.0.0", "::", "192.168.1.10", "example.com"]) {
+        const refused = yield* Effect.flip(startServer(never, { host }))
+        expect(refused).toMatchObject({ _tag: "@rx/server/InvalidConfig" })
+        expect(String((refused as { message: string }).message)).toContain(`host ${host} lets other machines reach the server`)
+      }
+      const everywhere = yield* startServer(never, { host: "0.0.0.0", allowRemote: true })
+      expect((yield* call(everywhere, "/healthz")).status).toBe(200)
+      const loopback = yield* startServer(never, { host: "localhost" })
+      expect((yield* call(loopback, "/healthz")).status).toBe(200)
     }))
 
   it.scopedLive("allowedHosts adds names clients may use", () =>

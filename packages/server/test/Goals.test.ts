@@ -169,6 +169,13 @@ describe("goals", () => {
       const listed = yield* call(server, "/v1/goals?status=waiting")
       expect((listed.body as { goals: ReadonlyArray<{ goalId: string }> }).goals.map((g) => g.goalId)).toEqual([goalId])
       expect(fs.existsSync(path.join(server.root, "note.txt"))).toBe(false)
+      // ?follow=false: the events so far, then the response ends, though the goal is open.
+      const sofar = yield* Effect.scoped(Effect.flatMap(open(server, `/v1/goals/${goalId}/events?follow=false`), (r) => collect(jsonLines(r))))
+      expect(sofar.map((e) => e.seq)).toEqual(sofar.map((_, i) => i))
+      expect(sofar[sofar.length - 1]).toMatchObject({ _tag: "Suspended", reason: "awaiting_approval" })
+      const tail = yield* call(server, `/v1/goals/${goalId}/events?follow=false&from=${sofar.length - 1}`)
+      expect(tail.text).toBe("")
+      expect((yield* call(server, `/v1/goals/${goalId}/events?follow=maybe`)).body).toMatchObject({ _tag: "@rx/server/BadRequest", field: "follow" })
 
       const wrong = yield* call(server, `/v1/goals/${goalId}/approvals/${goalId}:9`, { method: "POST", body: { approve: true } })
       expect(wrong.status).toBe(409)

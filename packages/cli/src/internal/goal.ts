@@ -3,7 +3,7 @@
  * JSON lines with `--json`), a live status line on a terminal, Ctrl-C and SIGTERM, approvals
  * asked in place, and the exit code of how it ended.
  */
-import { Event, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
+import { Event, Options as RunOptions, Runner, type State, StateStore } from "@rx/kernel"
 import { Cause, Console, Context, Effect, Exit, Fiber, Ref, Runtime } from "effect"
 import * as Approval from "../Approval.js"
 import * as ExitCode from "../ExitCode.js"
@@ -57,12 +57,25 @@ export interface RunHooks {
   readonly approve: Runner.Approver | undefined
 }
 
+/** A goal's result as its folded log says: how it ended, or why it waits (`otherwise` if its log does not say). */
+export const resultOf = (goalId: string, state: State.State, otherwise: string): Runner.Result => {
+  const base = { goalId, iterations: state.completed, state }
+  if (state.terminated !== null) return { ...base, status: "terminated", ...state.terminated }
+  return { ...base, status: "suspended", ...(state.suspended ?? { reason: "shutdown", detail: otherwise }) }
+}
+
 /** The result of a goal whose runner was stopped from outside (SIGTERM), as its log says. */
 const stopped = (goalId: string) =>
-  Effect.map(Runner.restore(goalId), (state): Runner.Result => {
-    const base = { goalId, iterations: state.completed, state }
-    if (state.terminated !== null) return { ...base, status: "terminated", ...state.terminated }
-    return { ...base, status: "suspended", ...(state.suspended ?? { reason: "shutdown", detail: "rx was stopped before the goal ended" }) }
+  Effect.map(Runner.restore(goalId), (state) => resultOf(goalId, state, "rx was stopped before the goal ended"))
+
+/** The closing line of a run (not with `--json`), what to do next if the goal waits, and the exit code. */
+export const finish = (result: Runner.Result, json: boolean, where: Render.Where) =>
+  Effect.gen(function*() {
+    const code = ExitCode.of(result)
+    const next = Render.nextSteps(result, where)
+    if (!json) yield* say(Render.endLine(result, code))
+    if (next !== undefined) yield* json ? Console.error(Render.terminal(next)) : say(next)
+    yield* setExit(code)
   })
 
 /**
@@ -138,9 +151,5 @@ export const runGoal = <E>(
       : stopping && goalId !== undefined && Cause.isInterruptedOnly(exit.cause)
       ? yield* stopped(goalId)
       : yield* exit
-    const code = ExitCode.of(result)
-    const next = Render.nextSteps(result, how.db.source === "flag" ? how.db.file : undefined)
-    if (!how.json) yield* say(Render.endLine(result, code))
-    if (next !== undefined) yield* how.json ? Console.error(Render.terminal(next)) : say(next)
-    yield* setExit(code)
+    yield* finish(result, how.json, how.db.source === "flag" ? { db: how.db.file } : undefined)
   }))

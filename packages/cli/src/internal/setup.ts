@@ -164,7 +164,7 @@ export const modelName = (v: Partial<Settings.Values>) =>
 /** A goal (file or standard input) may be at most this many bytes. */
 const maxGoalBytes = 1024 * 1024
 /** Instruction files larger than this are refused: they would only be cut in every prompt. */
-const maxInstructionBytes = 256 * 1024
+export const maxInstructionBytes = 256 * 1024
 
 /** Read a text file of at most `maxBytes`, or fail with one line saying why. */
 export const readText = (file: string, what: string, maxBytes: number) =>

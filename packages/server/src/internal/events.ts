@@ -37,6 +37,8 @@ export interface Follow {
   readonly goalId: string
   /** The last seq the client has (`Last-Event-ID`, `?from=`); events after it follow. */
   readonly after: number | undefined
+  /** Until `Terminated`, or (false) only the events recorded when the request came. */
+  readonly follow: boolean
   readonly sse: boolean
   /** Events buffered for this client. */
   readonly buffer: number
@@ -70,10 +72,11 @@ export const respond = (
     const from = follow.after === undefined ? 0 : follow.after + 1
     // Past the end of a terminated goal nothing will ever follow. An EventSource reconnects after
     // every end unless told 204; a JSON-lines client gets an empty body.
-    if (summary.value.status === "terminated" && from >= summary.value.nextSeq) {
+    const end = summary.value.nextSeq
+    if ((summary.value.status === "terminated" || !follow.follow) && from >= end) {
       return follow.sse ? HttpServerResponse.empty({ status: 204 }) : HttpServerResponse.text("", { contentType: "application/x-ndjson" })
     }
-    const events = Stream.unwrapScoped(pump(store, follow, from))
+    const events = Stream.unwrapScoped(pump(store, follow, from, follow.follow ? undefined : end - 1))
     const body = follow.sse
       ? Stream.merge(
         Stream.map(events, sseEvent),
@@ -88,21 +91,23 @@ export const respond = (
   })
 
 /**
- * The log's events from `from`, through a bounded buffer: a fiber reads the change stream into
- * it; the response takes from it. The stream ends after `Terminated`, when the server closes,
- * when the log cannot be read, or when the client stalls.
+ * The log's events from `from` (to `last`, if given), through a bounded buffer: a fiber reads the
+ * change stream into it; the response takes from it. The stream ends after `Terminated` (or
+ * `last`), when the server closes, when the log cannot be read, or when the client stalls.
  */
 const pump = (
   store: StateStore.Service,
   follow: Follow,
-  from: number
+  from: number,
+  last: number | undefined
 ): Effect.Effect<Stream.Stream<Event.Event>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const buffer = yield* Queue.bounded<Event.Event>(follow.buffer)
     // Completed when the reader stops early (a stalled client, a log that cannot be read): the response ends at once.
     const stop = yield* Deferred.make<void>()
+    const ends = (event: Event.Event) => event._tag === "Terminated" || (last !== undefined && event.seq >= last)
     yield* store.changes(follow.goalId, from).pipe(
-      Stream.takeUntil((event) => event._tag === "Terminated"),
+      Stream.takeUntil(ends),
       Stream.runForEach((event) =>
         Effect.flatMap(
           Effect.timeoutOption(Queue.offer(buffer, event), follow.stallMs),
@@ -124,7 +129,7 @@ const pump = (
       Effect.forkScoped
     )
     return Stream.fromQueue(buffer).pipe(
-      Stream.takeUntil((event) => event._tag === "Terminated"),
+      Stream.takeUntil(ends),
       Stream.interruptWhen(Deferred.await(follow.closing)),
       Stream.interruptWhen(Deferred.await(stop))
     )

@@ -4,10 +4,10 @@
  * after is a typed JSON body: a malformed parameter names the field, an unknown route is a 404,
  * a defect a 500 with no stack trace (logged here instead).
  */
-import { HttpApiError, type HttpApp, HttpServerRequest } from "@effect/platform"
+import { HttpApiError, type HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Option, Predicate, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
-import { BadRequest, Forbidden, InternalError, NotFound } from "../ApiError.js"
+import { BadRequest, Forbidden, InternalError, NotFound, Unauthorized } from "../ApiError.js"
 
 /** Whether `given` is the token, in time that does not depend on where they differ (both are hashed to one length first). */
 export const tokenMatches = (given: Redacted.Redacted, token: Redacted.Redacted): boolean => {
@@ -63,6 +63,13 @@ export const middleware = (allowed: { readonly hosts: ReadonlySet<string>; reado
       if (Option.isSome(failure)) {
         const error = failure.value
         if (error instanceof HttpApiError.HttpApiDecodeError) return Effect.fail(fromDecodeError(error))
+        // RFC 9110: a 401 names the scheme it wants, in a header the error's schema cannot add.
+        if (error instanceof Unauthorized) {
+          return Effect.succeed(HttpServerResponse.unsafeJson({ _tag: error._tag, message: error.message }, {
+            status: 401,
+            headers: { "www-authenticate": "Bearer realm=\"rx\"" }
+          }))
+        }
         if (Predicate.isTagged(error, "RouteNotFound")) {
           return Effect.flatMap(
             HttpServerRequest.HttpServerRequest,
