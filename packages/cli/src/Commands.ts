@@ -6,7 +6,7 @@ import { FileSystem, Path } from "@effect/platform"
 import { Builtins } from "@rx/tools"
 import { Doctor, SqliteStore } from "@rx/store-sqlite"
 import { Event, GoalSummary, LanguageModel, Options as RunOptions, Replay, Runner, StateStore } from "@rx/kernel"
-import { Server, Toolbox } from "@rx/server"
+import { Config as ServerConfig, Server, Toolbox } from "@rx/server"
 import { Console, Context, Deferred, Effect, Either, Layer, Option, Schedule, Schema, Stream } from "effect"
 import * as Demo from "./Demo.js"
 import * as ExitCode from "./ExitCode.js"
@@ -482,23 +482,23 @@ const count = (flag: string, value: Option.Option<string>, min: number, max: num
   })
 
 /**
- * The server's token: `RX_TOKEN`, or a new random one written (0600) next to the database, so a
- * client on this machine (with the user's rights) can read it and no one else can.
+ * The server's token: `RX_TOKEN`, or a new random one that `writeToken` puts (0600) next to the
+ * database, so a client on this machine (with the user's rights) can read it and no one else can.
  */
-const serverToken = (db: Settings.Database) =>
+const serverToken = Effect.suspend(() => {
+  const given = (process.env["RX_TOKEN"] ?? "").trim()
+  if (given === "") return Effect.succeed({ token: Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url"), generated: true })
+  return given.length < 16 ? new UsageError({ message: "RX_TOKEN must be at least 16 characters long" }) : Effect.succeed({ token: given, generated: false })
+})
+
+const writeToken = (db: Settings.Database, token: string) =>
   Effect.gen(function*() {
-    const given = (process.env["RX_TOKEN"] ?? "").trim()
-    if (given !== "") {
-      if (given.length < 16) return yield* new UsageError({ message: "RX_TOKEN must be at least 16 characters long" })
-      return { token: given, file: undefined }
-    }
     const fs = yield* FileSystem.FileSystem
     const file = yield* Remote.tokenFile(db)
-    const token = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url")
     const failed = (error: { readonly message: string }) => new UsageError({ message: `cannot write the server token to ${file}: ${error.message}` })
     yield* fs.writeFileString(file, `${token}\n`, { mode: 0o600 }).pipe(Effect.mapError(failed))
     yield* fs.chmod(file, 0o600).pipe(Effect.mapError(failed))
-    return { token, file }
+    return file
   })
 
 const serve = (flags: Flags) =>
@@ -511,19 +511,24 @@ const serve = (flags: Flags) =>
     const concurrency = yield* count("concurrency", flags.concurrency, 1, 1_000, 4)
     const host = Option.getOrElse(Option.map(flags.host, (h) => h.trim()), () => "127.0.0.1")
     const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace))
-    const { token, file } = yield* serverToken(db)
-    yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
+    const { generated, token } = yield* serverToken
     const { workspace: _recordedRoot, ...metadata } = Setup.recordedSettings(v, workspace, model)
+    const input: ServerConfig.Input = { host, allowRemote: flags.allowRemote, port, concurrency, workspace, token, metadata }
+    // Checked before anything is created: a refused setting leaves no database and no token file.
+    yield* ServerConfig.decode(input).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
+    yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
     const services = Layer.mergeAll(Setup.modelLayer(v, model), Toolbox.layer(toolsConfig))
-    const server = Server.layer({ host, allowRemote: flags.allowRemote, port, concurrency, workspace, token, metadata }).pipe(
+    const server = Server.layer(input).pipe(
       Layer.provide(services),
       Layer.mapError((error) => new UsageError({ message: error.message }))
     )
     yield* withStore(db, "create")(Effect.gen(function*() {
+      const file = generated ? yield* writeToken(db, token) : undefined
       const context = yield* Layer.build(server)
       const where = Context.get(context, Server.Server)
+      const address = where.url === `http://${where.host}:${where.port}` ? where.url : `${where.host} port ${where.port} (${where.url} from this machine)`
       yield* say([
-        `rx serve: listening on ${where.url} (goals in ${workspace}, model ${model}, log ${db.file})`,
+        `rx serve: listening on ${address} (goals in ${workspace}, model ${model}, log ${db.file})`,
         file === undefined ? "  token: RX_TOKEN" : `  token: in ${file} (send it as Authorization: Bearer <token>)`,
         "  Ctrl-C or SIGTERM stops it; running goals stay open, recorded, and resume at the next start"
       ].join("\n"))

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { readFileSync } from "node:fs"
+import { existsSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
 import { jsonLines, rx, sandbox, start, until } from "./helpers.js"
@@ -119,5 +119,22 @@ describe("--server", () => {
       refused(yield* rx(["events", "g", "--follow", "--wait", "--server", url, "--db", box.db]), "--wait does not apply with --server")
       refused(yield* rx(["run", "--server", url, "--db", box.db, "--workspace", "../out", "x"]), "workspace")
       expect(model.received).toHaveLength(0)
+    }), 60_000)
+
+  it.scopedLive("rx serve: an address other machines reach needs --allow-remote (refused, nothing created); a log folder that does not exist yet is made, token beside it", () =>
+    Effect.gen(function*() {
+      const box = sandbox()
+      const fresh = join(box.root, "fresh", "rx.db")
+      refused(
+        yield* rx(["serve", "--host", "0.0.0.0", "--port", "0", "--db", fresh, "--workspace", box.workspace, "--model", "m"]),
+        "host 0.0.0.0 lets other machines reach the server"
+      )
+      expect(existsSync(join(box.root, "fresh"))).toBe(false)
+      const child = start(["serve", "--host", "0.0.0.0", "--allow-remote", "--port", "0", "--db", fresh, "--workspace", box.workspace, "--model", "m"])
+      yield* until(() => /listening on/.test(child.output().stdout) || child.exitCode !== null, "rx serve to listen")
+      expect(child.output().stdout, child.output().stderr).toMatch(/listening on 0\.0\.0\.0 port \d+ \(http:\/\/127\.0\.0\.1:\d+ from this machine\)/)
+      expect(statSync(join(box.root, "fresh", "rx-server.token")).mode & 0o777).toBe(0o600)
+      child.kill("SIGTERM")
+      expect((yield* Effect.promise(() => child.done)).code).toBe(0)
     }), 60_000)
 })
