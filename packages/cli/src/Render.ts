@@ -2,7 +2,7 @@
  * What `rx` prints: one line per step while a goal runs, and the views of `inspect` and
  * `list`. Pure functions of events, so the same log always prints the same way.
  */
-import { Event, GoalSummary, Options, State } from "@rx/kernel"
+import { Audit, Event, GoalSummary, Options, State } from "@rx/kernel"
 import type { Doctor } from "@rx/store-sqlite"
 
 /**
@@ -297,11 +297,11 @@ export const step = (s: Step, width: number, changes: ReadonlyMap<number, string
   return lines
 }
 
-/** Why the run stopped, the limit involved, and the events that led there. */
+/** Why the run stopped, the limit involved, and the events that led there (`Audit.of`). */
 export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string> => {
-  const end = events.findLast((e): e is Event.Of<"Terminated"> => e._tag === "Terminated")
+  const found = Audit.of(events)
   const submitted = events[0]
-  if (end === undefined || submitted?._tag !== "GoalSubmitted") {
+  if (found === undefined) {
     if (submitted?._tag !== "GoalSubmitted") return ["not terminated: the goal is open (rx resume <id> continues it)"]
     const id = submitted.goalId
     const { awaiting, suspended } = State.fromEvents(id, events)
@@ -312,9 +312,6 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
         : `not terminated: the goal is open, suspended (${suspended.reason}): ${oneLine(suspended.detail, 500)} (${decide}rx resume ${id} continues it)`
     ]
   }
-  const o = submitted.options
-  const last = <T extends Event.Event["_tag"]>(tag: T, n: number) =>
-    events.filter((e): e is Event.Of<T> => e._tag === tag).slice(-n)
   const describe = (e: Event.Event) => {
     switch (e._tag) {
       case "ToolFailed": return `seq ${e.seq}: ${e.tool} failed (${e.error.kind}): ${oneLine(e.error.message, 80)}`
@@ -326,34 +323,12 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
       default: return `seq ${e.seq}: ${e._tag}`
     }
   }
-  const evidence: ReadonlyArray<Event.Event> = (() => {
-    switch (end.reason) {
-      case "done": return last("ModelResponded", 1)
-      case "max_iterations": return last("IterationCompleted", 1)
-      case "fatal_error": return [...last("ModelFailed", 1), ...last("ToolFailed", 1)].slice(-1)
-      case "repeated_failure": return last("ToolFailed", o.maxConsecutiveFailures)
-      case "malformed_output": return last("ActionRejected", o.maxMalformed)
-      case "no_progress": return events.filter((e) => e._tag === "ToolSucceeded" || e._tag === "ToolFailed" || e._tag === "ActionRejected").slice(-Math.max(o.maxRepeats, 3))
-      case "cancelled": return last("CancelRequested", 1)
-      case "token_budget": return last("ModelResponded", 1)
-    }
-  })()
-  const limit: Record<Event.Reason, string> = {
-    done: "the model called done",
-    max_iterations: `maxIterations = ${o.maxIterations}`,
-    fatal_error: "a fatal error ends a run at once",
-    repeated_failure: `maxConsecutiveFailures = ${o.maxConsecutiveFailures}`,
-    malformed_output: `maxMalformed = ${o.maxMalformed}`,
-    no_progress: `maxRepeats = ${o.maxRepeats}, noProgressWindow = ${o.noProgressWindow}`,
-    cancelled: "a cancel request",
-    token_budget: `maxTotalTokens = ${o.maxTotalTokens ?? "unlimited"}`
-  }
   return [
-    `reason    ${end.reason} (seq ${end.seq}, ${date(end.at)})`,
-    `detail    ${oneLine(end.detail, 2_000)}`,
-    `limit     ${limit[end.reason]}`,
+    `reason    ${found.reason} (seq ${found.seq}, ${date(found.at)})`,
+    `detail    ${oneLine(found.detail, 2_000)}`,
+    `limit     ${found.limit}`,
     "led there",
-    ...evidence.map((e) => `  ${describe(e)}`)
+    ...found.evidence.map((e) => `  ${describe(e)}`)
   ]
 }
 

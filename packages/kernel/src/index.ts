@@ -4,6 +4,7 @@
  */
 export * as Action from "./Action.js"
 export * as Answer from "./Answer.js"
+export * as Audit from "./Audit.js"
 export * as Behaviour from "./Behaviour.js"
 export * as Control from "./Control.js"
 export * as Event from "./Event.js"

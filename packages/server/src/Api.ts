@@ -49,6 +49,19 @@ export const PendingApproval = Schema.Struct({
   input: Schema.Unknown
 }).annotations({ identifier: "PendingApproval" })
 
+/** Why a terminated goal ended (`Audit.of` of the kernel): the rule or limit, and the seqs of the events that led there. */
+export const TerminationAudit = Schema.Struct({
+  reason: Event.Reason,
+  /** The `Terminated` event's seq and time (epoch milliseconds). */
+  seq: Schema.NonNegativeInt,
+  at: Schema.Number,
+  detail: Schema.String,
+  /** The rule or limit involved, with its value (`maxIterations = 50`). */
+  limit: Schema.String,
+  /** The seqs of the events that led there, oldest first. */
+  evidence: Schema.Array(Schema.NonNegativeInt)
+}).annotations({ identifier: "TerminationAudit" })
+
 /** A goal as the API shows it: its summary, status, why it ended or waits, and any pending approval. */
 export const Goal = Schema.Struct({
   goalId: Schema.String,
@@ -63,6 +76,8 @@ export const Goal = Schema.Struct({
   reason: Schema.NullOr(Event.Reason),
   /** The `Terminated` event's detail (on `GET /v1/goals/{id}` only). */
   detail: Schema.optional(Schema.String),
+  /** The termination audit of a terminated goal (on `GET /v1/goals/{id}` only). */
+  audit: Schema.optional(TerminationAudit),
   /** Why the last runner stopped without ending the goal, until it moves on. */
   suspended: Schema.NullOr(Schema.Struct({ reason: Event.SuspendReason, detail: Schema.String })),
   approval: Schema.NullOr(PendingApproval),

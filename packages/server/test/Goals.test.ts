@@ -37,6 +37,15 @@ describe("goals", () => {
       const goal = yield* call(server, `/v1/goals/${goalId}`)
       expect(goal.status).toBe(200)
       expect(goal.body).toMatchObject({ goalId, status: "terminated", reason: "done", detail: "listed", approval: null, activity: "idle" })
+      const answered = events.findLast((e) => e._tag === "ModelResponded")
+      expect((goal.body as { audit: unknown }).audit).toEqual({
+        reason: "done",
+        seq: events.length - 1,
+        at: events[events.length - 1]?.at,
+        detail: "listed",
+        limit: "the model called done",
+        evidence: [answered?.seq]
+      })
     }))
 
   it.scopedLive("SSE: each event's id is its seq; Last-Event-ID mid-run resumes exactly after it, each event once", () =>

@@ -3,7 +3,7 @@
  * (why it is suspended, the call awaiting approval) folded from it, and the server's activity.
  * Listing pages through the store's order (newest first) with an opaque cursor.
  */
-import { type GoalSummary, Runner, type State, StateStore } from "@rx/kernel"
+import { Audit, type GoalSummary, Runner, type State, StateStore } from "@rx/kernel"
 import { Effect, Either, Option, Schema } from "effect"
 import type * as Api from "../Api.js"
 import { BadRequest, NotFound } from "../ApiError.js"
@@ -40,14 +40,17 @@ const view = (
   }
 }
 
-/** One goal, with its `Terminated` detail; `NotFound` for an unknown id. */
+/** One goal, with its `Terminated` detail and termination audit; `NotFound` for an unknown id. */
 export const one = (goalId: string, activity: (goalId: string) => Api.Activity) =>
   Effect.gen(function*() {
     const store = yield* StateStore.StateStore
     const summary = yield* store.goal(goalId)
     if (Option.isNone(summary)) return yield* new NotFound({ goalId, message: `no goal with id ${goalId}` })
     const state = yield* Runner.restore(goalId)
-    return view(summary.value, state, activity(goalId))
+    const goal = view(summary.value, state, activity(goalId))
+    if (state.terminated === null) return goal
+    const audit = Audit.of(yield* store.load(goalId))
+    return audit === undefined ? goal : { ...goal, audit: { ...audit, evidence: audit.evidence.map((e) => e.seq) } }
   })
 
 /** Where a page ends: the last goal's submission time and id, in the store's order. */
