@@ -530,6 +530,7 @@ const serve = (flags: Flags) =>
       yield* say([
         `rx serve: listening on ${address} (goals in ${workspace}, model ${model}, log ${db.file})`,
         file === undefined ? "  token: RX_TOKEN" : `  token: in ${file} (send it as Authorization: Bearer <token>)`,
+        `  inspector: open ${where.url}/ in a browser (it asks for the token once)`,
         "  Ctrl-C or SIGTERM stops it; running goals stay open, recorded, and resume at the next start"
       ].join("\n"))
       // Until a signal: Ctrl-C interrupts the command (bin.ts); SIGTERM is routed here.

@@ -178,7 +178,7 @@ export const specs: ReadonlyArray<Spec> = [
     summary: "run goals for HTTP clients: the rx API on this machine",
     usage: ["[flags]"],
     description: [
-      "Serves the rx HTTP API (POST /v1/goals, GET /v1/goals/{id}/events as JSON lines or server-sent events, cancel, approvals, resume; GET /openapi.json). Goals run with this command's model and tools, each in a folder inside --workspace; at start every open goal that does not wait for a person is resumed. SIGTERM or Ctrl-C drains: runs stop, their goals stay open and recorded.",
+      "Serves the rx HTTP API (POST /v1/goals, GET /v1/goals/{id}/events as JSON lines or server-sent events, cancel, approvals, resume; GET /openapi.json) and a web inspector at its URL. Goals run with this command's model and tools, each in a folder inside --workspace; at start every open goal that does not wait for a person is resumed. SIGTERM or Ctrl-C drains: runs stop, their goals stay open and recorded.",
       "Every route but /healthz needs the bearer token: RX_TOKEN, or one generated at start and written (0600) next to the database, its path printed. The other commands talk to the server with --server URL (or RX_SERVER), reading that file for a server on this machine."
     ].join("\n\n"),
     settings: ["db", ...model, "workspace", "tools", "noShell", "sandbox", "httpAllow"],

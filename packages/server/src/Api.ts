@@ -6,6 +6,7 @@
  * - `health`: `GET /healthz`, the only route without the bearer token.
  * - `goals`: submit, list, read, follow (events), cancel, decide on an approval, resume.
  * - `docs`: `GET /openapi.json`.
+ * - `ui`: the web inspector's page and files (no token; not in the OpenAPI document).
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Event, Options } from "@rx/kernel"
@@ -172,6 +173,19 @@ export class GoalsGroup extends HttpApiGroup.make("goals")
   .middleware(Authorization)
 {}
 
+/** A page of the web inspector. */
+const Page = HttpApiSchema.Text({ contentType: "text/html" }).annotations({ description: "A file of the web inspector" })
+
+/**
+ * The web inspector: the page at `/` and its script and stylesheet under `/ui/`. They hold no
+ * secret, so they need no token (the page asks for it, and sends it only in a header).
+ */
+export class UiGroup extends HttpApiGroup.make("ui")
+  .add(HttpApiEndpoint.get("page", "/").addSuccess(Page))
+  .add(HttpApiEndpoint.get("asset")`/ui/${HttpApiSchema.param("file", Schema.String)}`.addSuccess(Page))
+  .annotate(OpenApi.Exclude, true)
+{}
+
 export class DocsGroup extends HttpApiGroup.make("docs")
   .add(
     HttpApiEndpoint.get("openapi", "/openapi.json").addSuccess(
@@ -184,6 +198,7 @@ export class DocsGroup extends HttpApiGroup.make("docs")
 /** The whole API. */
 export class Api extends HttpApi.make("rx")
   .add(HealthGroup)
+  .add(UiGroup)
   .add(GoalsGroup)
   .add(DocsGroup)
   .addError(ApiError.BadRequest)

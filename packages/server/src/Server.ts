@@ -15,7 +15,7 @@
  * Layer.launch(server).pipe(NodeRuntime.runMain)
  * ```
  */
-import { HttpApiBuilder, type HttpServerError, type HttpServerRequest, type OpenApi } from "@effect/platform"
+import { HttpApiBuilder, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
@@ -24,6 +24,7 @@ import * as Api from "./Api.js"
 import { BadRequest, Conflict, InternalError, NotFound, Unauthorized, Unavailable } from "./ApiError.js"
 import * as Config from "./Config.js"
 import * as Toolbox from "./Toolbox.js"
+import * as Assets from "./internal/assets.js"
 import * as Body from "./internal/body.js"
 import * as Daemon from "./internal/daemon.js"
 import * as Events from "./internal/events.js"
@@ -202,6 +203,30 @@ const healthHandlers = HttpApiBuilder.group(Api.Api, "health", (handlers) =>
   Effect.map(Daemon.Daemon, (daemon) =>
     handlers.handle("health", () => (daemon.runs.accepting() ? Effect.succeed({ status: "ok" as const }) : Effect.fail(shuttingDown())))))
 
+/** What the inspector's files may do: scripts and styles from this server only, nothing inline, no framing, no Referer. */
+const uiHeaders = {
+  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "x-content-type-options": "nosniff",
+  "x-frame-options": "DENY",
+  "referrer-policy": "no-referrer",
+  "cache-control": "no-cache"
+}
+
+/** A file of the inspector, or 304 when the client has it already. */
+const uiFile = (path: string, request: HttpServerRequest.HttpServerRequest) => {
+  const file = Assets.files[path]
+  if (file === undefined) return Effect.fail(new NotFound({ message: `no file ${path}` }))
+  if (request.headers["if-none-match"] === file.etag) return Effect.succeed(HttpServerResponse.empty({ status: 304, headers: { ...uiHeaders, etag: file.etag } }))
+  return Effect.succeed(HttpServerResponse.text(file.body, { contentType: file.type, headers: { ...uiHeaders, etag: file.etag } }))
+}
+
+const uiHandlers = HttpApiBuilder.group(Api.Api, "ui", (handlers) =>
+  Effect.succeed(
+    handlers
+      .handleRaw("page", ({ request }) => uiFile("/", request))
+      .handleRaw("asset", ({ path, request }) => uiFile(`/ui/${path.file}`, request))
+  ))
+
 const docsHandlers = HttpApiBuilder.group(Api.Api, "docs", (handlers) => {
   let spec: OpenApi.OpenAPISpec | undefined
   return handlers.handle("openapi", () => Effect.sync(() => (spec ??= Api.openApi())))
@@ -258,7 +283,7 @@ export const layer = (
   Layer.unwrapEffect(
     Effect.map(Config.decode(input), (config) => {
       const api = HttpApiBuilder.api(Api.Api).pipe(
-        Layer.provide(Layer.mergeAll(goalsHandlers, healthHandlers, docsHandlers)),
+        Layer.provide(Layer.mergeAll(goalsHandlers, healthHandlers, docsHandlers, uiHandlers)),
         Layer.provide(authorization)
       )
       const serve = HttpApiBuilder.serve().pipe(Layer.provide(api), Layer.provide(guard))

@@ -50,17 +50,17 @@ export interface Running {
   readonly db: string
 }
 
-/** Start a server in the current scope (closed with it), on an existing log `db` or a new one. */
+/** Start a server in the current scope (closed with it), on an existing log `db` or a new one, with the built-in tools or `toolbox`. */
 export const startServer = (
   model: Layer.Layer<LanguageModel.LanguageModel>,
   config: Partial<Config.Input> = {},
-  files: { readonly root?: string; readonly db?: string } = {}
+  files: { readonly root?: string; readonly db?: string; readonly toolbox?: Layer.Layer<Toolbox.Toolbox> } = {}
 ): Effect.Effect<Running, unknown, Scope.Scope> =>
   Effect.gen(function*() {
     const root = files.root ?? (yield* tempDir("rx-server-root-"))
     const db = files.db ?? path.join(yield* tempDir("rx-server-db-"), "rx.db")
     const layer = Server.layer({ token, workspace: root, port: 0, ...config }).pipe(
-      Layer.provide(Toolbox.layer({ sandbox: "none" })),
+      Layer.provide(files.toolbox ?? Toolbox.layer({ sandbox: "none" })),
       Layer.provide(model),
       Layer.provide(SqliteStore.layer({ filename: db, synchronous: "NORMAL", pollIntervalMs: 20 })),
       Layer.provide(Logger.minimumLogLevel(process.env["RX_TEST_LOG"] === "1" ? LogLevel.All : LogLevel.Error))

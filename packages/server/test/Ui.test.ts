@@ -1,0 +1,221 @@
+/**
+ * The web inspector in a real browser (Debian's chromium, driven by playwright-core) against a
+ * real server: the list follows submissions, a goal's steps appear as they happen, a call is
+ * approved from the page, hostile tool output stays text, and the token never enters a URL.
+ * Screenshots of the list and of a goal are written to a folder that is kept, and its path printed.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { LanguageModel, Tool, ToolRegistry } from "@rx/kernel"
+import { Toolbox } from "@rx/server"
+import { Deferred, Effect, Schema } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { gzipSync } from "node:zlib"
+import { type Browser, chromium, type Page } from "playwright-core"
+import { files } from "../src/internal/assets.js"
+import { call, listThenDone, modelByGoal, type Running, startServer, token } from "./helpers.js"
+
+const executablePath = "/usr/bin/chromium"
+const available = fs.existsSync(executablePath)
+if (!available) console.log(`the browser tests need ${executablePath} (apt-get install chromium); .ci/run installs it`)
+
+/** Screenshots land here, kept after the run. */
+const shots = fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-screenshots-"))
+
+const browser = Effect.acquireRelease(
+  Effect.promise(() =>
+    chromium.launch({
+      executablePath,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+    })
+  ),
+  (b: Browser) => Effect.promise(() => b.close())
+)
+
+/** A page logged in to `server`, with every URL it requested and every dialog it opened. */
+const login = (b: Browser, server: Running) =>
+  Effect.promise(async () => {
+    const page = await b.newPage({ viewport: { width: 1280, height: 900 } })
+    const requested: Array<string> = []
+    const dialogs: Array<string> = []
+    page.on("request", (request) => requested.push(request.url()))
+    page.on("dialog", (dialog) => {
+      dialogs.push(dialog.message())
+      void dialog.dismiss()
+    })
+    await page.goto(server.url)
+    await page.fill("#token", token)
+    await page.click("form.login button")
+    await page.waitForSelector("table.goals")
+    return { page, requested, dialogs }
+  })
+
+const submit = (server: Running, body: unknown) =>
+  Effect.map(call(server, "/v1/goals", { method: "POST", body }), (reply) => (reply.body as { goalId: string }).goalId)
+
+const text = (page: Page, selector: string) => Effect.promise(() => page.locator(selector).innerText())
+
+describe.skipIf(!available)("web inspector", () => {
+  it.scopedLive("the list shows a goal submitted over the API and follows it to its end; its page shows every section; screenshots", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const server = yield* startServer(modelByGoal(listThenDone))
+      const { page, requested } = yield* login(b, server)
+      expect(yield* text(page, "main")).toContain("No goals yet")
+      const goalId = yield* submit(server, { goal: "list the workspace <b>bold?</b>" })
+      yield* Effect.promise(() => page.waitForSelector(`#goal-${goalId}`))
+      yield* Effect.promise(() => page.locator(`#goal-${goalId}`).getByText("terminated: done").waitFor())
+      // Goal text from the API is text, not markup.
+      expect(yield* text(page, `#goal-${goalId}`)).toContain("<b>bold?</b>")
+      const list = path.join(shots, "list.png")
+      yield* Effect.promise(() => page.screenshot({ path: list, fullPage: true }))
+
+      yield* Effect.promise(() => page.click(`#goal-${goalId} a`))
+      yield* Effect.promise(() => page.waitForSelector("#step-2"))
+      yield* Effect.promise(() => page.locator(".audit").getByText("the model called done").waitFor())
+      const body = yield* text(page, "main")
+      for (const part of ["Step 1", "list_dir", "Tool trace", "Timeline", "Termination audit", "led there"]) expect(body).toContain(part)
+      // The raw events download as JSON lines, exactly the log.
+      const download = yield* Effect.promise(async () => {
+        const [file] = await Promise.all([page.waitForEvent("download"), page.locator("details.raw summary").click().then(() => page.click("#download"))])
+        return fs.readFileSync((await file.path()) ?? "", "utf8")
+      })
+      const lines = download.trim().split("\n").map((line) => JSON.parse(line) as { seq: number; _tag: string })
+      expect(lines.map((e) => e.seq)).toEqual(lines.map((_, i) => i))
+      expect(lines.at(-1)?._tag).toBe("Terminated")
+      const goal = path.join(shots, "goal.png")
+      yield* Effect.promise(() => page.screenshot({ path: goal, fullPage: true }))
+      console.log(`screenshots: ${list} ${goal}`)
+      expect(fs.statSync(list).size).toBeGreaterThan(1_000)
+      // The token went only in headers: no URL the page asked for holds it.
+      expect(requested.length).toBeGreaterThan(3)
+      for (const url of requested) expect(url).not.toContain(token)
+      expect(page.url()).not.toContain(token)
+      expect(yield* Effect.promise(() => page.evaluate("localStorage.length"))).toBe(0)
+    }), 60_000)
+
+  it.scopedLive("a running goal's steps appear as they happen", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const gate = yield* Deferred.make<void>()
+      const server = yield* startServer(modelByGoal((_goal, turn) =>
+        turn === 0
+          ? Effect.succeed(LanguageModel.callTool("list_dir", {}))
+          : turn === 1
+          ? Effect.as(Deferred.await(gate), LanguageModel.callTool("list_dir", { depth: 2 }))
+          : Effect.succeed(LanguageModel.done("twice"))
+      ))
+      const { page } = yield* login(b, server)
+      const goalId = yield* submit(server, { goal: "list twice" })
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${goalId}`))
+      yield* Effect.promise(() => page.waitForSelector("#step-1 .event.ok"))
+      expect(yield* Effect.promise(() => page.locator("#step-2").count())).toBe(0)
+      expect(yield* text(page, ".meta")).toContain("running")
+      yield* Deferred.succeed(gate, undefined)
+      yield* Effect.promise(() => page.waitForSelector("#step-2 .event.ok"))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor())
+    }), 60_000)
+
+  it.scopedLive("approve from the page: the call is shown exactly as it will run, and the goal goes on", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const server = yield* startServer(modelByGoal((_goal, turn) =>
+        Effect.succeed(turn === 0 ? LanguageModel.callTool("write_file", { path: "note.txt", content: "from the page\n" }) : LanguageModel.done("written"))
+      ))
+      const { page } = yield* login(b, server)
+      const goalId = yield* submit(server, { goal: "write a note", options: { approval: { write_file: "ask" } } })
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${goalId}`))
+      yield* Effect.promise(() => page.waitForSelector("#approval"))
+      const shown = yield* text(page, "#approval")
+      expect(shown).toContain("write_file")
+      expect(shown).toContain(`${goalId}:1`)
+      expect(shown).toContain(JSON.stringify({ path: "note.txt", content: "from the page\n" }, null, 2))
+      expect(fs.existsSync(path.join(server.root, "note.txt"))).toBe(false)
+      yield* Effect.promise(() => page.click("#approve"))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor())
+      expect(fs.readFileSync(path.join(server.root, "note.txt"), "utf8")).toBe("from the page\n")
+      expect(yield* Effect.promise(() => page.locator("#approval").count())).toBe(0)
+      expect(yield* text(page, ".steps")).toContain("approved by http")
+    }), 60_000)
+
+  it.scopedLive("hostile output (markup, script, a 5 MB line) is shown as text; the page stays responsive; cancel from the page", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const hostileText = "<img src=x onerror=alert(1)><script>alert(2)</script>"
+      const hostile = Tool.make({
+        name: "hostile",
+        description: "Returns markup and one very long line.",
+        input: Schema.Struct({}),
+        output: Schema.Struct({ text: Schema.String }),
+        idempotent: true,
+        execute: () => Effect.succeed({ text: `${hostileText}\n${"A".repeat(5_000_000)}` })
+      })
+      const toolbox = Toolbox.layerWith(() => ToolRegistry.layer([hostile]))
+      const server = yield* startServer(modelByGoal((goal, turn) =>
+        goal === "wait"
+          ? Effect.never
+          : Effect.succeed(turn === 0 ? { ...LanguageModel.callTool("hostile", {}), text: `<img src=y onerror=alert(3)> thinking` } : LanguageModel.done(hostileText))
+      ), {}, { toolbox })
+      const { dialogs, page } = yield* login(b, server)
+      const goalId = yield* submit(server, { goal: hostileText })
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${goalId}`))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor({ timeout: 30_000 }))
+      const body = yield* text(page, "main")
+      expect(body).toContain(hostileText)
+      expect(body).toContain("<img src=y onerror=alert(3)> thinking")
+      expect(yield* Effect.promise(() => page.locator("img").count())).toBe(0)
+      expect(yield* Effect.promise(() => page.locator("main script").count())).toBe(0)
+      // The long output is folded: the page holds its start, and more only on request.
+      const pageChars = yield* Effect.promise(() => page.evaluate("document.body.innerText.length"))
+      expect(Number(pageChars)).toBeLessThan(200_000)
+      yield* Effect.promise(() => page.locator("#step-1 details.fold summary").first().click())
+      yield* Effect.promise(() => page.locator("#step-1 details.fold[open] pre").first().waitFor())
+      expect(yield* Effect.promise(() => page.evaluate(() => 1 + 1))).toBe(2)
+      expect(dialogs).toEqual([])
+
+      // Cancel from the page (the confirm dialog accepted).
+      page.removeAllListeners("dialog")
+      page.on("dialog", (dialog) => void dialog.accept())
+      const waiting = yield* submit(server, { goal: "wait" })
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${waiting}`))
+      yield* Effect.promise(() => page.click("#cancel"))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: cancelled").waitFor())
+    }), 90_000)
+
+  it.scopedLive("the page's own headers: no inline script, no framing, no Referer; a bad token is refused at the door", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const server = yield* startServer(modelByGoal(listThenDone))
+      const page = yield* Effect.promise(() => b.newPage())
+      const response = yield* Effect.promise(() => page.goto(server.url))
+      const headers = response?.headers() ?? {}
+      expect(headers["content-security-policy"]).toContain("script-src 'self'")
+      expect(headers["content-security-policy"]).not.toContain("unsafe-inline")
+      expect(headers["content-security-policy"]).toContain("frame-ancestors 'none'")
+      expect(headers["referrer-policy"]).toBe("no-referrer")
+      expect(headers["x-content-type-options"]).toBe("nosniff")
+      yield* Effect.promise(() => page.fill("#token", "not-the-token-0123456789"))
+      yield* Effect.promise(() => page.click("form.login button"))
+      yield* Effect.promise(() => page.getByText("That is not this server's token.").waitFor())
+      expect(yield* Effect.promise(() => page.evaluate("sessionStorage.length"))).toBe(0)
+      const asset = yield* call(server, "/ui/nope.js", { token: null })
+      expect(asset.status).toBe(404)
+      const spec = (yield* call(server, "/openapi.json")).body as { paths: Record<string, unknown> }
+      expect(Object.keys(spec.paths)).not.toContain("/")
+    }), 60_000)
+})
+
+describe("web inspector files", () => {
+  it("are small: under 200 kB gzipped, all of them", () => {
+    const total = Object.values(files).reduce((sum, file) => sum + gzipSync(file.body).length, 0)
+    console.log(`the inspector's files: ${total} bytes gzipped`)
+    expect(total).toBeLessThan(200_000)
+    expect(files["/ui/app.js"]?.body).not.toContain("innerHTML")
+  })
+
+  it.skipIf(available || process.env["CI"] !== "true")("CI has chromium", () => {
+    expect.fail(`${executablePath} is missing: .ci/run installs it from Debian's packages`)
+  })
+})
