@@ -138,6 +138,14 @@ describe.skipIf(!available)("web inspector", () => {
       expect(fs.readFileSync(path.join(server.root, "note.txt"), "utf8")).toBe("from the page\n")
       expect(yield* Effect.promise(() => page.locator("#approval").count())).toBe(0)
       expect(yield* text(page, ".steps")).toContain("approved by http")
+
+      // Deny, with a reason the model is told.
+      const denied = yield* submit(server, { goal: "write another note", options: { approval: { write_file: "ask" } } })
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${denied}`))
+      yield* Effect.promise(() => page.waitForSelector("#approval"))
+      yield* Effect.promise(() => page.fill("#approval input", "not today"))
+      yield* Effect.promise(() => page.click("#deny"))
+      yield* Effect.promise(() => page.locator(".steps").getByText("denied (not today) by http").waitFor())
     }), 60_000)
 
   it.scopedLive("hostile output (markup, script, a 5 MB line) is shown as text; the page stays responsive; cancel from the page", () =>
@@ -150,7 +158,7 @@ describe.skipIf(!available)("web inspector", () => {
         input: Schema.Struct({}),
         output: Schema.Struct({ text: Schema.String }),
         idempotent: true,
-        execute: () => Effect.succeed({ text: `${hostileText}\n${"A".repeat(5_000_000)}` })
+        execute: () => Effect.succeed({ text: `${hostileText}\nbinary \u0000\u001b[31m and reversed \u202egnp.exe\n${"A".repeat(5_000_000)}` })
       })
       const toolbox = Toolbox.layerWith(() => ToolRegistry.layer([hostile]))
       const server = yield* startServer(modelByGoal((goal, turn) =>
@@ -165,6 +173,9 @@ describe.skipIf(!available)("web inspector", () => {
       const body = yield* text(page, "main")
       expect(body).toContain(hostileText)
       expect(body).toContain("<img src=y onerror=alert(3)> thinking")
+      // Control and direction-changing characters are shown, not obeyed (JSON escapes the first, the page the second).
+      expect(body).toContain("binary \\u0000\\u001b[31m and reversed \\u{202e}gnp.exe")
+      expect(body).not.toContain("\u202e")
       expect(yield* Effect.promise(() => page.locator("img").count())).toBe(0)
       expect(yield* Effect.promise(() => page.locator("main script").count())).toBe(0)
       // The long output is folded: the page holds its start, and more only on request.
