@@ -1,6 +1,6 @@
 /**
  * `pnpm bench [--json]`: the figures of DESIGN.md section 8, each beside its floor measured in
- * the same run. A table by default; `--json` prints one JSON object.
+ * the same run, and those of rx serve. A table by default; `--json` prints one JSON object.
  */
 import { Effect, Layer } from "effect"
 import { execFileSync } from "node:child_process"
@@ -11,6 +11,7 @@ import { LanguageModel, Runner, State, StateStore, ToolRegistry } from "@rx/kern
 import { SqliteStore } from "@rx/store-sqlite"
 import * as Floors from "./Floors.js"
 import { echo, memoryRun, sqliteRun, untilThenStop } from "./Scenario.js"
+import * as Serve from "./Serve.js"
 
 const json = process.argv.includes("--json")
 const log = (line: string) => {
@@ -109,6 +110,18 @@ const resume = await run(Effect.gen(function*() {
 }).pipe(Effect.provide(SqliteStore.layer({ filename: resumeDb }))))
 log(`  ${round(resume.ms)} ms for ${resume.events} events`)
 
+log("rx serve (HTTP): 100 goals of 10 iterations at once, memory store; the same in-process")
+const served = await run(Serve.measure({ goals: 100, iterations: 10, rounds: 5, sse: { goals: 1, iterations: 100, delay: "2 millis" } }))
+const serve = {
+  goalsPerSecond: round(served.goalsPerSecond, 1),
+  http: round(served.serverUsPerIteration, 1),
+  inProcess: round(served.inProcessUsPerIteration, 1),
+  overhead: round(served.serverUsPerIteration - served.inProcessUsPerIteration, 1),
+  sse: { p50: round(served.sse.p50, 2), p99: round(served.sse.p99, 2) }
+}
+log(`  ${serve.goalsPerSecond} goals/s; ${serve.http} us/iteration over HTTP, ${serve.inProcess} in-process: ${serve.overhead} us/iteration more`)
+log(`  SSE, commit to client: p50 ${serve.sse.p50} ms, p99 ${serve.sse.p99} ms (${served.sse.events} events)`)
+
 log("floors")
 const floors = {
   sqlite_commit_normal_us: round(median([0, 1, 2].map((r) => Floors.sqliteCommit(join(dir, `floor-n-${r}.db`), "NORMAL", 2_000))), 1),
@@ -124,6 +137,11 @@ const result = {
   peak_rss_mb_10000: peakRss,
   replay_events_per_second: Math.round(replayRate),
   resume_ms_100000_events: round(resume.ms),
+  server_goals_per_second: serve.goalsPerSecond,
+  server_us_per_iteration: serve.http,
+  inprocess_us_per_iteration: serve.inProcess,
+  server_overhead_us_per_iteration: serve.overhead,
+  sse_latency_ms: serve.sse,
   floors
 }
 rmSync(dir, { recursive: true, force: true })
@@ -140,7 +158,10 @@ if (json) {
     ["disk, N=100 / 1000 / 10000", `${disk[100]} / ${disk[1000]} / ${disk[10000]} B/it`, "<= 1000 B/it, flat"],
     ["peak RSS, N=10000", `${peakRss} MB`, "<= 150 MB"],
     ["replay from SQLite (decode + fold)", `${Math.round(replayRate)} events/s`, ">= 500000 events/s"],
-    ["resume, 100,000 events", `${round(resume.ms)} ms`, "<= 100 ms"]
+    ["resume, 100,000 events", `${round(resume.ms)} ms`, "<= 100 ms"],
+    ["rx serve, 100 goals x 10 it at once", `${serve.goalsPerSecond} goals/s, ${serve.http} us/it`, `in-process ${serve.inProcess} us/it`],
+    ["rx serve overhead over Runner.run", `${serve.overhead} us/it`, "< 1000 us/it at 100 goals at once"],
+    ["SSE, commit to client, p50 / p99", `${serve.sse.p50} / ${serve.sse.p99} ms`, "(none)"]
   ]
   const w0 = Math.max(...rows.map((r) => r[0].length))
   const w1 = Math.max(...rows.map((r) => r[1].length))
