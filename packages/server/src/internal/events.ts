@@ -11,7 +11,7 @@
 import * as Sse from "@effect/experimental/Sse"
 import { HttpServerResponse } from "@effect/platform"
 import { Event, StateStore } from "@rx/kernel"
-import { Deferred, Effect, Exit, Option, Queue, type Scope, Stream } from "effect"
+import { Chunk, Deferred, Effect, Exit, Option, Queue, type Scope, Stream } from "effect"
 import { InternalError, NotFound, Unavailable } from "../ApiError.js"
 
 /** A count of followers, bounded: a follower holds a place for as long as its response lasts. */
@@ -77,13 +77,11 @@ export const respond = (
       return follow.sse ? HttpServerResponse.empty({ status: 204 }) : HttpServerResponse.text("", { contentType: "application/x-ndjson" })
     }
     const events = Stream.unwrapScoped(pump(store, follow, from, follow.follow ? undefined : end - 1))
+    // One write per chunk of events, not per event.
+    const text = Stream.mapChunks(events, (chunk) => Chunk.of(Chunk.join(Chunk.map(chunk, follow.sse ? sseEvent : line), "")))
     const body = follow.sse
-      ? Stream.merge(
-        Stream.map(events, sseEvent),
-        Stream.tick(keepAlive).pipe(Stream.drop(1), Stream.as(": keep-alive\n\n")),
-        { haltStrategy: "left" }
-      )
-      : Stream.map(events, line)
+      ? Stream.merge(text, Stream.tick(keepAlive).pipe(Stream.drop(1), Stream.as(": keep-alive\n\n")), { haltStrategy: "left" })
+      : text
     return HttpServerResponse.stream(Stream.map(body, (text) => encoder.encode(text)), {
       contentType: follow.sse ? "text/event-stream" : "application/x-ndjson",
       headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
@@ -103,17 +101,23 @@ const pump = (
 ): Effect.Effect<Stream.Stream<Event.Event>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const buffer = yield* Queue.bounded<Event.Event>(follow.buffer)
-    // Completed when the reader stops early (a stalled client, a log that cannot be read): the response ends at once.
-    const stop = yield* Deferred.make<void>()
+    // Shutting the buffer down ends the response at once: when the server closes, a client
+    // stalls, or the log cannot be read (what it still held is dropped; the client may reconnect).
+    const end = Queue.shutdown(buffer)
+    yield* Effect.forkScoped(Effect.zipRight(Deferred.await(follow.closing), end))
     const ends = (event: Event.Event) => event._tag === "Terminated" || (last !== undefined && event.seq >= last)
+    // A chunk that fits is offered at once; only one that must wait for room is timed (a timer per event costs a fiber).
+    const offer = (events: Chunk.Chunk<Event.Event>) =>
+      Effect.flatMap(Queue.size(buffer), (size) =>
+        size + Chunk.size(events) <= follow.buffer
+          ? Queue.offerAll(buffer, events)
+          : Effect.flatMap(
+            Effect.timeoutOption(Queue.offerAll(buffer, events), follow.stallMs),
+            (offered) => (Option.isSome(offered) ? Effect.void : Effect.fail("stalled" as const))
+          ))
     yield* store.changes(follow.goalId, from).pipe(
       Stream.takeUntil(ends),
-      Stream.runForEach((event) =>
-        Effect.flatMap(
-          Effect.timeoutOption(Queue.offer(buffer, event), follow.stallMs),
-          (offered) => (Option.isSome(offered) ? Effect.void : Effect.fail("stalled" as const))
-        )
-      ),
+      Stream.runForEachChunk(offer),
       Effect.tapError((error) =>
         error === "stalled"
           ? Effect.zipRight(
@@ -122,15 +126,11 @@ const pump = (
           )
           : Effect.logError(`the events of goal ${follow.goalId} could not be read: ${error.message}`)
       ),
-      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Deferred.succeed(stop, undefined))),
+      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : end)),
       Effect.ignore,
       // Forked while the stream acquires its resources (uninterruptibly): made interruptible, or closing would wait for it.
       Effect.interruptible,
       Effect.forkScoped
     )
-    return Stream.fromQueue(buffer).pipe(
-      Stream.takeUntil(ends),
-      Stream.interruptWhen(Deferred.await(follow.closing)),
-      Stream.interruptWhen(Deferred.await(stop))
-    )
+    return Stream.takeUntil(Stream.fromQueue(buffer), ends)
   })
