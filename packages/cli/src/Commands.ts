@@ -134,6 +134,8 @@ interface Flags {
   readonly allowRemote: boolean
   readonly port: Option.Option<string>
   readonly concurrency: Option.Option<string>
+  /** Each `--mcp NAME=COMMAND|URL` given. */
+  readonly mcp: ReadonlyArray<string>
 }
 
 const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
@@ -158,7 +160,8 @@ const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
     host: text("host"),
     allowRemote: on("allow-remote"),
     port: text("port"),
-    concurrency: text("concurrency")
+    concurrency: text("concurrency"),
+    mcp: line.lists.get("mcp") ?? []
   }
 }
 
@@ -194,12 +197,18 @@ const run = (flags: Flags) =>
       const { values: v, workspace } = yield* Setup.resolve(flags.settings, Usage.runSettings)
       const model = yield* Setup.modelName(v)
       const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace))
-      const services = yield* Setup.services(v, model, tools, v.tools !== undefined)
-      const approval = yield* Settings.approval(v.ask ?? [], v.deny ?? [], Setup.builtinNames, services.offered)
-      const metadata: Settings.Recorded = {
+      const servers = yield* Setup.mcpServers(flags.mcp)
+      const services = yield* Setup.services(v, model, tools, v.tools !== undefined, { servers })
+      const mcpNames = services.mcp.names
+      const chosen = yield* Settings.approval(v.ask ?? [], v.deny ?? [], [...Setup.builtinNames, ...mcpNames], [...services.offered, ...mcpNames])
+      // An MCP server's destructive tools ask a person, unless --deny names them.
+      const approval = { ...Object.fromEntries(services.mcp.ask.map((name) => [name, "ask" as const])), ...chosen }
+      const metadata: Settings.Recorded & { readonly mcp?: ReadonlyArray<unknown> } = {
         ...Setup.recordedSettings(v, workspace, model),
         // The tools offered, when not all the built-ins: a resume offers the same ones.
-        ...(services.offered.length === Setup.builtinNames.length ? {} : { tools: services.offered })
+        ...(services.offered.length === Setup.builtinNames.length ? {} : { tools: services.offered }),
+        // The MCP servers: a resume starts them again.
+        ...(servers.length === 0 ? {} : { mcp: servers.map((server) => Setup.encodeServer(server)) })
       }
       const options: RunOptions.Input = {
         ...Setup.runOptions(v),
@@ -252,7 +261,8 @@ const resume = (flags: Flags) =>
       // The tools the goal was offered, as far as they can run here (said at start if not).
       const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
       const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* hide(db, workspace))
-      const services = yield* Setup.services(v, model, tools, false)
+      // The goal's MCP servers again; their tools as the goal recorded them.
+      const services = yield* Setup.services(v, model, tools, false, { servers: Setup.recordedMcp(state.options.metadata), pinned: state.tools })
       const settings = Setup.recordedSettings(v, workspace, model)
       yield* tell(services.notes)
       // Other settings or limits than recorded: record what this resume uses before it runs, so
@@ -512,12 +522,22 @@ const serve = (flags: Flags) =>
     const host = Option.getOrElse(Option.map(flags.host, (h) => h.trim()), () => "127.0.0.1")
     const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace))
     const { generated, token } = yield* serverToken
-    const { workspace: _recordedRoot, ...metadata } = Setup.recordedSettings(v, workspace, model)
+    const { workspace: _recordedRoot, ...settings } = Setup.recordedSettings(v, workspace, model)
+    const servers = yield* Setup.mcpServers(flags.mcp)
+    const metadata = { ...settings, ...(servers.length === 0 ? {} : { mcp: servers.map((server) => Setup.encodeServer(server)) }) }
     const input: ServerConfig.Input = { host, allowRemote: flags.allowRemote, port, concurrency, workspace, token, metadata }
     // Checked before anything is created: a refused setting leaves no database and no token file.
     yield* ServerConfig.decode(input).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
     yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
-    const services = Layer.mergeAll(Setup.modelLayer(v, model), Toolbox.layer(toolsConfig))
+    // Each workspace's tools: the built-ins, and the MCP servers' (started for that workspace, in its sandbox).
+    const toolbox = servers.length === 0 ? Toolbox.layer(toolsConfig) : Toolbox.layerWith((root) =>
+      Layer.unwrapScoped(Effect.map(Setup.mcpTools({ servers }, { ...toolsConfig, workspace: root }), (source) =>
+        Layer.merge(
+          Builtins.layerWith({ ...toolsConfig, workspace: root }, source.tools),
+          Layer.succeed(Toolbox.DefaultApproval, Object.fromEntries(source.ask.map((name) => [name, "ask" as const])))
+        )))
+    )
+    const services = Layer.mergeAll(Setup.modelLayer(v, model), toolbox)
     const server = Server.layer(input).pipe(
       Layer.provide(services),
       Layer.mapError((error) => new UsageError({ message: error.message }))

@@ -18,6 +18,8 @@ export interface Flag {
   /** What it takes (`N`), empty for a switch. */
   readonly placeholder: string
   readonly description: string
+  /** Given as often as wanted, each value kept (`--mcp a=... --mcp b=...`). */
+  readonly repeatable?: boolean
 }
 
 export interface Spec {
@@ -58,6 +60,10 @@ export const resumeSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...l
 const callFlag = flag("call", "CALL", "the call to decide, as rx inspect names it (default: the call the goal waits on)")
 const byFlag = flag("by", "NAME", "who decides, as recorded (default: your user name)")
 const goalFile = flag("goal-file", "FILE", "read the goal from a text file (a long goal cannot be an argument)")
+const mcpFlag: Flag = {
+  ...flag("mcp", "NAME=CMD|URL", "an MCP server whose tools the model may call, as NAME__tool: a command started over stdio in the sandbox, or an http(s) URL; repeatable"),
+  repeatable: true
+}
 
 export const specs: ReadonlyArray<Spec> = [
   {
@@ -70,7 +76,7 @@ export const specs: ReadonlyArray<Spec> = [
     ].join("\n\n"),
     arg: { name: "goal", optional: true },
     settings: [...runSettings, "server"],
-    flags: [goalFile, json]
+    flags: [goalFile, mcpFlag, json]
   },
   {
     name: "resume",
@@ -186,7 +192,8 @@ export const specs: ReadonlyArray<Spec> = [
       flag("host", "ADDR", "the address to listen on (default 127.0.0.1: this machine only)"),
       flag("allow-remote", "", "allow a --host other machines can reach (then put TLS in front)"),
       flag("port", "N", "the port (default 7433; 0 picks a free one)"),
-      flag("concurrency", "N", "goals run at once; more wait in order (default 4)")
+      flag("concurrency", "N", "goals run at once; more wait in order (default 4)"),
+      mcpFlag
     ]
   },
   {
@@ -291,9 +298,13 @@ export type Checked =
   | { readonly _tag: "Version" }
   | { readonly _tag: "Run"; readonly command: Spec; readonly line: Line }
 
-/** A command line as parsed: each flag given (its last value, or `true` for a switch) and the argument. */
+/**
+ * A command line as parsed: each flag given (its last value, or `true` for a switch), every value
+ * of a repeatable flag, and the argument.
+ */
 export interface Line {
   readonly flags: ReadonlyMap<string, string | true>
+  readonly lists: ReadonlyMap<string, ReadonlyArray<string>>
   readonly arg: string | undefined
 }
 
@@ -323,7 +334,12 @@ export const check = (argv: ReadonlyArray<string>): Either.Either<Checked, strin
   }
   const known = accepted(command)
   const flags = new Map<string, string | true>()
+  const lists = new Map<string, Array<string>>()
   const args: Array<string> = []
+  const set = (f: Flag, value: string) => {
+    flags.set(f.flag, value)
+    if (f.repeatable === true) lists.set(f.flag, [...(lists.get(f.flag) ?? []), value])
+  }
   for (let i = 1; i < argv.length; i++) {
     const token = argv[i] ?? ""
     if (token === "--help" || token === "-h") return Either.right({ _tag: "Help", command })
@@ -348,12 +364,12 @@ export const check = (argv: ReadonlyArray<string>): Either.Either<Checked, strin
       continue
     }
     if (value !== undefined) {
-      flags.set(name, value)
+      set(flag, value)
       continue
     }
     const next = argv[i + 1]
     if (next === undefined || (next.startsWith("--") && next.length > 2)) return Either.left(`--${name} needs a value: --${name} ${flag.placeholder}`)
-    flags.set(name, next)
+    set(flag, next)
     i++
   }
   const arg = command.arg
@@ -369,5 +385,5 @@ export const check = (argv: ReadonlyArray<string>): Either.Either<Checked, strin
   if (arg !== undefined && arg.optional !== true && args.length === 0) {
     return Either.left(`rx ${command.name} needs a ${arg.name}: rx ${command.name} <${arg.name}>${arg.name === "goal-id" ? " (rx list shows the goals)" : ""}`)
   }
-  return Either.right({ _tag: "Run", command, line: { flags, arg: args[0] } })
+  return Either.right({ _tag: "Run", command, line: { flags, lists, arg: args[0] } })
 }

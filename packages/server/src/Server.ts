@@ -90,7 +90,13 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         const registry = yield* toolbox.registry(workspace).pipe(
           Effect.mapError((error) => new Unavailable({ reason: "tools", message: `the tools cannot be set up: ${error.message}` }))
         )
-        const options = { ...input.options, metadata: { ...config.metadata, workspace } }
+        // The workspace's tools may start with a policy (an MCP server's destructive tools ask); the submission's comes on top.
+        const approval = yield* toolbox.approval(workspace).pipe(Effect.orElseSucceed(() => ({})))
+        const options = {
+          ...input.options,
+          ...(Object.keys(approval).length === 0 ? {} : { approval: { ...approval, ...input.options?.approval } }),
+          metadata: { ...config.metadata, workspace }
+        }
         const instructions = input.instructions === undefined ? {} : { instructions: input.instructions }
         const base = Runner.deriveGoalId(input.goal, yield* Clock.currentTimeMillis)
         const attempt = (n: number): Effect.Effect<string, Runner.RunError, StateStore.StateStore> =>

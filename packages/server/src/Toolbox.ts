@@ -8,7 +8,7 @@
  */
 import { ToolRegistry } from "@rx/kernel"
 import { Builtins, type Config as ToolsConfig } from "@rx/tools"
-import { Context, Duration, Effect, Exit, Layer, Schema, type Scope, ScopedCache } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Option, Schema, type Scope, ScopedCache } from "effect"
 
 /** The tools for a workspace could not be set up (an invalid config, a sandbox that is required but unusable). */
 export class ToolboxError extends Schema.TaggedError<ToolboxError>()("@rx/server/ToolboxError", {
@@ -19,9 +19,17 @@ export class ToolboxError extends Schema.TaggedError<ToolboxError>()("@rx/server
 export interface Service {
   /** The registry of goals working in `workspace` (an absolute path inside the root), valid while the scope lasts. */
   readonly registry: (workspace: string) => Effect.Effect<ToolRegistry.Service, ToolboxError, Scope.Scope>
+  /** The approval policy a goal working in `workspace` starts with; what a submission asks for comes on top. */
+  readonly approval: (workspace: string) => Effect.Effect<Readonly<Record<string, "ask" | "deny">>, ToolboxError, Scope.Scope>
 }
 
 export class Toolbox extends Context.Tag("@rx/server/Toolbox")<Toolbox, Service>() {}
+
+/**
+ * What a registry Layer may also provide: the approval policy its tools start with (an MCP
+ * server's destructive tools ask a person). Without it, every tool runs without asking.
+ */
+export class DefaultApproval extends Context.Tag("@rx/server/DefaultApproval")<DefaultApproval, Readonly<Record<string, "ask" | "deny">>>() {}
 
 /** How many workspaces' registries are kept, and for how long after each was built. */
 export interface Options {
@@ -30,8 +38,9 @@ export interface Options {
 }
 
 /**
- * A toolbox from any registry Layer built per workspace (your own tools, test tools). A
- * registry that failed to build is not kept: the next goal tries again.
+ * A toolbox from any registry Layer built per workspace (your own tools, test tools); it may
+ * also provide `DefaultApproval`. A registry that failed to build is not kept: the next goal
+ * tries again.
  */
 export const make = <E extends { readonly message: string }>(
   build: (workspace: string) => Layer.Layer<ToolRegistry.ToolRegistry, E>,
@@ -43,11 +52,18 @@ export const make = <E extends { readonly message: string }>(
       timeToLive: Exit.match({ onFailure: () => Duration.zero, onSuccess: () => options.timeToLive ?? "10 minutes" }),
       lookup: (workspace: string) =>
         Layer.build(build(workspace)).pipe(
-          Effect.map((context) => Context.get(context, ToolRegistry.ToolRegistry)),
+          Effect.map((context) => ({
+            registry: Context.get(context, ToolRegistry.ToolRegistry),
+            approval: Option.getOrElse(Context.getOption(context, DefaultApproval), () => ({}))
+          })),
           Effect.mapError((error) => new ToolboxError({ workspace, message: error.message }))
         )
     }),
-    (cache) => Toolbox.of({ registry: (workspace) => cache.get(workspace) })
+    (cache) =>
+      Toolbox.of({
+        registry: (workspace) => Effect.map(cache.get(workspace), (tools) => tools.registry),
+        approval: (workspace) => Effect.map(cache.get(workspace), (tools) => tools.approval)
+      })
   )
 
 /** `make` as a Layer. */

@@ -6,12 +6,15 @@
  */
 import { FileSystem, Path } from "@effect/platform"
 import { OpenAiCompatible, Retry } from "@rx/llm"
-import { type LanguageModel, Options as RunOptions, Prompt, type ToolRegistry } from "@rx/kernel"
-import { Builtins, type Config } from "@rx/tools"
-import { Console, Context, Effect, Either, Layer, Option, Redacted } from "effect"
+import { type LanguageModel, Options as RunOptions, Prompt, type Tool, type ToolRegistry } from "@rx/kernel"
+import { McpTools, Servers } from "@rx/mcp"
+import { Builtins, Config, Sandbox } from "@rx/tools"
+import { Console, Context, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { realpathSync } from "node:fs"
 import * as Render from "../Render.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
+import * as Usage from "../Usage.js"
 
 /** The flags of a command's settings, as parsed: text, or `true` for a switch given. */
 export type Given = { readonly [K in Settings.Key]?: Option.Option<string> | boolean }
@@ -144,15 +147,63 @@ export const runOptions = (v: Partial<Settings.Values>): RunOptions.Input => ({
  * (a base URL that is no URL, an empty model name) fails here, before the log is touched. With
  * them, the tools offered and what to say about those that are not (see `unavailableNotes`).
  */
-export const services = (v: Partial<Settings.Values>, model: string, tools: Config.Input, strict: boolean) =>
+export const services = (v: Partial<Settings.Values>, model: string, tools: Config.Input, strict: boolean, mcp: Mcp = { servers: [] }) =>
   Effect.gen(function*() {
-    const built = yield* Layer.build(Layer.merge(Builtins.layer(tools), modelLayer(v, model))).pipe(
+    const source = yield* mcpTools(mcp, tools)
+    const built = yield* Layer.build(Layer.merge(Builtins.layerWith(tools, source.tools), modelLayer(v, model))).pipe(
       Effect.mapError((error) => new UsageError({ message: error.message }))
     )
     const availability = Context.get(built, Builtins.Availability)
     const notes = yield* unavailableNotes(tools, availability.unavailable, strict)
     const layer: Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel> = Layer.succeedContext(built)
-    return { layer, offered: availability.tools.map((tool) => tool.spec.name), notes }
+    return {
+      layer,
+      offered: availability.tools.map((tool) => tool.spec.name),
+      notes: [...notes, ...source.notes],
+      /** The MCP servers' tools offered, and those their server marks destructive. */
+      mcp: { names: source.tools.map((tool) => tool.spec.name), ask: source.ask }
+    }
+  })
+
+/** The MCP servers of a run, and on resume the tools the goal recorded (kept as recorded). */
+export interface Mcp {
+  readonly servers: ReadonlyArray<Servers.Server>
+  readonly pinned?: ReadonlyArray<Tool.Spec>
+}
+
+/** The MCP servers' tools, started in the workspace's sandbox now and stopped with the scope. */
+export const mcpTools = (mcp: Mcp, tools: Config.Input) =>
+  Effect.gen(function*() {
+    if (mcp.servers.length === 0) return { tools: [], ask: [], notes: [] }
+    const config = yield* Config.decode(tools).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
+    const workspace = yield* Effect.try(() => realpathSync(config.workspace)).pipe(
+      Effect.mapError(() => new UsageError({ message: `the workspace ${config.workspace} is not a folder rx can open` }))
+    )
+    const sandbox = yield* Sandbox.resolve(config.sandbox, workspace, config.bwrapPath).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
+    const guards = Sandbox.guardsOf(workspace, config.protectedPaths, config.hiddenPaths)
+    return yield* McpTools.make(mcp.servers, { workspace, sandbox, guards, version: Usage.version, ...(mcp.pinned === undefined ? {} : { pinned: mcp.pinned }) }).pipe(
+      Effect.mapError((error) => new UsageError({ message: error.message }))
+    )
+  })
+
+/** A server as a goal records it (in its options' metadata). */
+export const encodeServer = Schema.encodeSync(Servers.Server)
+
+/** The MCP servers a goal recorded; none if it recorded none (or nothing readable). */
+export const recordedMcp = (metadata: Readonly<Record<string, unknown>>): ReadonlyArray<Servers.Server> =>
+  Option.getOrElse(Schema.decodeUnknownOption(Schema.Array(Servers.Server))(metadata["mcp"]), () => [])
+
+/** `--mcp NAME=COMMAND|URL`, each given: the servers, or the first one that does not parse. */
+export const mcpServers = (given: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const servers: Array<Servers.Server> = []
+    for (const text of given) {
+      const parsed = Servers.parse(text)
+      if (Either.isLeft(parsed)) return yield* new UsageError({ message: `--mcp: ${parsed.left}` })
+      if (servers.some((s) => s.name === parsed.right.name)) return yield* new UsageError({ message: `--mcp: two servers are named ${parsed.right.name}` })
+      servers.push(parsed.right)
+    }
+    return servers
   })
 
 /** Which model: set, else the question a user can answer. */

@@ -1,0 +1,225 @@
+/**
+ * MCP servers as rx tools against a real server written with the SDK's McpServer
+ * (test/fixtures/server.mjs): over stdio and over HTTP on 127.0.0.1 (streamable, and SSE only),
+ * through the kernel's runner. A call that fails the schema is rejected unsent; `isError`, a
+ * hang (cancelled at the timeout), a crash are recorded failures; a changed tool list on resume
+ * is reported and the recorded one kept.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { type Event, LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { McpTools, Servers } from "@rx/mcp"
+import { Sandbox } from "@rx/tools"
+import { Effect, Either, Exit, Layer, Scope } from "effect"
+import { execFileSync, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+const fixture = path.join(import.meta.dirname, "fixtures", "server.mjs")
+const none = { _tag: "None", prlimit: undefined } as const
+
+const temp = Effect.acquireRelease(
+  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "rx-mcp-"))),
+  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+)
+
+/** A stdio server named `t`, logging to `log`. */
+const stdio = (log: string, ...extra: ReadonlyArray<string>): Servers.Server => ({ name: "t", command: [process.execPath, fixture, "--log", log, ...extra] })
+
+/** The fixture over HTTP (`--http` or `--sse`), stopped with the scope; its URL. */
+const http = (mode: "--http" | "--sse") =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly url: string; readonly kill: () => void }>((resume) => {
+      const child = spawn(process.execPath, [fixture, mode], { stdio: ["ignore", "pipe", "ignore"] })
+      child.stdout.on("data", (chunk: Buffer) => {
+        const port = /listening (\d+)/.exec(chunk.toString())?.[1]
+        if (port !== undefined) resume(Effect.succeed({ url: `http://127.0.0.1:${port}/mcp`, kill: () => child.kill("SIGKILL") }))
+      })
+    }),
+    (server) => Effect.sync(server.kill)
+  )
+
+/** Run a goal whose model answers `answers` in turn, with the MCP tools of `source`. */
+const run = (source: McpTools.Source, answers: ReadonlyArray<LanguageModel.Response>) =>
+  Effect.gen(function*() {
+    const store = yield* StateStore.makeMemory
+    const services = Layer.mergeAll(
+      Layer.succeed(StateStore.StateStore, store),
+      ToolRegistry.layer(source.tools),
+      LanguageModel.layerScripted(answers)
+    )
+    const result = yield* Runner.run({ goal: "use the MCP tools", goalId: "g" }).pipe(Effect.provide(services))
+    return { result, events: yield* store.load("g") }
+  })
+
+const outcome = (events: ReadonlyArray<Event.Event>, tool: string) =>
+  events.find((e): e is Event.Of<"ToolSucceeded"> | Event.Of<"ToolFailed"> => (e._tag === "ToolSucceeded" || e._tag === "ToolFailed") && e.tool === tool)
+
+const lines = (file: string) => (fs.existsSync(file) ? fs.readFileSync(file, "utf8").trim().split("\n") : [])
+
+describe("McpTools over stdio", () => {
+  it.scoped("tools as NAME__tool with their hints; a call runs; a call failing the schema is rejected unsent; isError is a recoverable failure", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const log = path.join(dir, "log")
+      const source = yield* McpTools.make([stdio(log)], { workspace: dir, sandbox: none })
+      const specs = source.tools.map((t) => t.spec)
+      expect(specs.map((s) => s.name).filter((n) => !n.includes("weird")).sort()).toEqual(["t__add", "t__big", "t__crash", "t__fail", "t__hang", "t__write"])
+      // "weird.name" is no function name for model APIs: cleaned, with a hash of the original.
+      expect(specs.filter((s) => s.name.includes("weird")).map((s) => s.name)).toEqual([expect.stringMatching(/^t__weird_name_[0-9a-f]{6}$/)])
+      for (const name of specs.map((s) => s.name)) expect(name).toMatch(/^[a-zA-Z0-9_-]{1,64}$/)
+      expect(specs.find((s) => s.name === "t__add")).toMatchObject({ idempotent: true, parameters: { type: "object", required: ["a", "b"] } })
+      expect(specs.find((s) => s.name === "t__write")?.idempotent).toBe(false)
+      expect(source.ask).toEqual(["t__write"])
+
+      const { events, result } = yield* run(source, [
+        LanguageModel.callTool("t__add", { a: 2, b: "three" }),
+        LanguageModel.callTool("t__add", { a: 2, b: 3 }),
+        LanguageModel.callTool("t__fail", {}),
+        LanguageModel.done("added")
+      ])
+      expect(result).toMatchObject({ status: "terminated", reason: "done" })
+      expect(events.find((e) => e._tag === "ActionRejected")).toMatchObject({ kind: "invalid_input", tool: "t__add" })
+      expect(outcome(events, "t__add")).toMatchObject({ _tag: "ToolSucceeded", output: { content: [{ type: "text", text: "5" }] } })
+      expect(outcome(events, "t__fail")).toMatchObject({ _tag: "ToolFailed", error: { kind: "recoverable", message: "fail: no such thing" } })
+      // The rejected call never reached the server.
+      expect(lines(log)).toEqual(["started", "add 2 3", "fail"])
+    }))
+
+  it.scoped("a call that hangs is cancelled at the timeout (the server is told); output is capped", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const log = path.join(dir, "log")
+      const source = yield* McpTools.make([stdio(log)], { workspace: dir, sandbox: none, timeoutMs: 500, maxOutputChars: 1_000 })
+      const { events } = yield* run(source, [LanguageModel.callTool("t__hang", {}), LanguageModel.callTool("t__big", {}), LanguageModel.done("ok")])
+      expect(outcome(events, "t__hang")).toMatchObject({
+        _tag: "ToolFailed",
+        error: { kind: "recoverable", message: "MCP server t: hang took more than 500 ms; the request was cancelled" }
+      })
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 300)))
+      expect(lines(log)).toContain("hang cancelled")
+      expect(outcome(events, "t__big")).toMatchObject({ _tag: "ToolSucceeded", output: { content: [{ type: "text", truncated: true, chars: 200_000 }] } })
+      const big = outcome(events, "t__big")
+      expect(JSON.stringify(big?._tag === "ToolSucceeded" ? big.output : "").length).toBeLessThan(1_200)
+    }))
+
+  it.scoped("a server that crashes mid-call: that call and later ones are recorded failures, never defects; the run goes on", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const source = yield* McpTools.make([stdio(path.join(dir, "log"))], { workspace: dir, sandbox: none })
+      const { events, result } = yield* run(source, [
+        LanguageModel.callTool("t__crash", {}),
+        LanguageModel.callTool("t__add", { a: 1, b: 1 }),
+        LanguageModel.done("survived")
+      ])
+      expect(result).toMatchObject({ status: "terminated", reason: "done" })
+      const crashed = outcome(events, "t__crash")
+      expect(crashed).toMatchObject({ _tag: "ToolFailed", error: { kind: "recoverable" } })
+      expect(crashed?._tag === "ToolFailed" ? crashed.error.message : "").toContain("MCP server t is not running any more")
+      expect(crashed?._tag === "ToolFailed" ? crashed.error.message : "").toContain("about to crash")
+      expect(outcome(events, "t__add")).toMatchObject({ _tag: "ToolFailed", error: { kind: "recoverable" } })
+    }))
+
+  it.scoped("the servers stop with the scope", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const log = path.join(dir, "log")
+      const scope = yield* Scope.make()
+      yield* Scope.extend(McpTools.make([stdio(log, "--pid")], { workspace: dir, sandbox: none }), scope)
+      const children = () => fs.readdirSync("/proc").filter((p) => /^\d+$/.test(p)).filter((p) => {
+        try {
+          return fs.readFileSync(`/proc/${p}/cmdline`, "utf8").includes(log)
+        } catch {
+          return false
+        }
+      })
+      expect(children()).toHaveLength(1)
+      yield* Scope.close(scope, Exit.void)
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 500)))
+      expect(children()).toHaveLength(0)
+    }))
+
+  it.scoped("a server that cannot start, or would run without the sandbox asked for, is a McpError naming it; nothing runs", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const missing = yield* Effect.flip(McpTools.make([{ name: "gone", command: ["/nonexistent/mcp-server"] }], { workspace: dir, sandbox: none, startTimeoutMs: 5_000 }))
+      expect(missing).toMatchObject({ _tag: "@rx/mcp/McpError", server: "gone" })
+      expect(missing.message).toContain("MCP server gone: cannot start")
+      const exits = yield* Effect.flip(McpTools.make([{ name: "quits", command: [process.execPath, "-e", "console.error('bad config'); process.exit(2)"] }], { workspace: dir, sandbox: none, startTimeoutMs: 5_000 }))
+      expect(exits.message).toContain("bad config")
+      const log = path.join(dir, "log")
+      const unsandboxed = yield* Effect.flip(McpTools.make([stdio(log)], { workspace: dir, sandbox: { _tag: "Unavailable", reason: "bubblewrap is not installed" } }))
+      expect(unsandboxed.message).toContain("MCP server t: not started: it would run without a sandbox (bubblewrap is not installed)")
+      expect(lines(log)).toEqual([])
+    }))
+
+  it.scoped("on resume: the recorded tools are offered as recorded; a new, changed or removed tool is reported", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const first = yield* Effect.scoped(McpTools.make([stdio(path.join(dir, "log"))], { workspace: dir, sandbox: none }))
+      const recorded = first.tools.map((t) => t.spec)
+      const again = yield* McpTools.make([stdio(path.join(dir, "log"), "--variant", "2")], { workspace: dir, sandbox: none, pinned: recorded })
+      expect(again.tools.map((t) => t.spec.name)).not.toContain("t__extra")
+      expect(again.tools.find((t) => t.spec.name === "t__add")?.spec).toEqual(recorded.find((s) => s.name === "t__add"))
+      expect(again.notes).toHaveLength(1)
+      expect(again.notes[0]).toContain("t__extra is new (not offered to this goal)")
+      expect(again.notes[0]).toContain("t__add changed (offered as the goal recorded it)")
+      expect(again.notes[0]).toContain("t__fail is gone (its calls will fail)")
+    }))
+})
+
+/** Whether bubblewrap works here: the sandboxed case needs it, and is skipped with a printed reason without it. */
+const bwrapWorks = Either.isRight(Either.try(() => execFileSync("/usr/bin/bwrap", ["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--", "/bin/true"], { stdio: "ignore" })))
+if (!bwrapWorks) console.log("bubblewrap does not work here: the sandboxed MCP server case is skipped")
+
+describe.skipIf(!bwrapWorks)("McpTools in the sandbox", () => {
+  it.scoped("a stdio server runs in bubblewrap: it writes in the workspace, not outside it, and has no network", () =>
+    Effect.gen(function*() {
+      const workspace = yield* temp
+      const elsewhere = yield* temp
+      // The server sits in the workspace: only the workspace and the system folders are visible.
+      fs.copyFileSync(path.join(import.meta.dirname, "fixtures", "escape.mjs"), path.join(workspace, "escape.mjs"))
+      const sandbox = yield* Sandbox.resolve("bwrap", workspace)
+      const outside = path.join(elsewhere, "escaped.txt")
+      const inside = path.join(workspace, "stayed.txt")
+      const source = yield* McpTools.make([{ name: "x", command: [process.execPath, path.join(workspace, "escape.mjs"), outside, inside] }], { workspace, sandbox })
+      const { events } = yield* run(source, [LanguageModel.callTool("x__escape", {}), LanguageModel.done("tried")])
+      const result = outcome(events, "x__escape")
+      const report = JSON.parse(result?._tag === "ToolSucceeded" ? String((result.output as { content: ReadonlyArray<{ text: string }> }).content[0]?.text) : "{}") as Record<string, string>
+      expect(report["inside"]).toBe("done")
+      expect(report["outside"]).toMatch(/^refused/)
+      expect(report["network"]).toMatch(/^refused/)
+      expect(fs.existsSync(outside)).toBe(false)
+      expect(fs.readFileSync(inside, "utf8")).toBe("stayed")
+    }), 30_000)
+})
+
+describe("McpTools over HTTP", () => {
+  it.scoped("streamable HTTP, and the SSE transport for a server that speaks only that", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      for (const mode of ["--http", "--sse"] as const) {
+        const server = yield* http(mode)
+        const source = yield* McpTools.make([{ name: "web", url: server.url }], { workspace: dir, sandbox: none })
+        const { events } = yield* run(source, [LanguageModel.callTool("web__add", { a: 20, b: 22 }), LanguageModel.done("added")])
+        expect(outcome(events, "web__add")).toMatchObject({ _tag: "ToolSucceeded", output: { content: [{ type: "text", text: "42" }] } })
+      }
+      const refused = yield* Effect.flip(McpTools.make([{ name: "web", url: "http://127.0.0.1:1/mcp" }], { workspace: dir, sandbox: none, startTimeoutMs: 5_000 }))
+      expect(refused.message).toContain("MCP server web: cannot connect to http://127.0.0.1:1/mcp")
+    }))
+})
+
+describe("Servers.parse", () => {
+  it("NAME=COMMAND LINE (quoted words kept whole) and NAME=URL; one clear message otherwise", () => {
+    expect(Servers.parse("fs=npx -y @modelcontextprotocol/server-filesystem '/tmp/my dir'")).toEqual(
+      Either.right({ name: "fs", command: ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp/my dir"] })
+    )
+    expect(Servers.parse("web=https://example.com/mcp")).toEqual(Either.right({ name: "web", url: "https://example.com/mcp" }))
+    expect(Servers.parse("nope")).toEqual(Either.left("expected NAME=COMMAND or NAME=URL, got \"nope\""))
+    expect(Servers.parse("a_b=x")).toEqual(Either.left("\"a_b\": an MCP server's name is 1 to 24 letters, digits or \"-\""))
+    expect(Servers.parse("fs=")).toEqual(Either.left("fs: give a command or a URL after \"=\""))
+    expect(Servers.parse("fs=node 'x")).toEqual(Either.left("unclosed ' in \"node 'x\""))
+    const server = { name: "fs", command: ["node", "my server.js", "--flag=it's"] } as const
+    expect(Servers.parse(Servers.show(server))).toEqual(Either.right(server))
+  })
+})
