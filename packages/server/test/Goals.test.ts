@@ -5,7 +5,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { type Event, LanguageModel, StateStore } from "@rx/kernel"
-import { Deferred, Effect, Ref, Stream } from "effect"
+import { Toolbox } from "@rx/server"
+import { Builtins } from "@rx/tools"
+import { Deferred, Effect, Layer, Ref, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { call, collect, jsonLines, listThenDone, modelByGoal, open, sseEvents, startServer, until, withStore } from "./helpers.js"
@@ -194,6 +196,17 @@ describe("goals", () => {
       expect(events[events.length - 1]).toMatchObject({ _tag: "Terminated", reason: "done" })
       expect(events.find((e) => e._tag === "ApprovalDecided")).toMatchObject({ approved: true, by: "http" })
       expect(fs.readFileSync(path.join(server.root, "note.txt"), "utf8")).toBe("approved\n")
+    }))
+
+  it.scopedLive("a workspace's tools may start with an approval policy (DefaultApproval); a submission's own comes on top", () =>
+    Effect.gen(function*() {
+      const toolbox = Toolbox.layerWith((workspace) =>
+        Layer.merge(Builtins.layer({ workspace, sandbox: "none" }), Layer.succeed(Toolbox.DefaultApproval, { write_file: "ask", list_dir: "ask" }))
+      )
+      const server = yield* startServer(modelByGoal(() => Effect.never), {}, { toolbox })
+      const submitted = (yield* call(server, "/v1/goals", { method: "POST", body: { goal: "x", options: { approval: { list_dir: "auto", shell: "deny" } } } })).body as { goalId: string }
+      const first = (yield* withStore(server.db, Effect.flatMap(StateStore.StateStore, (store) => store.load(submitted.goalId))))[0]
+      expect(first).toMatchObject({ _tag: "GoalSubmitted", options: { approval: { write_file: "ask", list_dir: "auto", shell: "deny" } } })
     }))
 
   it.scopedLive("denying a call over HTTP tells the model, and the goal goes on", () =>
