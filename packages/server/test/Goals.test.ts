@@ -196,6 +196,9 @@ describe("goals", () => {
       expect(events[events.length - 1]).toMatchObject({ _tag: "Terminated", reason: "done" })
       expect(events.find((e) => e._tag === "ApprovalDecided")).toMatchObject({ approved: true, by: "http" })
       expect(fs.readFileSync(path.join(server.root, "note.txt"), "utf8")).toBe("approved\n")
+      // Listing again: what the log said of the goal when it waited is not kept once it moved on.
+      expect(((yield* call(server, "/v1/goals?status=waiting")).body as { goals: ReadonlyArray<unknown> }).goals).toEqual([])
+      expect(((yield* call(server, "/v1/goals")).body as { goals: ReadonlyArray<unknown> }).goals).toMatchObject([{ goalId, status: "terminated", approval: null }])
     }))
 
   it.scopedLive("a workspace's tools may start with an approval policy (DefaultApproval); a submission's own comes on top", () =>

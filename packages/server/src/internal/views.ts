@@ -15,30 +15,57 @@ export const waitsForPerson = (state: State.State): boolean =>
 const statusOf = (state: State.State): Api.GoalStatus =>
   state.terminated !== null ? "terminated" : waitsForPerson(state) ? "waiting" : "open"
 
-/** The view of a goal from its summary and, for an open goal or when asked, its folded State. */
-const view = (
-  summary: GoalSummary.GoalSummary,
-  state: State.State | undefined,
-  activity: Api.Activity
-): Api.Goal => {
-  const awaiting = state?.awaiting
+/** What only a goal's log says of it: whether it waits for a person, why it is suspended, the call awaiting a decision. */
+interface FromLog {
+  readonly status: Api.GoalStatus
+  readonly suspended: Api.Goal["suspended"]
+  readonly approval: Api.Goal["approval"]
+}
+
+const fromLog = (state: State.State): FromLog => {
+  const awaiting = state.awaiting
   return {
-    goalId: summary.goalId,
-    goal: summary.goal,
-    status: state === undefined ? summary.status : statusOf(state),
-    activity,
-    iterations: summary.iterations,
-    nextSeq: summary.nextSeq,
-    reason: summary.reason,
-    ...(state === undefined || state.terminated === null ? {} : { detail: state.terminated.detail }),
-    suspended: state?.suspended ?? null,
-    approval: awaiting === undefined || awaiting === null || awaiting.decision !== null
-      ? null
-      : { callId: awaiting.callId, tool: awaiting.tool, input: awaiting.input },
-    submittedAt: summary.submittedAt,
-    updatedAt: summary.updatedAt
+    status: statusOf(state),
+    suspended: state.suspended,
+    approval: awaiting === null || awaiting.decision !== null ? null : { callId: awaiting.callId, tool: awaiting.tool, input: awaiting.input }
   }
 }
+
+/** The view of a goal from its summary and what its log says (a terminated goal's summary says all). */
+const view = (summary: GoalSummary.GoalSummary, log: FromLog | undefined, activity: Api.Activity): Api.Goal => ({
+  goalId: summary.goalId,
+  goal: summary.goal,
+  status: log?.status ?? summary.status,
+  activity,
+  iterations: summary.iterations,
+  nextSeq: summary.nextSeq,
+  reason: summary.reason,
+  suspended: log?.suspended ?? null,
+  approval: log?.approval ?? null,
+  submittedAt: summary.submittedAt,
+  updatedAt: summary.updatedAt
+})
+
+/**
+ * What open goals' logs say, kept by goal while its log has not grown (the summary's `nextSeq`),
+ * so listing the same open goals again folds nothing; the oldest entries go past `capacity`.
+ */
+export const makeCache = (capacity = 10_000) => {
+  const kept = new Map<string, { readonly nextSeq: number; readonly log: FromLog }>()
+  return (summary: GoalSummary.GoalSummary) =>
+    Effect.suspend(() => {
+      const hit = kept.get(summary.goalId)
+      if (hit !== undefined && hit.nextSeq === summary.nextSeq) return Effect.succeed(hit.log)
+      return Effect.map(Runner.restore(summary.goalId), (state) => {
+        const log = fromLog(state)
+        kept.delete(summary.goalId)
+        kept.set(summary.goalId, { nextSeq: state.seq, log })
+        if (kept.size > capacity) kept.delete(kept.keys().next().value ?? "")
+        return log
+      })
+    })
+}
+export type Cache = ReturnType<typeof makeCache>
 
 /** One goal, with its `Terminated` detail and termination audit; `NotFound` for an unknown id. */
 export const one = (goalId: string, activity: (goalId: string) => Api.Activity) =>
@@ -47,10 +74,10 @@ export const one = (goalId: string, activity: (goalId: string) => Api.Activity) 
     const summary = yield* store.goal(goalId)
     if (Option.isNone(summary)) return yield* new NotFound({ goalId, message: `no goal with id ${goalId}` })
     const state = yield* Runner.restore(goalId)
-    const goal = view(summary.value, state, activity(goalId))
+    const goal = view(summary.value, fromLog(state), activity(goalId))
     if (state.terminated === null) return goal
     const audit = Audit.of(yield* store.load(goalId))
-    return audit === undefined ? goal : { ...goal, audit: { ...audit, evidence: audit.evidence.map((e) => e.seq) } }
+    return { ...goal, detail: state.terminated.detail, ...(audit === undefined ? {} : { audit: { ...audit, evidence: audit.evidence.map((e) => e.seq) } }) }
   })
 
 /** Where a page ends: the last goal's submission time and id, in the store's order. */
@@ -66,7 +93,8 @@ const after = ([at, id]: typeof Cursor.Type) => (summary: GoalSummary.GoalSummar
 /** A page of goals with `status`, newest first, after `cursor`. */
 export const page = (
   params: { readonly status?: Api.GoalStatus | undefined; readonly limit: number; readonly cursor?: string | undefined },
-  activity: (goalId: string) => Api.Activity
+  activity: (goalId: string) => Api.Activity,
+  cache: Cache
 ) =>
   Effect.gen(function*() {
     const store = yield* StateStore.StateStore
@@ -81,8 +109,8 @@ export const page = (
     let more = false
     for (const summary of candidates) {
       // Only an open goal's log says whether it waits for a person.
-      const state = summary.status === "open" ? yield* Runner.restore(summary.goalId) : undefined
-      const goal = view(summary, state, activity(summary.goalId))
+      const log = summary.status === "open" ? yield* cache(summary) : undefined
+      const goal = view(summary, log, activity(summary.goalId))
       if (params.status !== undefined && goal.status !== params.status) continue
       if (goals.length === params.limit) {
         more = true
