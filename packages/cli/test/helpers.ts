@@ -101,3 +101,19 @@ export const exec = (file: string, args: ReadonlyArray<string>, options: { reado
       child.stdin.end(options.input ?? "")
     })
   )
+
+/**
+ * `rx serve` on a free port for `box` (its log and workspace, `--sandbox none`), stopped (SIGTERM)
+ * with the scope; its URL once it listens.
+ */
+export const serveRx = (box: { readonly db: string; readonly workspace: string }, baseUrl: string, extra: ReadonlyArray<string> = []) =>
+  Effect.acquireRelease(
+    Effect.gen(function*() {
+      const child = start(["serve", "--port", "0", "--db", box.db, "--workspace", box.workspace, "--base-url", baseUrl, "--model", "fake", "--sandbox", "none", ...extra])
+      yield* until(() => /listening on (http:\/\/\S+)/.test(child.output().stdout) || child.exitCode !== null, "rx serve to listen")
+      const url = /listening on (http:\/\/\S+)/.exec(child.output().stdout)?.[1] ?? ""
+      if (url === "") return yield* Effect.die(new Error(`rx serve did not start: ${child.output().stderr}`))
+      return { child, url }
+    }),
+    ({ child }) => Effect.promise(() => (child.kill("SIGTERM"), child.done))
+  )

@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
-import { jsonLines, rx, sandbox } from "./helpers.js"
+import { jsonLines, rx, sandbox, serveRx } from "./helpers.js"
 
 const fixture = join(import.meta.dirname, "..", "..", "mcp", "test", "fixtures", "server.mjs")
 const call = (name: string, args: unknown) => FakeServer.completion({ toolCalls: [{ name, arguments: JSON.stringify(args) }] })
@@ -45,6 +45,26 @@ describe("rx run --mcp", () => {
       expect(readFileSync(out, "utf8")).toBe("from mcp")
       expect(readFileSync(log, "utf8").trim().split("\n")).toEqual(["started", "add 2 3", "started", `write ${out}`])
       expect((yield* rx(["replay", goalId, "--db", box.db])).code).toBe(0)
+    }), 60_000)
+
+  it.scopedLive("rx serve --mcp: goals over HTTP call the MCP tools of their workspace; a destructive one waits for approval", () =>
+    Effect.gen(function*() {
+      const box = sandbox()
+      const log = join(box.root, "mcp.log")
+      const out = join(box.workspace, "served.txt")
+      const model = yield* FakeServer.make([call("t__add", { a: 20, b: 22 }), call("t__write", { path: out, text: "served" }), done("added and written")])
+      const { url } = yield* serveRx(box, model.baseUrl, ["--mcp", `t=${process.execPath} ${fixture} --log ${log}`])
+      const ran = yield* rx(["run", "--server", url, "--db", box.db, "--json", "add and write"])
+      expect(ran.code, ran.stderr).toBe(11)
+      const events = jsonLines(ran.stdout)
+      const goalId = String(events[0]?.["goalId"])
+      expect(events[0]).toMatchObject({ options: { approval: { t__write: "ask" }, metadata: { mcp: [{ name: "t" }] } } })
+      expect(events.find((e) => e["_tag"] === "ToolSucceeded")).toMatchObject({ tool: "t__add", output: { content: [{ text: "42" }] } })
+      expect(events.at(-1)).toMatchObject({ _tag: "Suspended", reason: "awaiting_approval" })
+      expect((yield* rx(["approve", goalId, "--server", url, "--db", box.db])).code).toBe(0)
+      const followed = jsonLines((yield* rx(["events", goalId, "--follow", "--server", url, "--db", box.db])).stdout)
+      expect(followed.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
+      expect(readFileSync(out, "utf8")).toBe("served")
     }), 60_000)
 
   it.scopedLive("a bad --mcp, or a server that cannot start, is one line, exit 1, and records nothing", () =>

@@ -9,23 +9,10 @@ import { Effect } from "effect"
 import { existsSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
-import { jsonLines, rx, sandbox, start, until } from "./helpers.js"
+import { jsonLines, rx, sandbox, serveRx, start, until } from "./helpers.js"
 
 const call = (name: string, args: unknown) => FakeServer.completion({ toolCalls: [{ name, arguments: JSON.stringify(args) }] })
 const done = (summary: string) => call("done", { summary })
-
-/** `rx serve` on a free port for this sandbox; stopped (SIGTERM) with the scope. */
-const serve = (box: ReturnType<typeof sandbox>, baseUrl: string) =>
-  Effect.acquireRelease(
-    Effect.gen(function*() {
-      const child = start(["serve", "--port", "0", "--db", box.db, "--workspace", box.workspace, "--base-url", baseUrl, "--model", "fake", "--sandbox", "none"])
-      yield* until(() => /listening on (http:\/\/\S+)/.test(child.output().stdout) || child.exitCode !== null, "rx serve to listen")
-      const url = /listening on (http:\/\/\S+)/.exec(child.output().stdout)?.[1] ?? ""
-      expect(url, child.output().stderr).not.toBe("")
-      return { child, url }
-    }),
-    ({ child }) => Effect.promise(() => (child.kill("SIGTERM"), child.done))
-  )
 
 /** One line on stderr, exit 1, nothing on stdout. */
 const refused = (ran: { code: number | null; stdout: string; stderr: string }, text: string) => {
@@ -40,7 +27,7 @@ describe("--server", () => {
     Effect.gen(function*() {
       const model = yield* FakeServer.make([call("write_file", { path: "out.txt", content: "remote" }), done("written remotely")])
       const box = sandbox()
-      const { url } = yield* serve(box, model.baseUrl)
+      const { url } = yield* serveRx(box, model.baseUrl)
       // The token comes from the file rx serve wrote beside the log (--db names it).
       const ran = yield* rx(["run", "--server", url, "--db", box.db, "--max-iterations", "5", "write out.txt"])
       expect(ran.code, ran.stderr).toBe(0)
@@ -72,7 +59,7 @@ describe("--server", () => {
     Effect.gen(function*() {
       const model = yield* FakeServer.make([call("write_file", { path: "ok.txt", content: "approved" }), done("written"), { kind: "stall" }])
       const box = sandbox()
-      const { url } = yield* serve(box, model.baseUrl)
+      const { url } = yield* serveRx(box, model.baseUrl)
       const waiting = yield* rx(["run", "--server", url, "--db", box.db, "--ask", "write_file", "write ok.txt"])
       expect(waiting.code, waiting.stderr).toBe(11)
       const goalId = /goal (\S+) submitted to/.exec(waiting.stderr)?.[1] ?? ""
@@ -103,7 +90,7 @@ describe("--server", () => {
     Effect.gen(function*() {
       const model = yield* FakeServer.make([])
       const box = sandbox()
-      const { url } = yield* serve(box, model.baseUrl)
+      const { url } = yield* serveRx(box, model.baseUrl)
       refused(yield* rx(["list", "--server", "http://127.0.0.1:1"], { RX_TOKEN: "0123456789abcdef0123" }), "cannot reach the rx server at http://127.0.0.1:1")
       refused(yield* rx(["list", "--server", url], { RX_TOKEN: "0123456789abcdef-wrong" }), `the server at ${url} refused the token`)
       // No RX_TOKEN, and no token file beside the default log.
