@@ -10,7 +10,7 @@ import { Builtins } from "@rx/tools"
 import { Deferred, Effect, Layer, Ref, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { call, collect, jsonLines, listThenDone, modelByGoal, open, sseEvents, startServer, until, withStore } from "./helpers.js"
+import { call, collect, jsonLines, listThenDone, listTwiceAfter, modelByGoal, open, sseEvents, startServer, until, withStore } from "./helpers.js"
 
 const seqs = (events: ReadonlyArray<Event.Event>) => events.map((event) => event.seq)
 const range = (n: number) => Array.from({ length: n }, (_, i) => i)
@@ -54,13 +54,7 @@ describe("goals", () => {
     Effect.gen(function*() {
       // The model waits at its second answer until the test lets it go on.
       const gate = yield* Deferred.make<void>()
-      const server = yield* startServer(modelByGoal((_goal, turn) =>
-        turn === 0
-          ? Effect.succeed(LanguageModel.callTool("list_dir", {}))
-          : turn === 1
-          ? Effect.as(Deferred.await(gate), LanguageModel.callTool("list_dir", { depth: 2 }))
-          : Effect.succeed(LanguageModel.done("twice"))
-      ))
+      const server = yield* startServer(modelByGoal(listTwiceAfter(gate)))
       const { goalId } = (yield* call(server, "/v1/goals", { method: "POST", body: { goal: "list twice" } })).body as { goalId: string }
       yield* until(server.db, goalId, (events) => events.some((e) => e._tag === "IterationCompleted"), "the first iteration")
 

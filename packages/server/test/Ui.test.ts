@@ -14,7 +14,7 @@ import * as path from "node:path"
 import { gzipSync } from "node:zlib"
 import { type Browser, chromium, type Page } from "playwright-core"
 import { files } from "../src/internal/assets.js"
-import { call, listThenDone, modelByGoal, type Running, startServer, token } from "./helpers.js"
+import { call, listThenDone, listTwiceAfter, modelByGoal, type Running, startServer, token } from "./helpers.js"
 
 const executablePath = "/usr/bin/chromium"
 const available = fs.existsSync(executablePath)
@@ -100,13 +100,7 @@ describe.skipIf(!available)("web inspector", () => {
     Effect.gen(function*() {
       const b = yield* browser
       const gate = yield* Deferred.make<void>()
-      const server = yield* startServer(modelByGoal((_goal, turn) =>
-        turn === 0
-          ? Effect.succeed(LanguageModel.callTool("list_dir", {}))
-          : turn === 1
-          ? Effect.as(Deferred.await(gate), LanguageModel.callTool("list_dir", { depth: 2 }))
-          : Effect.succeed(LanguageModel.done("twice"))
-      ))
+      const server = yield* startServer(modelByGoal(listTwiceAfter(gate)))
       const { page } = yield* login(b, server)
       const goalId = yield* submit(server, { goal: "list twice" })
       yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${goalId}`))

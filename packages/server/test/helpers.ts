@@ -10,7 +10,7 @@ import { Event, LanguageModel, StateStore } from "@rx/kernel"
 import { Server, Toolbox } from "@rx/server"
 import type { Config } from "@rx/server"
 import { SqliteStore } from "@rx/store-sqlite"
-import { Chunk, Context, Effect, Either, Layer, Logger, LogLevel, Option, Scope, Stream } from "effect"
+import { Chunk, Context, Deferred, Effect, Either, Layer, Logger, LogLevel, Option, Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -43,6 +43,14 @@ export const modelByGoal = (answer: Answer): Layer.Layer<LanguageModel.LanguageM
 /** list_dir, then done: three iterations' worth of events for any goal. */
 export const listThenDone: Answer = (_goal, turn) =>
   Effect.succeed(turn === 0 ? LanguageModel.callTool("list_dir", {}) : LanguageModel.done("listed"))
+
+/** list_dir; once `gate` opens, list_dir again; then done: a run a test holds mid-way. */
+export const listTwiceAfter = (gate: Deferred.Deferred<void>): Answer => (_goal, turn) =>
+  turn === 0
+    ? Effect.succeed(LanguageModel.callTool("list_dir", {}))
+    : turn === 1
+    ? Effect.as(Deferred.await(gate), LanguageModel.callTool("list_dir", { depth: 2 }))
+    : Effect.succeed(LanguageModel.done("twice"))
 
 export interface Running {
   readonly url: string
