@@ -124,14 +124,41 @@ export const layerWithClient = (
   )
 
 /** The store's operations over an open database of schema version `schema`. */
-const makeStore = (db: Database.Database, config: Config.Config, schema: number): Effect.Effect<Service> =>
+const makeStore = (db: Database.Database, config: Config.Config, schema: number): Effect.Effect<Service, never, Scope.Scope> =>
   Effect.gen(function*() {
     const failed = (what: string, goalId?: string, seq?: number) => (error: SqlError) => toStoreError({ ...config, what, goalId, seq }, error)
     const columns = eventColumns(schema)
     const selectEventsSql = `SELECT ${columns} FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq`
 
-    /** Goals appended to by this store, so `changes` in this process need not wait for a poll. */
+    /**
+     * Goals appended to by this store, so `changes` in this process need not wait for a poll; and
+     * `elsewhere` when another connection committed (a follower then reads its goal again).
+     */
     const appended = yield* PubSub.unbounded<string>()
+    const elsewhere = ""
+    /**
+     * One poller for the whole store, started by the first follower and stopped with the store:
+     * `PRAGMA data_version` moves only when another connection commits, so an idle log costs one
+     * pragma per interval, however many goals are followed.
+     */
+    const scope = yield* Effect.scope
+    const dataVersion = db.read((tx) => Either.right(field(tx.get("PRAGMA data_version"), "data_version")))
+    const poll = Effect.gen(function*() {
+      let seen = yield* Effect.either(dataVersion)
+      while (true) {
+        yield* Effect.sleep(config.pollIntervalMs)
+        const now = yield* Effect.either(dataVersion)
+        // A failed read wakes the followers too: their own reads then say what is wrong.
+        if (Either.isLeft(now) || Either.isLeft(seen) || now.right !== seen.right) yield* PubSub.publish(appended, elsewhere)
+        seen = now
+      }
+    })
+    let polling = false
+    const startPolling = Effect.suspend(() => {
+      if (polling) return Effect.void
+      polling = true
+      return Effect.asVoid(Effect.forkIn(poll, scope))
+    })
     /**
      * The `goals` row of each goal this store appended to last, as it wrote it (up to
      * `maxCachedSummaries`), so its next append computes the new summary without reading the row.
@@ -308,6 +335,8 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
         Effect.gen(function*() {
           // Subscribe before the first read, so no append of this process falls in between.
           const wakeups = yield* PubSub.subscribe(appended)
+          yield* startPolling
+          const ours = Effect.repeat(Queue.take(wakeups), { until: (id) => id === goalId || id === elsewhere })
           const wants = (event: Event.Event) => tags === undefined || tags.includes(event._tag)
           let cursor = fromSeq
           const next = Effect.gen(function*() {
@@ -319,8 +348,8 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
                 if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
                 continue
               }
-              // Nothing new: wait for an append here, or poll for one from another process.
-              yield* Effect.raceFirst(Effect.sleep(config.pollIntervalMs), Queue.take(wakeups))
+              // Nothing new: wait for an append to this goal here, or for a commit elsewhere.
+              yield* ours
               yield* Queue.takeAll(wakeups)
             }
           })
