@@ -1,9 +1,12 @@
 /** Run the built `rx` binary as a child process, in temp folders, against a fake model server. */
 import { Effect } from "effect"
 import { execFileSync, spawn, type ChildProcess } from "node:child_process"
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { validate } from "../../llm/test/FakeServer.js"
 
 /** The shipped binary: the bundled CLI (`pnpm build` makes it). */
 export const bin = join(import.meta.dirname, "..", "dist", "rx.mjs")
@@ -117,3 +120,75 @@ export const serveRx = (box: { readonly db: string; readonly workspace: string }
     }),
     ({ child }) => Effect.promise(() => (child.kill("SIGTERM"), child.done))
   )
+
+/** What `busyModel` saw: requests, those in flight now and at most at once, and any not valid for the API. */
+export interface BusyModelStats {
+  requests: number
+  inFlight: number
+  maxInFlight: number
+  readonly invalid: Array<string>
+}
+
+/**
+ * A Chat Completions server on 127.0.0.1 that answers every request `delayMs` after it arrived,
+ * with the JSON body `answer` gives for the request's body, and counts the requests in flight at
+ * once: with one model request at a time per goal, that is a lower bound of the goals running at
+ * once. Closed with the scope.
+ */
+export const busyModel = (delayMs: number, answer: (body: unknown) => unknown) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly baseUrl: string; readonly stats: BusyModelStats; readonly server: Http.Server }>((resume) => {
+      const stats: BusyModelStats = { requests: 0, inFlight: 0, maxInFlight: 0, invalid: [] }
+      const server = Http.createServer((req, res) => {
+        stats.requests++
+        stats.inFlight++
+        stats.maxInFlight = Math.max(stats.maxInFlight, stats.inFlight)
+        let open = true
+        // Out of flight once answered, or when the client gave up.
+        const leave = () => {
+          if (open) stats.inFlight--
+          open = false
+        }
+        const chunks: Array<Buffer> = []
+        req.on("data", (chunk: Buffer) => chunks.push(chunk))
+        req.on("end", () => {
+          let body: unknown
+          try {
+            body = JSON.parse(Buffer.concat(chunks).toString("utf8"))
+          } catch {
+            body = null
+          }
+          const invalid = validate(body)
+          if (invalid !== undefined) stats.invalid.push(invalid)
+          const timer = setTimeout(() => {
+            leave()
+            res.writeHead(200, { "content-type": "application/json" })
+            res.end(JSON.stringify(answer(body)))
+          }, delayMs)
+          res.on("close", () => {
+            clearTimeout(timer)
+            leave()
+          })
+        })
+      })
+      server.listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as AddressInfo
+        resume(Effect.succeed({ baseUrl: `http://127.0.0.1:${port}/v1`, stats, server }))
+      })
+    }),
+    ({ server }) =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
+
+/** Processes whose command line holds `marker`. */
+export const processesWith = (marker: string): ReadonlyArray<number> =>
+  readdirSync("/proc").filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker)
+    } catch {
+      return false
+    }
+  }).map(Number)
