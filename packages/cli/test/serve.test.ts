@@ -145,7 +145,7 @@ describe("rx serve", () => {
       const model = yield* FakeServer.make([call("shell", { command }), done("after the crash")])
       const box = sandbox()
       const ledger = join(box.workspace, "ledger.txt")
-      // Whatever the crash leaves running is killed with the test.
+      // Whatever is left running if the resume does not end it is killed with the test.
       yield* Effect.addFinalizer(() => Effect.sync(() => processesWith(marker).forEach((pid) => process.kill(pid, "SIGKILL"))))
       const first = yield* serve(box, model.baseUrl)
       const submitted = yield* first.request("/v1/goals", {
@@ -166,6 +166,8 @@ describe("rx serve", () => {
       const events = yield* second.follow(goalId)
       expect(events.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done", detail: "after the crash" })
       expect(readFileSync(ledger, "utf8")).toBe("x\n")
+      // What the killed server left running of the call (its timeout died with it) was ended by the resume.
+      expect(processesWith(marker)).toEqual([])
       const started = events.filter((e) => e["_tag"] === "ToolStarted")
       expect(started).toHaveLength(1)
       const outcome = events.filter((e) => e["callId"] === started[0]?.["callId"] && e["_tag"] !== "ToolStarted")

@@ -26,8 +26,8 @@
  *   the output.
  */
 import { Tool } from "@rx/kernel"
-import { Context, Effect, Either, Layer, Schema } from "effect"
-import { randomBytes } from "node:crypto"
+import { Context, Effect, Either, Layer, Option, Schema } from "effect"
+import { createHash, randomBytes } from "node:crypto"
 import { rmdirSync } from "node:fs"
 import { ToolsConfig } from "./Config.js"
 import * as Limits from "./internal/limits.js"
@@ -94,9 +94,20 @@ export type Output = typeof Output.Type
 export interface Service {
   /** The sandbox decided when the tools were built. */
   readonly sandbox: Sandbox.Sandbox
-  /** Run a command; only a refusal or a broken environment fails. */
-  readonly run: (command: string, timeoutMs?: number) => Effect.Effect<Output, Tool.ToolError>
+  /**
+   * Run a command; only a refusal or a broken environment fails. With `callId`, its processes
+   * carry a marker derived from it, so `recover` finds them after a crash.
+   */
+  readonly run: (command: string, timeoutMs?: number, callId?: string) => Effect.Effect<Output, Tool.ToolError>
+  /**
+   * After rx stopped during the call `callId` (a crash, a kill): end whatever of it still runs
+   * (its timeout died with rx). Whether it took effect stays unknown.
+   */
+  readonly recover: (callId: string) => Effect.Effect<void>
 }
+
+/** The marker of a call's processes: derived from its id, so a later rx can find them. */
+export const markerOf = (callId: string): string => createHash("sha256").update(`rx-shell-call:${callId}`).digest("hex").slice(0, 24)
 
 export class Shell extends Context.Tag("@rx/tools/Shell")<Shell, Service>() {}
 
@@ -158,7 +169,7 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
     madeFolders.clear()
   })
 
-  const run = (command: string, timeoutMs?: number): Effect.Effect<Output, Tool.ToolError> =>
+  const run = (command: string, timeoutMs?: number, callId?: string): Effect.Effect<Output, Tool.ToolError> =>
     Effect.gen(function*() {
       if (sandbox._tag === "Unavailable") {
         return yield* Tool.ToolError.fatal(`shell calls are refused: no sandbox. ${sandbox.reason}`, {
@@ -173,7 +184,7 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
       }
       const sandboxed = sandbox._tag === "Bwrap"
       const env = environment(config.shellEnv, process.env, sandboxed)
-      const marker = randomBytes(12).toString("hex")
+      const marker = callId === undefined ? randomBytes(12).toString("hex") : markerOf(callId)
       const limits = Limits.effective({
         processes: config.shellMaxProcesses,
         memoryBytes: config.shellMaxMemoryBytes,
@@ -248,7 +259,9 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
         }
       }).pipe(Effect.ensuring(Effect.andThen(release, group === undefined ? Effect.void : removeGroup(group.dir))))
     })
-  return { sandbox, run }
+  const recover = (callId: string): Effect.Effect<void> =>
+    Effect.promise(() => Process.endMarked(`${Process.markerName}=${markerOf(callId)}`, config.shellGraceMs))
+  return { sandbox, run, recover }
 })
 
 /** The shell runner as a Layer. */
@@ -261,5 +274,7 @@ export const tool = Tool.make({
   input: Input,
   output: Output,
   idempotent: false,
-  execute: (input) => Effect.flatMap(Shell, (shell) => shell.run(input.command, input.timeout_ms))
+  execute: (input, context) => Effect.flatMap(Shell, (shell) => shell.run(input.command, input.timeout_ms, context.callId)),
+  // A call cut by a crash may still run (its timeout died with rx): ended now; its effect stays unknown.
+  recover: (_input, context) => Effect.flatMap(Shell, (shell) => Effect.as(shell.recover(context.callId), Option.none()))
 })

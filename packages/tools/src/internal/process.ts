@@ -83,7 +83,8 @@ const readProc = (path: string): string | undefined => {
 
 /**
  * The live processes of a tree: its process group, the descendants of `root`, every process
- * carrying the marker, and the members of `cgroup`. Zombies are dead already and are left out.
+ * carrying the marker (and its descendants), and the members of `cgroup`. With no `root` (0),
+ * only the marked processes and theirs. Zombies are dead already and are left out.
  */
 export const members = (root: number, marker: string, cgroup?: string): ReadonlyArray<Member> => {
   let pids: Array<number>
@@ -109,13 +110,13 @@ export const members = (root: number, marker: string, cgroup?: string): Readonly
     const list = children.get(Number(ppid)) ?? []
     list.push(pid)
     children.set(Number(ppid), list)
-    if (Number(pgrp) === root) found.add(pid)
+    if (root > 0 && Number(pgrp) === root) found.add(pid)
     else if (readProc(`/proc/${pid}/environ`)?.split("\0").includes(marker) === true) found.add(pid)
   }
   if (cgroup !== undefined) for (const pid of Limits.members(cgroup)) found.add(pid)
-  const queue = [root, ...found]
+  const queue = [...(root > 0 ? [root] : []), ...found]
   while (queue.length > 0) {
-    const pid = queue.pop() ?? root
+    const pid = queue.pop() ?? 0
     for (const child of children.get(pid) ?? []) {
       if (!found.has(child)) {
         found.add(child)
@@ -164,6 +165,28 @@ export const endTree = async (root: number, marker: string, graceMs: number, spa
   }
   for (let round = 0; round < 20; round++) {
     if (signalTree(root, marker, "SIGKILL", undefined, cgroup) === 0) return
+    await sleep(10)
+  }
+}
+
+/**
+ * End every process carrying `marker` and their descendants (a call whose rx died: its group
+ * leader may be gone): SIGTERM, SIGKILL after `graceMs`, until none is left.
+ */
+export const endMarked = async (marker: string, graceMs: number): Promise<void> => {
+  const send = (sig: NodeJS.Signals) => {
+    const targets = members(0, marker)
+    for (const { pid } of targets) signal(pid, sig)
+    return targets.length
+  }
+  if (send("SIGTERM") === 0) return
+  const deadline = performance.now() + graceMs
+  while (performance.now() < deadline) {
+    await sleep(Math.min(50, Math.max(1, deadline - performance.now())))
+    if (members(0, marker).length === 0) return
+  }
+  for (let round = 0; round < 20; round++) {
+    if (send("SIGKILL") === 0) return
     await sleep(10)
   }
 }
