@@ -6,12 +6,17 @@ import { cli, ExitStatus } from "./Commands.js"
 import * as ExitCode from "./ExitCode.js"
 import { listener } from "./internal/interrupt.js"
 import * as Output from "./internal/output.js"
+import * as Telemetry from "./internal/telemetry.js"
 import * as Render from "./Render.js"
+import { version } from "./Usage.js"
 
 const status = Ref.unsafeMake(0)
 
+// Tracing, when the OTEL_ variables ask for it, spans the whole command; its scope closes (the
+// last spans sent) before the process exits.
 const program = cli(process.argv).pipe(
-  Effect.provide(Layer.mergeAll(NodeContext.layer, Layer.succeed(ExitStatus, status), Output.layer))
+  Effect.provide(Layer.mergeAll(NodeContext.layer, Layer.succeed(ExitStatus, status), Output.layer)),
+  Effect.provide(Telemetry.layer(process.env, version))
 )
 
 const fiber = Effect.runFork(program)

@@ -12,6 +12,7 @@ import * as Answer from "./Answer.js"
 import * as Behaviour from "./Behaviour.js"
 import * as Event from "./Event.js"
 import { fingerprint, isJson } from "./internal/json.js"
+import * as Trace from "./internal/trace.js"
 import * as LanguageModel from "./LanguageModel.js"
 import * as Options from "./Options.js"
 import * as Prompt from "./Prompt.js"
@@ -59,8 +60,8 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
         yield* run.commit([{ _tag: "Terminated", goalId, seq, iteration: state.iteration, at: run.now(), ...stop.value }])
         continue
       }
-      const answer = yield* Effect.either(run.model.generate(Prompt.build(state)))
       const iteration = state.completed + 1
+      const answer = yield* Effect.either(run.trace.model(run.model.generate(Prompt.build(state)), iteration, seq))
       if (Either.isLeft(answer)) {
         const { message, permanent, server, status } = answer.left
         const failed: Event.Event = {
@@ -90,7 +91,7 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
 const advance = (run: Run, first: ReadonlyArray<Event.Event>, decide = true): Effect.Effect<unknown, RunError> => {
   const step = Answer.step(run.state, first, { decide, now: run.now, prepare: run.registry.prepare })
   return Effect.flatMap(run.commit(step.batch, step.after), (committed) =>
-    committed === "committed" && step.call !== undefined ? execute(run, step.call) : Effect.void)
+    committed === "committed" && step.call !== undefined ? execute(run, step.call, run.state.seq - 1) : Effect.void)
 }
 
 /** A person decided on the awaited call: run it exactly as requested, or record the denial. */
@@ -108,7 +109,7 @@ const decided = (run: Run) =>
       return advance(run, [{ _tag: "ActionRejected", ...base, kind: approved ? "invalid_input" : "denied", reason: why, raw: "", index, tool }])
     }
     return Effect.flatMap(run.commit([{ _tag: "ToolStarted", ...base, callId, tool, input, ...one }]), (committed) =>
-      committed === "committed" ? execute(run, prepared.right) : Effect.void)
+      committed === "committed" ? execute(run, prepared.right, run.state.seq - 1) : Effect.void)
   })
 
 /**
@@ -133,9 +134,9 @@ const shutdown = (run: Run) =>
     if (run.state.terminated === null) yield* suspend(run, "shutdown", "rx was stopped before the goal ended")
   })
 
-/** Run a started call and record its outcome. */
-const execute = (run: Run, prepared: ToolRegistryModule.Prepared): Effect.Effect<unknown, RunError> =>
-  Effect.flatMap(prepared.run, (outcome) => finish(run, outcome))
+/** Run a started call and record its outcome; `seq` is the call's `ToolStarted` (its span's `rx.seq`). */
+const execute = (run: Run, prepared: ToolRegistryModule.Prepared, seq: number): Effect.Effect<unknown, RunError> =>
+  Effect.flatMap(run.trace.tool(prepared.run, prepared.call, run.state.iteration, seq), (outcome) => finish(run, outcome))
 
 /**
  * After rx stopped during a call: a goal cancelled meanwhile runs nothing more; an idempotent
@@ -147,7 +148,8 @@ const recover = (run: Run, pending: State.Pending) => {
   const cancelled = run.state.cancelRequested !== null
   const prepared = run.registry.prepare({ callId, tool, input })
   const idempotent = run.state.tools.some((spec) => spec.name === tool && spec.idempotent)
-  if (Either.isRight(prepared) && idempotent && !cancelled) return execute(run, prepared.right)
+  // Its `ToolStarted` was read with the log: the span is marked with the seq its outcome takes.
+  if (Either.isRight(prepared) && idempotent && !cancelled) return execute(run, prepared.right, run.state.seq)
   // The tool may tell that the call took effect, and cleans up what it left; a cancelled goal runs nothing again.
   const known = Either.isRight(prepared) && !idempotent ? prepared.right.recover : Effect.succeedNone
   const why = cancelled
@@ -296,7 +298,7 @@ export const resume = (
   goalId: string,
   hooks: Hooks = {}
 ): Effect.Effect<Result, RunError | GoalNotFound, Services> =>
-  Effect.gen(function*() {
+  Trace.goal(goalId, (trace) => Effect.gen(function*() {
     const store = yield* StateStore
     const summary = yield* store.goal(goalId)
     if (Option.isNone(summary)) return yield* new GoalNotFound({ goalId })
@@ -305,10 +307,22 @@ export const resume = (
       yield* Effect.catchTag(store.lease(goalId), "@rx/kernel/LeaseHeld", (held) => new GoalBusy({ goalId, reason: held.holder }))
     }
     const state = yield* restore(goalId)
+    trace.restored(state.seq, state.iteration)
     if (state.terminated !== null) return result(state)
     if (!Behaviour.isSupported(state.behaviour)) return yield* new Behaviour.UnsupportedBehaviour({ goalId, version: state.behaviour })
-    return yield* toEnd(yield* start(state, hooks))
-  }).pipe(Effect.scoped)
+    return yield* toEnd(yield* start(state, hooks, trace))
+  }).pipe(Effect.scoped), ending)
+
+/** How a run's span reports its result: an error when the goal ended other than `done` or `cancelled`. */
+const ending = (result: Result): Trace.Ending => ({
+  status: result.status,
+  reason: result.reason,
+  detail: result.detail,
+  iterations: result.iterations,
+  failure: result.status === "terminated" && result.reason !== "done" && result.reason !== "cancelled"
+    ? `the goal ended with ${result.reason}: ${result.detail}`
+    : undefined
+})
 
 /** A goal's State: its latest snapshot, if any, with the events after it folded in. */
 export const restore = (goalId: string): Effect.Effect<State.State, StoreError, StateStore> =>
@@ -333,6 +347,8 @@ interface Run {
   readonly state: State.State
   readonly model: LanguageModel.Service
   readonly registry: ToolRegistryModule.Service
+  /** Its spans (none without a tracer). */
+  readonly trace: Trace.Trace
   /** The time of the event being drafted: read once per event, so replay can feed recorded times back. */
   readonly now: () => number
   /**
@@ -347,7 +363,7 @@ interface Run {
   readonly ask: (awaiting: State.Awaiting) => Effect.Effect<boolean, RunError>
 }
 
-const start = (initial: State.State, { approve, observe }: Hooks): Effect.Effect<Run, never, Services | Scope.Scope> =>
+const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.Trace): Effect.Effect<Run, never, Services | Scope.Scope> =>
   Effect.gen(function*() {
     const store = yield* StateStore
     const model = yield* LanguageModel.LanguageModel
@@ -356,8 +372,10 @@ const start = (initial: State.State, { approve, observe }: Hooks): Effect.Effect
     const goalId = initial.goalId
     let state = initial
 
-    const publish = (events: ReadonlyArray<Event.Event>) =>
-      observe === undefined ? Effect.void : Effect.forEach(events, observe, { discard: true })
+    const publish = (events: ReadonlyArray<Event.Event>) => {
+      trace.committed(events)
+      return observe === undefined ? Effect.void : Effect.forEach(events, observe, { discard: true })
+    }
 
     /** Fold in what others appended; anything but external events means another runner. */
     const sync = Effect.flatMap(Effect.suspend(() => store.load(goalId, state.seq)), (newer) => {
@@ -422,6 +440,7 @@ const start = (initial: State.State, { approve, observe }: Hooks): Effect.Effect
       },
       model,
       registry,
+      trace,
       now,
       commit,
       race,

@@ -140,6 +140,30 @@ export const oversized = (bytes: number): LanguageModel.Response => ({
   oversize: bytes
 })
 
+/**
+ * What the current span (the kernel's model call span, `chat`, when a tracer is provided) is
+ * told of a request, in the OpenTelemetry GenAI conventions. The provider is `openai`: the API
+ * spoken, whichever server answers it.
+ */
+const requestAttributes = (config: Config, server: string): Record<string, unknown> => {
+  const url = new URL(server)
+  const port = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port)
+  return {
+    "gen_ai.provider.name": "openai",
+    "gen_ai.request.model": config.model,
+    "server.address": url.hostname,
+    "server.port": port,
+    ...(config.temperature === undefined ? {} : { "gen_ai.request.temperature": config.temperature }),
+    ...(config.maxTokens === undefined ? {} : { "gen_ai.request.max_tokens": config.maxTokens })
+  }
+}
+
+/** The answer's own model name and id, when the server sent them. */
+const responseAttributes = (response: ChatCompletions.ChatResponse): Record<string, unknown> => ({
+  ...(response.model === undefined ? {} : { "gen_ai.response.model": response.model }),
+  ...(response.id === undefined ? {} : { "gen_ai.response.id": response.id })
+})
+
 /** A `LanguageModel` that speaks Chat Completions through the `HttpClient` in context. */
 export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["Type"], InvalidConfig, HttpClient.HttpClient> =>
   Effect.gen(function*() {
@@ -149,6 +173,7 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
     const url = `${server}/chat/completions`
     const idle = Duration.millis(cfg.idleTimeoutMs)
     const settings: Retrying.Settings = { server, policy: cfg.retry, timeoutMs: cfg.timeoutMs }
+    const requested = requestAttributes(cfg, server)
     const options: ChatCompletions.Options = {
       model: cfg.model,
       mode: cfg.mode,
@@ -176,6 +201,7 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
 
     const generate = (request: LanguageModel.Request): Effect.Effect<LanguageModel.Response, LanguageModel.ModelError> =>
       Effect.gen(function*() {
+        yield* Effect.annotateCurrentSpan(requested)
         const body = yield* Either.match(ChatCompletions.fromRequest(options, request), {
           onLeft: fail,
           onRight: Effect.succeed
@@ -197,7 +223,7 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
               onRight: (decoded) =>
                 Either.match(ChatCompletions.toResponse(decoded), {
                   onLeft: (problem) => Effect.fail(unusable(answer.status, `${server} sent an unusable answer: ${problem}`)),
-                  onRight: Effect.succeed
+                  onRight: (response) => Effect.as(Effect.annotateCurrentSpan(responseAttributes(decoded)), response)
                 })
             })
           )

@@ -113,6 +113,23 @@ describe("OpenAiCompatible (tools mode)", () => {
         })
     ))
 
+  it.live("tells the span it runs in (the kernel's model call) the request's and the answer's GenAI attributes", () =>
+    withServer([Fake.completion({ content: "hi" })], { temperature: 0.5, maxTokens: 100 }, (model, server) =>
+      Effect.gen(function*() {
+        const span = yield* Effect.useSpan("chat", (span) => Effect.as(Effect.withParentSpan(model.generate(first), span), span))
+        const { "gen_ai.response.id": id, ...attributes } = Object.fromEntries(span.attributes)
+        assert.match(String(id), /^chatcmpl-\d+$/)
+        assert.deepStrictEqual(attributes, {
+          "gen_ai.provider.name": "openai",
+          "gen_ai.request.model": "fake-model",
+          "gen_ai.request.temperature": 0.5,
+          "gen_ai.request.max_tokens": 100,
+          "server.address": "127.0.0.1",
+          "server.port": Number(new URL(server.baseUrl).port),
+          "gen_ai.response.model": "fake-model"
+        })
+      })))
+
   it.live("sends earlier tool calls and their results in the API's shape, ids passed through", () =>
     withServer([Fake.completion({ content: "All read." })], {}, (model, server) =>
       Effect.gen(function*() {
