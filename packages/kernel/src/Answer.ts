@@ -38,40 +38,41 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
     batch.push(event)
     draft = State.reduce(draft, event)
   }
-  first.forEach(push)
+  for (const event of first) push(event)
   const answer = draft.answer
   const { goalId, iteration } = draft
-  const at = () => ({ goalId, seq: draft.seq, iteration, at: now() })
+  // Events are built as literals with every field in place (no spreads): the hot path of each iteration.
   const close = (): Step => {
-    const completed: Event.Of<"IterationCompleted"> = { _tag: "IterationCompleted", ...at(), summary: State.summary(draft) }
-    push({ ...completed, summary: State.summary(State.reduce(draft, completed)) })
+    const seq = draft.seq
+    const at = now()
+    const completed: Event.Of<"IterationCompleted"> = { _tag: "IterationCompleted", goalId, seq, iteration, at, summary: State.summary(draft) }
+    push({ _tag: "IterationCompleted", goalId, seq, iteration, at, summary: State.summary(State.reduce(draft, completed)) })
     return { batch, after: draft }
   }
   if (answer === null) return { batch, after: draft }
   if (answer.next >= answer.calls) return close()
   if (!decide) return { batch, after: draft }
   const rules = Behaviour.rules(draft.behaviour)
-  const limits = { ...rules, maxCallsPerAnswer: draft.options.maxCallsPerAnswer }
+  const limits: Action.Limits = { maxInputDepth: rules.maxInputDepth, multiCall: rules.multiCall, maxCallsPerAnswer: draft.options.maxCallsPerAnswer }
   const planned = Action.plan(answer.response, limits)
   if (planned._tag === "Reject") {
     const { kind, raw, reason } = planned
-    push({ _tag: "ActionRejected", ...at(), kind, reason, raw })
+    push({ _tag: "ActionRejected", goalId, seq: draft.seq, iteration, at: now(), kind, reason, raw })
   }
   const calls = planned._tag === "Calls" ? planned.calls : []
   for (let index = answer.next; index < calls.length; index++) {
     const callId = Event.callId(goalId, iteration, index)
     const call = calls[index] as Action.Parsed
     const decision = Action.decideCall(call, draft.tools, (tool, input) => prepare({ callId, tool, input }), limits)
-    const one = rules.multiCall ? { index } : {}
     if (decision._tag === "Done") {
       close()
-      push({ _tag: "Terminated", ...at(), reason: "done", detail: decision.summary })
+      push({ _tag: "Terminated", goalId, seq: draft.seq, iteration, at: now(), reason: "done", detail: decision.summary })
       return { batch, after: draft }
     }
     if (decision._tag === "Reject") {
       const { kind, raw, reason, tool, validation } = decision
       push({
-        _tag: "ActionRejected", ...at(), kind, reason, raw,
+        _tag: "ActionRejected", goalId, seq: draft.seq, iteration, at: now(), kind, reason, raw,
         ...(validation === undefined ? {} : { validation }),
         ...(rules.multiCall && tool !== undefined ? { index, tool } : {})
       })
@@ -80,21 +81,35 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
     const { input, tool } = decision
     const policy = draft.options.approval[tool] ?? "auto"
     if (policy === "deny") {
-      push({ _tag: "ActionRejected", ...at(), kind: "denied", reason: `${tool} is not allowed in this run`, raw: "", index, tool })
+      push({ _tag: "ActionRejected", goalId, seq: draft.seq, iteration, at: now(), kind: "denied", reason: `${tool} is not allowed in this run`, raw: "", index, tool })
       continue
     }
     if (policy === "ask") {
-      push({ _tag: "ApprovalRequested", ...at(), callId, tool, input, ...one })
+      const base = { _tag: "ApprovalRequested", goalId, seq: draft.seq, iteration, at: now(), callId, tool, input } as const
+      push(rules.multiCall ? { ...base, index } : base)
       return { batch, after: draft }
     }
-    push({ _tag: "ToolStarted", ...at(), callId, tool, input, ...one })
-    const recorded = batch.map((e) => {
-      const response = rules.inputOnce && e._tag === "ModelResponded" ? Action.withoutArguments(e.response, index) : undefined
-      return response === undefined || e._tag !== "ModelResponded" || response === e.response ? e : { ...e, response }
-    })
+    push(
+      rules.multiCall
+        ? { _tag: "ToolStarted", goalId, seq: draft.seq, iteration, at: now(), callId, tool, input, index }
+        : { _tag: "ToolStarted", goalId, seq: draft.seq, iteration, at: now(), callId, tool, input }
+    )
+    const elided = rules.inputOnce ? elide(batch, index) : batch
     // The draft was folded from the events as drafted; an elided answer is folded again as recorded.
-    const same = recorded.every((e, i) => e === batch[i])
-    return { batch: recorded, after: same ? draft : undefined, call: decision.prepared }
+    return { batch: elided, after: elided === batch ? draft : undefined, call: decision.prepared }
   }
   return close()
+}
+
+/** The batch with the started call's arguments left out of its answer (they are in `ToolStarted`); the same array if none was. */
+const elide = (batch: ReadonlyArray<Event.Event>, index: number): ReadonlyArray<Event.Event> => {
+  let changed = false
+  const recorded = batch.map((e) => {
+    if (e._tag !== "ModelResponded") return e
+    const response = Action.withoutArguments(e.response, index)
+    if (response === e.response) return e
+    changed = true
+    return { ...e, response }
+  })
+  return changed ? recorded : batch
 }

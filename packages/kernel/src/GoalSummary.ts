@@ -37,16 +37,24 @@ export const update = (summary: GoalSummary | undefined, event: Event.Event): Go
     }
   }
   if (summary === undefined) return undefined
-  return {
-    ...summary,
-    nextSeq: event.seq + 1,
-    lastIteration: event.iteration,
-    updatedAt: event.at,
-    iterations: event._tag === "IterationCompleted" ? summary.iterations + 1 : summary.iterations,
-    status: event._tag === "Terminated" ? "terminated" : summary.status,
-    reason: event._tag === "Terminated" ? event.reason : summary.reason
-  }
+  return advanced(summary, event, event._tag === "IterationCompleted" ? 1 : 0, event._tag === "Terminated" ? event.reason : undefined)
 }
+
+/**
+ * The summary moved to `last`, with `iterations` more completed and the reason if it ended. Every
+ * field in one literal: a spread here gave V8 slow objects (about 1 µs per append).
+ */
+const advanced = (summary: GoalSummary, last: Event.Event, iterations: number, terminated: Event.Reason | undefined): GoalSummary => ({
+  goalId: summary.goalId,
+  goal: summary.goal,
+  status: terminated === undefined ? summary.status : "terminated",
+  iterations: summary.iterations + iterations,
+  nextSeq: last.seq + 1,
+  lastIteration: last.iteration,
+  reason: terminated ?? summary.reason,
+  submittedAt: summary.submittedAt,
+  updatedAt: last.at
+})
 
 /** The summary after a batch of events: one object, however long the batch. */
 export const updateAll = (summary: GoalSummary | undefined, events: ReadonlyArray<Event.Event>): GoalSummary | undefined => {
@@ -65,15 +73,7 @@ export const updateAll = (summary: GoalSummary | undefined, events: ReadonlyArra
   if (current === undefined || last === undefined || (iterations === 0 && terminated === undefined && last.seq + 1 === current.nextSeq)) {
     return current
   }
-  return {
-    ...current,
-    nextSeq: last.seq + 1,
-    lastIteration: last.iteration,
-    updatedAt: last.at,
-    iterations: current.iterations + iterations,
-    status: terminated === undefined ? current.status : "terminated",
-    reason: terminated ?? current.reason
-  }
+  return advanced(current, last, iterations, terminated)
 }
 
 /** Which goals `StateStore.goals` returns, newest first. */

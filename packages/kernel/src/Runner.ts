@@ -372,45 +372,57 @@ const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.T
     const goalId = initial.goalId
     let state = initial
 
-    const publish = (events: ReadonlyArray<Event.Event>) => {
-      trace.committed(events)
-      return observe === undefined ? Effect.void : Effect.forEach(events, observe, { discard: true })
-    }
 
     /** Fold in what others appended; anything but external events means another runner. */
     const sync = Effect.flatMap(Effect.suspend(() => store.load(goalId, state.seq)), (newer) => {
       const foreign = newer.find((event) => !Event.isExternal(event))
       if (foreign !== undefined) return new GoalBusy({ goalId, reason: `another runner appended seq ${foreign.seq}` })
       state = State.fold(state, newer)
-      return Effect.as(publish(newer), newer.length)
+      return Effect.as(published(newer), newer.length)
     })
 
-    /** `after`, when given, is the State the batch leads to from the current one, already folded. */
-    const commit = (batch: ReadonlyArray<Event.Event>, after?: State.State): Effect.Effect<Committed, RunError> =>
-      Effect.uninterruptible(Effect.gen(function*() {
+    /** After a commit: the observer, and the trace, see the events. */
+    const published = (events: ReadonlyArray<Event.Event>): Effect.Effect<Committed> => {
+      trace.committed(events)
+      return observe === undefined ? Effect.succeed("committed") : Effect.as(Effect.forEach(events, observe, { discard: true }), "committed")
+    }
+
+    /**
+     * Append a batch at the log's end. Events are drafted with the seq they should take; only a
+     * rebase after a conflict renumbers them. `after`, when given, is the State the batch as
+     * drafted leads to from the current one, already folded.
+     */
+    const attempt = (batch: ReadonlyArray<Event.Event>, after: State.State | undefined): Effect.Effect<Committed, RunError> => {
+      const events = batch[0]?.seq === state.seq ? batch : batch.map((event, i) => ({ ...event, seq: state.seq + i }))
+      const next = after !== undefined && events === batch ? after : State.fold(state, events)
+      return Effect.matchEffect(store.append(goalId, state.seq, events, next), {
+        onSuccess: () => {
+          state = next
+          return published(events)
+        },
+        onFailure: (error) => (error._tag === "@rx/kernel/StoreError" ? Effect.fail(error) : conflicted(batch))
+      })
+    }
+
+    /**
+     * Others appended first: fold their events in, then append again after them; or drop the
+     * batch (`superseded`) when it recorded nothing of the world and must be decided again.
+     */
+    const conflicted = (batch: ReadonlyArray<Event.Event>): Effect.Effect<Committed, RunError> =>
+      Effect.flatMap(sync, (newer) => {
+        if (newer === 0) return new StoreError({ message: `goal ${goalId}: append conflict at seq ${state.seq}, but no newer events`, goalId })
+        // What records the world (a tool outcome; a model answer, or a person's decision on a call
+        // still awaiting one, unless cancelled) is kept; what was decided from State alone is
+        // decided again with the new events in view.
         const outcome = batch.some((event) => event._tag === "ToolSucceeded" || event._tag === "ToolFailed")
         const answer = batch.some((event) => event._tag === "ModelResponded" || event._tag === "ModelFailed")
-        while (true) {
-          // Events are drafted with the seq they should take; only a rebase after a conflict renumbers them.
-          const events = batch[0]?.seq === state.seq ? batch : batch.map((event, i) => ({ ...event, seq: state.seq + i }))
-          const next = after !== undefined && events === batch ? after : State.fold(state, events)
-          const appended = yield* Effect.either(store.append(goalId, state.seq, events, next))
-          if (Either.isRight(appended)) {
-            state = next
-            yield* publish(events)
-            return "committed" as const
-          }
-          if (appended.left._tag === "@rx/kernel/StoreError") return yield* appended.left
-          if ((yield* sync) === 0) {
-            return yield* new StoreError({ message: `goal ${goalId}: append conflict at seq ${state.seq}, but no newer events`, goalId })
-          }
-          // What records the world (a tool outcome; a model answer, or a person's decision on a call
-          // still awaiting one, unless cancelled) is kept; what was decided from State alone is
-          // decided again with the new events in view.
-          const decision = batch.some((event) => event._tag === "ApprovalDecided") && state.awaiting?.decision === null
-          if (!outcome && (!(answer || decision) || state.cancelRequested !== null)) return "superseded" as const
-        }
-      }))
+        const decision = batch.some((event) => event._tag === "ApprovalDecided") && state.awaiting?.decision === null
+        if (!outcome && (!(answer || decision) || state.cancelRequested !== null)) return Effect.succeed("superseded" as const)
+        return attempt(batch, undefined)
+      })
+
+    const commit = (batch: ReadonlyArray<Event.Event>, after?: State.State): Effect.Effect<Committed, RunError> =>
+      Effect.uninterruptible(Effect.suspend(() => attempt(batch, after)))
 
     // One watcher for the whole run: a cancel request, from any process, ends the call in flight.
     const cancelled = yield* Deferred.make<void>()

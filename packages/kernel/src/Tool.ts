@@ -3,7 +3,7 @@
  * idempotent, and an `execute` Effect. The kernel never runs side effects itself; it asks the
  * `ToolRegistry` to invoke tools by name.
  */
-import { Effect, Either, JSONSchema, Option, Schema } from "effect"
+import { Cause, Effect, Either, JSONSchema, Option, Schema } from "effect"
 import * as Issues from "./internal/issues.js"
 
 /** How a tool failed. `unknown`: rx stopped while the call ran, so its effect is unknown. */
@@ -130,16 +130,18 @@ export const make = <I, IE, O, OE, R>(definition: {
       ),
     decode: (input) =>
       Either.mapLeft(decodeInput(input), Issues.format),
+    // One handler for success, errors and defects (one step per call); an interruption goes on.
     run: (input, context) =>
-      definition.execute(input as I, context).pipe(
-        Effect.map(succeed),
-        Effect.catchAll((error) =>
-          Effect.succeed(failure(error.kind, error.message, error.details))
-        ),
-        Effect.catchAllDefect((defect) =>
-          Effect.succeed(failure("fatal", `tool ${definition.name} crashed: ${describe(defect)}`))
-        )
-      )
+      Effect.matchCauseEffect(definition.execute(input as I, context), {
+        onSuccess: (output) => Effect.succeed(succeed(output)),
+        onFailure: (cause) => {
+          const error = Cause.failureOption(cause)
+          if (Option.isSome(error)) return Effect.succeed(failure(error.value.kind, error.value.message, error.value.details))
+          const defect = Cause.dieOption(cause)
+          if (Option.isSome(defect)) return Effect.succeed(failure("fatal", `tool ${definition.name} crashed: ${describe(defect.value)}`))
+          return Effect.failCause(Cause.stripFailures(cause))
+        }
+      })
   }
 }
 

@@ -80,10 +80,24 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
       byName.set(name, tool as Tool.Tool<R>)
     }
     const context = yield* Effect.context<R>()
-    // Providing a context costs a FiberRef change per call; tools that need nothing skip it.
-    const withContext = context.unsafeMap.size === 0
-      ? <A>(effect: Effect.Effect<A, never, R>) => effect as Effect.Effect<A>
-      : <A>(effect: Effect.Effect<A, never, R>) => Effect.provide(effect, context)
+    // Effect's own layer-building reference is in the context a Layer builds in; no tool requires it.
+    const services: ReadonlyArray<readonly [string, unknown]> = [...context.unsafeMap].filter(([key]) => key !== "effect/Layer/CurrentMemoMap")
+    /** Whether `current` holds every service of the tools' context, the same instances. */
+    const covers = (current: Context.Context<never>) => services.every(([key, service]) => current.unsafeMap.get(key) === service)
+    let seen: Context.Context<never> | undefined
+    let covered = false
+    // Providing a context costs about a dozen steps per call. A call made where every service of
+    // the tools' context is already in place, the same instances, runs as is: the tools look up
+    // nothing else (R is all they require), so what they see is the same. The check is made once
+    // per context the calls are made in.
+    const withContext = <A>(effect: Effect.Effect<A, never, R>): Effect.Effect<A> =>
+      services.length === 0 ? effect as Effect.Effect<A> : Effect.contextWithEffect((current: Context.Context<never>) => {
+        if (current !== seen) {
+          seen = current
+          covered = covers(current)
+        }
+        return covered ? effect as Effect.Effect<A> : Effect.provide(effect, context)
+      })
     return {
       specs: tools.map((tool) => tool.spec),
       prepare: (call) => {
