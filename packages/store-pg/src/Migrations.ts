@@ -1,0 +1,124 @@
+/**
+ * The schema of an rx log in Postgres, created and upgraded through @effect/sql's Migrator. Stores
+ * opening the same database at once, from any host, take turns: the migration runs under a
+ * session advisory lock, so exactly one of them applies each migration and the others see it done.
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+import { StateStore } from "@rx/kernel"
+import { DatabaseRefused, toStoreError } from "./internal/errors.js"
+
+/** The table where the Migrator records applied migrations. */
+export const table = "rx_migrations"
+
+/** The advisory lock key migrations run under ("rxmg"). */
+export const lockKey = 0x72786d67
+
+const createLog = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // One row per event: the event's JSON (its Schema's encoding) with the encoding version. `tag`
+  // lets `changes` read only the kinds it is asked for.
+  yield* sql`CREATE TABLE rx_events (
+    goal_id text COLLATE "C" NOT NULL,
+    seq integer NOT NULL,
+    tag text NOT NULL,
+    version integer NOT NULL,
+    payload text NOT NULL,
+    PRIMARY KEY (goal_id, seq)
+  )`
+  // One row per goal, updated in the append's transaction; its row lock orders a goal's appends
+  // and `next_seq` is the log's end.
+  yield* sql`CREATE TABLE rx_goals (
+    goal_id text COLLATE "C" PRIMARY KEY,
+    goal text NOT NULL,
+    status text NOT NULL,
+    iterations integer NOT NULL,
+    next_seq integer NOT NULL,
+    last_iteration integer NOT NULL,
+    reason text,
+    submitted_at double precision NOT NULL,
+    updated_at double precision NOT NULL
+  )`
+  yield* sql`CREATE INDEX rx_goals_newest ON rx_goals (submitted_at DESC, goal_id DESC)`
+  // The latest State the runner handed, with the State encoding's version.
+  yield* sql`CREATE TABLE rx_snapshots (
+    goal_id text COLLATE "C" PRIMARY KEY,
+    seq integer NOT NULL,
+    state_version integer NOT NULL,
+    state text NOT NULL
+  )`
+  // Who runs each goal: the holder's description, a token unique to the lease, the database
+  // session (backend pid) that holds it, and when it expires (the database's clock).
+  yield* sql`CREATE TABLE rx_leases (
+    goal_id text COLLATE "C" PRIMARY KEY,
+    holder text NOT NULL,
+    token text NOT NULL,
+    session_pid integer NOT NULL,
+    acquired_at timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL
+  )`
+})
+
+/** Every migration, by `<id>_<name>`. */
+export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
+  "0001_create_log": createLog
+}
+
+/** The schema version this rx writes: the highest migration id. */
+export const latest = 1
+
+/** The tables each schema version has; one missing means the database was damaged. */
+const tables = ["rx_events", "rx_goals", "rx_snapshots", "rx_leases"]
+
+const migrate = Migrator.make({})
+
+const version = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function*() {
+    const exists = yield* sql<{ readonly found: string | null }>`SELECT to_regclass(${table})::text AS found`
+    if (exists[0]?.found == null) return 0
+    const rows = yield* sql<{ readonly id: number | null }>`SELECT max(migration_id) AS id FROM ${sql(table)}`
+    return rows[0]?.id ?? 0
+  })
+
+/**
+ * Bring the database to this rx's schema and return its version. A database at a newer version,
+ * or one missing tables its version has, is refused untouched. Runs under a session advisory lock
+ * held on a connection of its own, so concurrent openers wait for each other.
+ */
+export const run = (sql: SqlClient.SqlClient, database: string): Effect.Effect<number, StateStore.StoreError | DatabaseRefused> =>
+  Effect.scoped(Effect.gen(function*() {
+    const conn = yield* sql.reserve
+    yield* Effect.acquireRelease(
+      conn.execute("SELECT pg_advisory_lock($1)", [lockKey], undefined),
+      () => Effect.ignore(conn.execute("SELECT pg_advisory_unlock($1)", [lockKey], undefined))
+    )
+    const current = yield* version(sql)
+    if (current > latest) {
+      return yield* new DatabaseRefused({
+        database,
+        reason: "newer",
+        message: `${database} holds an rx log of schema version ${current}, written by a newer rx; this rx reads up to version ${latest}: upgrade rx`
+      })
+    }
+    if (current < latest) {
+      yield* migrate({ loader: Migrator.fromRecord(migrations), table }).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+    }
+    const present = yield* sql<{ readonly name: string }>`SELECT tablename AS name FROM pg_tables WHERE schemaname = current_schema()`
+    const names = new Set(present.map((row) => row.name))
+    const missing = tables.filter((name) => !names.has(name))
+    if (missing.length > 0) {
+      return yield* new DatabaseRefused({
+        database,
+        reason: "damaged",
+        message: `${database} is an rx log (schema version ${current}) missing ${missing.join(", ")}; rx will not recreate tables over a damaged log: restore the database from a backup`
+      })
+    }
+    return yield* version(sql)
+  })).pipe(
+    Effect.catchTags({
+      SqlError: (error) => Effect.fail(toStoreError({ database, what: `migrating ${database}` }, error)),
+      MigrationError: (error) => Effect.fail(toStoreError({ database, what: `migrating ${database}` }, error))
+    }),
+    Effect.catchAllDefect((defect) => Effect.fail(toStoreError({ database, what: `migrating ${database}` }, defect)))
+  )

@@ -1,0 +1,74 @@
+/** Opening a Postgres store: migrations raced by many openers, refusals, configuration errors. */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { describe, expect, layer } from "@effect/vitest"
+import { Context, Effect, Either, Layer } from "effect"
+import { StateStore, StoreConformance } from "@rx/kernel"
+import { Migrations, PgStore } from "@rx/store-pg"
+import * as TestDatabase from "./database.js"
+
+describe("opening a Postgres store", () => {
+  layer(TestDatabase.layer, { excludeTestServices: true, timeout: "30 seconds" })((it) => {
+    it.scoped("8 stores opening a new database at once: the schema is created once, and all of them work", () =>
+      Effect.gen(function*() {
+        const { url } = yield* TestDatabase.fresh
+        const stores = yield* Effect.all(Array.from({ length: 8 }, () => PgStore.make({ url, maxConnections: 2 })), {
+          concurrency: "unbounded"
+        })
+        const log = StoreConformance.sampleLog("g-migrated")
+        const writer = stores[3]
+        expect(writer).toBeDefined()
+        if (writer !== undefined) yield* writer.append("g-migrated", 0, log)
+        for (const store of stores) expect((yield* store.load("g-migrated")).length).toBe(log.length)
+        const sql = Context.get(yield* Layer.build(PgStore.layerWithClient({ url })), SqlClient.SqlClient)
+        const applied = yield* sql<{ readonly migration_id: number }>`SELECT migration_id FROM rx_migrations ORDER BY migration_id`
+        expect(applied.map((row) => row.migration_id)).toEqual(Object.keys(Migrations.migrations).map((key) => Number(key.slice(0, 4))))
+      }), 60_000)
+
+    it.scoped("a database of a newer rx's schema is refused, untouched", () =>
+      Effect.gen(function*() {
+        const { url } = yield* TestDatabase.fresh
+        const sql = Context.get(yield* Layer.build(PgStore.layerWithClient({ url })), SqlClient.SqlClient)
+        const before = yield* sql`SELECT count(*)::int AS n FROM rx_events`
+        yield* sql`INSERT INTO rx_migrations (migration_id, name) VALUES (${Migrations.latest + 1}, 'from_the_future')`
+        const error = yield* Effect.flip(Effect.scoped(PgStore.make({ url })))
+        expect(error).toMatchObject({ _tag: "@rx/store-pg/DatabaseRefused", reason: "newer" })
+        expect(error.message).toContain("upgrade rx")
+        expect(yield* sql`SELECT count(*)::int AS n FROM rx_events`).toEqual(before)
+      }), 60_000)
+
+    it.scoped("a stored event that does not decode is an error naming goal and seq, never skipped", () =>
+      Effect.gen(function*() {
+        const { url } = yield* TestDatabase.TestDatabase
+        const ctx = yield* Layer.build(PgStore.layerWithClient({ url }))
+        const store = Context.get(ctx, StateStore.StateStore)
+        const sql = Context.get(ctx, SqlClient.SqlClient)
+        const log = StoreConformance.sampleLog("g-corrupt")
+        yield* store.append("g-corrupt", 0, log)
+        yield* sql`UPDATE rx_events SET payload = '{"_tag":"ToolStarted"' WHERE goal_id = 'g-corrupt' AND seq = 2`
+        const error = yield* Effect.flip(store.load("g-corrupt"))
+        expect(error).toMatchObject({ _tag: "@rx/kernel/StoreError", goalId: "g-corrupt", seq: 2 })
+        expect(error.message).toContain("goal g-corrupt, seq 2")
+        expect((yield* store.load("g-corrupt", 3)).length).toBe(log.length - 3)
+      }), 60_000)
+
+    it.scoped("bad configuration and an unreachable server are StoreErrors that say what to fix, never the password", () =>
+      Effect.gen(function*() {
+        const invalid = yield* Effect.either(Effect.scoped(PgStore.make({ url: "mysql://x", leaseTtlMs: 100, leaseRenewMs: 200 })))
+        expect(Either.isLeft(invalid) && invalid.left.message).toMatch(/postgres:\/\/ .*connection URL/)
+        const ttl = yield* Effect.either(Effect.scoped(PgStore.make({ url: "postgres://a@b/c", leaseTtlMs: 100, leaseRenewMs: 200 })))
+        expect(Either.isLeft(ttl) && ttl.left.message).toContain("leaseTtlMs (100) must be greater than leaseRenewMs (200)")
+        // Nothing listens on port 1.
+        const unreachable = yield* Effect.either(
+          Effect.scoped(PgStore.make({ url: "postgres://rx:secret@127.0.0.1:1/rx", connectTimeoutMs: 2_000 }))
+        )
+        expect(Either.isLeft(unreachable) && unreachable.left.message).toContain("127.0.0.1:1/rx")
+        expect(Either.isLeft(unreachable) && unreachable.left.message).not.toContain("secret")
+        const { url } = yield* TestDatabase.TestDatabase
+        const wrong = new URL(url)
+        wrong.password = "not-the-password"
+        const refused = yield* Effect.either(Effect.scoped(PgStore.make({ url: wrong.toString() })))
+        expect(Either.isLeft(refused) && refused.left.message).toContain("refused the login")
+        expect(Either.isLeft(refused) && refused.left.message).not.toContain("not-the-password")
+      }), 60_000)
+  })
+})

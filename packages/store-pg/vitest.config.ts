@@ -1,0 +1,13 @@
+import { defineProject, mergeConfig } from "vitest/config"
+import { shared } from "../../vitest.shared.js"
+
+export default mergeConfig(
+  shared,
+  defineProject({
+    test: {
+      name: "store-pg",
+      // Starts Postgres (scripts/postgres.sh) when none answers on 127.0.0.1.
+      globalSetup: ["./test/globalSetup.ts"]
+    }
+  })
+)
