@@ -123,6 +123,13 @@ export const layerWithClient = (
     Effect.map(open(input), ({ db, store }) => Context.make(StateStore.StateStore, store).pipe(Context.add(SqlClient.SqlClient, db.sql)))
   )
 
+/** A batch this store appended, as `changes` in this process are woken with it. */
+interface Appended {
+  readonly goalId: string
+  readonly from: number
+  readonly events: ReadonlyArray<Event.Event>
+}
+
 /** The store's operations over an open database of schema version `schema`. */
 const makeStore = (db: Database.Database, config: Config.Config, schema: number): Effect.Effect<Service, never, Scope.Scope> =>
   Effect.gen(function*() {
@@ -131,11 +138,12 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
     const selectEventsSql = `SELECT ${columns} FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq`
 
     /**
-     * Goals appended to by this store, so `changes` in this process need not wait for a poll; and
-     * `elsewhere` when another connection committed (a follower then reads its goal again).
+     * Each batch this store appended, so `changes` in this process need not wait for a poll nor
+     * read what it is handed; and `elsewhere` when another connection committed (a follower then
+     * reads its goal again).
      */
-    const appended = yield* PubSub.unbounded<string>()
-    const elsewhere = ""
+    const appended = yield* PubSub.unbounded<Appended>()
+    const elsewhere: Appended = { goalId: "", from: -1, events: [] }
     /**
      * One poller for the whole store, started by the first follower and stopped with the store:
      * `PRAGMA data_version` moves only when another connection commits, so an idle log costs one
@@ -217,7 +225,7 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
                   if (oldest.done !== true) summaries.delete(oldest.value)
                 }
               }
-              return events.length > 0 ? PubSub.publish(appended, goalId) : Effect.void
+              return events.length > 0 ? PubSub.publish(appended, { goalId, from: expectedSeq, events }) : Effect.void
             })
           )
         // Appends without a State (from outside a runner) never save a snapshot.
@@ -336,21 +344,39 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
           // Subscribe before the first read, so no append of this process falls in between.
           const wakeups = yield* PubSub.subscribe(appended)
           yield* startPolling
-          const ours = Effect.repeat(Queue.take(wakeups), { until: (id) => id === goalId || id === elsewhere })
+          const ours = Effect.repeat(Queue.take(wakeups), { until: (woken) => woken === elsewhere || woken.goalId === goalId })
           const wants = (event: Event.Event) => tags === undefined || tags.includes(event._tag)
           let cursor = fromSeq
+          // Whether the log must be read from `cursor`: at first, and after commits not seen here.
+          let stale = true
           const next = Effect.gen(function*() {
             while (true) {
-              const batch = yield* (tags === undefined ? loadAll(goalId, cursor) : loadTagged(goalId, cursor, tags))
-              if (batch.end > cursor) {
-                cursor = batch.end
-                const wanted = batch.events.filter(wants)
-                if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
-                continue
+              if (stale) {
+                const batch = yield* (tags === undefined ? loadAll(goalId, cursor) : loadTagged(goalId, cursor, tags))
+                stale = false
+                if (batch.end > cursor) {
+                  cursor = batch.end
+                  const wanted = batch.events.filter(wants)
+                  if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
+                }
               }
-              // Nothing new: wait for an append to this goal here, or for a commit elsewhere.
-              yield* ours
-              yield* Queue.takeAll(wakeups)
+              // Wait for an append to this goal here, or for a commit elsewhere. This store's own
+              // appends hand their events over in order: only a gap, or another connection's
+              // commit, needs a read.
+              const woken = [yield* ours, ...(yield* Queue.takeAll(wakeups))]
+              const wanted: Array<Event.Event> = []
+              for (const wakeup of woken) {
+                if (wakeup === elsewhere) stale = true
+                if (stale) break
+                if (wakeup.goalId !== goalId || wakeup.from + wakeup.events.length <= cursor) continue
+                if (wakeup.from !== cursor) {
+                  stale = true
+                  break
+                }
+                for (const event of wakeup.events) if (wants(event)) wanted.push(event)
+                cursor = wakeup.from + wakeup.events.length
+              }
+              if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
             }
           })
           return Stream.repeatEffectChunk(next)

@@ -268,6 +268,32 @@ describe("SqliteStore", () => {
       expect(events.map((e) => [e.seq, e._tag])).toEqual([[1, "ModelResponded"], [3, "ToolSucceeded"], [5, "Terminated"]])
     }))
 
+  it.scopedLive("changes gets this store's appends without reading them, and reads the log when another connection wrote first", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      // The follower's store polls rarely: only its own appends wake it in this test.
+      const mine = yield* Layer.build(SqliteStore.layer({ filename, pollIntervalMs: 60_000 }))
+      const other = yield* Layer.build(SqliteStore.layer({ filename, pollIntervalMs: 60_000 }))
+      const log = StoreConformance.sampleLog("h")
+      const append = (layer: typeof mine, from: number, to?: number) =>
+        Effect.flatMap(StateStore.StateStore, (s) => s.append("h", from, log.slice(from, to))).pipe(Effect.provide(layer))
+      yield* append(mine, 0, 1)
+      const seen = yield* Effect.flatMap(StateStore.StateStore, (s) => Stream.runCollect(Stream.take(s.changes("h", 1), 5))).pipe(
+        Effect.provide(mine),
+        Effect.fork
+      )
+      yield* Effect.sleep("30 millis")
+      yield* append(mine, 1, 2)
+      yield* Effect.sleep("30 millis")
+      // Seqs 2 and 3 come through the other connection, unseen here; this store's append of 4 and 5
+      // then starts past the follower's cursor, so it reads 2 and 3 from the log before 4 and 5.
+      yield* append(other, 2, 4)
+      yield* append(mine, 4)
+      const events = Chunk.toReadonlyArray(yield* Fiber.join(seen).pipe(Effect.timeout("10 seconds")))
+      expect(events.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5])
+      expect(events).toEqual(log.slice(1, 6))
+    }))
+
   it.scopedLive("two runners on one goal: exactly one proceeds, the other stops as busy; the log stays contiguous", () =>
     Effect.gen(function*() {
       const filename = yield* tempDb
