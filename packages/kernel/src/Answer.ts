@@ -42,11 +42,14 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
   const answer = draft.answer
   const { goalId, iteration } = draft
   // Events are built as literals with every field in place (no spreads): the hot path of each iteration.
+  // `IterationCompleted` records the summary of the State it leads to; folding it does not read
+  // the summary, so the State folded to compute it is the State after it.
   const close = (): Step => {
     const seq = draft.seq
     const at = now()
-    const completed: Event.Of<"IterationCompleted"> = { _tag: "IterationCompleted", goalId, seq, iteration, at, summary: State.summary(draft) }
-    push({ _tag: "IterationCompleted", goalId, seq, iteration, at, summary: State.summary(State.reduce(draft, completed)) })
+    const after = State.reduce(draft, { _tag: "IterationCompleted", goalId, seq, iteration, at, summary: State.summary(draft) })
+    batch.push({ _tag: "IterationCompleted", goalId, seq, iteration, at, summary: State.summary(after) })
+    draft = after
     return { batch, after: draft }
   }
   if (answer === null) return { batch, after: draft }

@@ -47,19 +47,20 @@ export const build = (state: State.State): LanguageModel.Request => {
   // Room for the omitted-turns note, whatever its count.
   let used = system.length + goal.length + 80
   const turns = state.turns
-  let shown = 0
+  // The newest turns that fit, newest first.
+  const fitting: Array<Rendered> = []
   for (let rank = 0; rank < turns.length; rank++) {
     const entry = rendered(turns[turns.length - 1 - rank] as State.Turn, rank, budget)
     if (used + entry.cost > budget) break
     used += entry.cost
-    shown++
+    fitting.push(entry)
   }
-  const omitted = state.omitted + turns.length - shown
+  const omitted = state.omitted + turns.length - fitting.length
   const messages: Array<LanguageModel.Message> = [
     { role: "user", content: omitted > 0 ? `${goal}\n\n(${omitted} earlier steps are not shown.)` : goal }
   ]
-  for (let rank = shown - 1; rank >= 0; rank--) {
-    for (const message of rendered(turns[turns.length - 1 - rank] as State.Turn, rank, budget).messages) messages.push(message)
+  for (let rank = fitting.length - 1; rank >= 0; rank--) {
+    for (const message of (fitting[rank] as Rendered).messages) messages.push(message)
   }
   return { system, messages, tools: [...state.tools, ToolRegistry.doneSpec] }
 }
