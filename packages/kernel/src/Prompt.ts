@@ -90,11 +90,31 @@ const rendered = (turn: State.Turn, rank: number, budget: number): Rendered => {
   }
   let entry = byLevel[level]
   if (entry === undefined) {
-    const messages = render(turn, capOf(level, budget))
-    entry = { messages, cost: messages.reduce((n, m) => n + messageSize(m), 0) }
+    const cap = capOf(level, budget)
+    // A turn with nothing to cut at this level nor the one before renders as at the one before.
+    const before = level === 0 ? undefined : byLevel[level - 1]
+    if (before !== undefined && fitsAt(turn, Math.min(cap, capOf((level - 1) as 0 | 1, budget)))) {
+      entry = before
+    } else {
+      const messages = render(turn, cap)
+      entry = { messages, cost: messages.reduce((n, m) => n + messageSize(m), 0) }
+    }
     byLevel[level] = entry
   }
   return entry
+}
+
+/** Whether rendering `turn` with `cap` cuts nothing: every text within `cap`, the inputs within what `compact` keeps. */
+const fitsAt = (turn: State.Turn, cap: number): boolean =>
+  turn.text.length <= cap && (turn.result === null || turn.result.content.length <= cap) &&
+  turn.calls.every((call) => (call.result === null || call.result.content.length <= cap) && whole(call.input, Math.max(40, Math.floor(cap / 2))))
+
+/** Whether `compact` keeps `value` as it is: no string longer than `max`, no array longer than 50. */
+const whole = (value: unknown, max: number): boolean => {
+  if (typeof value === "string") return value.length <= max
+  if (Array.isArray(value)) return value.length <= 50 && value.every((v) => whole(v, max))
+  if (value !== null && typeof value === "object") return Object.values(value).every((v) => whole(v, max))
+  return true
 }
 
 /** A turn as messages: an assistant message and a result for each of its calls, never one without the other. */

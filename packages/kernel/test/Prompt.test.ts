@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, FastCheck as fc, Layer } from "effect"
 import { LanguageModel, Prompt, Runner, State, StateStore, ToolRegistry } from "@rx/kernel"
 import { echo, eventsOf } from "./fixtures.js"
 
@@ -16,6 +16,34 @@ const apiValid = (request: LanguageModel.Request): boolean =>
   }) && request.messages[0]?.role === "user"
 
 describe("Prompt.build", () => {
+  it.effect.prop(
+    "turns rendered as they age (each level once, reused where nothing is cut) give the request a fresh fold gives",
+    [
+      fc.array(fc.oneof(fc.nat({ max: 200 }), fc.integer({ min: 250, max: 1_800 }), fc.integer({ min: 1_800, max: 12_000 })), { minLength: 1, maxLength: 14 }),
+      // Budgets whose newest turns are cut harder than older ones (a quarter of 5,000 is under 1,500) and the usual one.
+      fc.constantFrom(2_000, 5_000, 8_000, 32_000)
+    ],
+    ([sizes, promptBudget]) => {
+      const requests: Array<string> = []
+      // Each answer echoes a text of the drawn size: outputs and inputs cut at some levels and not others.
+      const steps = sizes.map((size, i): LanguageModel.Step => (request) =>
+        Effect.sync(() => {
+          requests.push(JSON.stringify(request))
+          return LanguageModel.callTool("echo", { text: `${i}:`.padEnd(size, "x") })
+        }))
+      const goalId = `cache-${sizes.join("-")}-${promptBudget}`
+      return Effect.gen(function*() {
+        yield* Runner.run({ goal: "echo", goalId, options: { maxIterations: sizes.length, promptBudget } })
+        const events = yield* eventsOf(goalId)
+        const rebuilt = events.flatMap((e, i) =>
+          e._tag === "ModelResponded" ? [JSON.stringify(Prompt.build(State.fromEvents(goalId, events.slice(0, i))))] : []
+        )
+        expect(rebuilt).toEqual(requests)
+      }).pipe(Effect.provide(Layer.mergeAll(StateStore.layerMemory, ToolRegistry.layer([echo]), LanguageModel.layerScripted(steps))))
+    },
+    { fastCheck: { numRuns: 120, examples: [[[251, 250, 0, 1_800], 2_000], [[1_300, 40, 1_400, 10, 20], 5_000]] } }
+  )
+
   it.effect("the same State gives a byte-identical request, however the State was reached", () => {
     const requests: Array<string> = []
     const answer = (text: string): LanguageModel.Step => (request) =>
