@@ -6,6 +6,7 @@
 import type * as LanguageModel from "./LanguageModel.js"
 import { truncate } from "./internal/json.js"
 import type * as State from "./State.js"
+import type * as Tool from "./Tool.js"
 import * as ToolRegistry from "./ToolRegistry.js"
 
 export const system = [
@@ -41,28 +42,47 @@ export const maxGoalChars = (options: { readonly promptBudget: number }): number
 /** Build the request for the next model call. */
 export const build = (state: State.State): LanguageModel.Request => {
   const budget = state.options.promptBudget
-  const shows = maxGoalChars(state.options)
-  const instructions = state.instructions === "" ? "" : `\n\nInstructions:\n${truncate(state.instructions, shows)}`
-  const goal = `Goal:\n${truncate(state.goal, shows)}${instructions}`
+  const goal = goalText(state.goal, state.instructions, maxGoalChars(state.options))
   // Room for the omitted-turns note, whatever its count.
   let used = system.length + goal.length + 80
   const turns = state.turns
   // The newest turns that fit, newest first.
   const fitting: Array<Rendered> = []
+  let count = 1
   for (let rank = 0; rank < turns.length; rank++) {
     const entry = rendered(turns[turns.length - 1 - rank] as State.Turn, rank, budget)
     if (used + entry.cost > budget) break
     used += entry.cost
+    count += entry.messages.length
     fitting.push(entry)
   }
   const omitted = state.omitted + turns.length - fitting.length
-  const messages: Array<LanguageModel.Message> = [
-    { role: "user", content: omitted > 0 ? `${goal}\n\n(${omitted} earlier steps are not shown.)` : goal }
-  ]
+  const messages = new Array<LanguageModel.Message>(count)
+  messages[0] = { role: "user", content: omitted > 0 ? `${goal}\n\n(${omitted} earlier steps are not shown.)` : goal }
+  let at = 1
   for (let rank = fitting.length - 1; rank >= 0; rank--) {
-    for (const message of (fitting[rank] as Rendered).messages) messages.push(message)
+    for (const message of (fitting[rank] as Rendered).messages) messages[at++] = message
   }
-  return { system, messages, tools: [...state.tools, ToolRegistry.doneSpec] }
+  return { system, messages, tools: offered(state.tools) }
+}
+
+/** The goal as the prompt shows it; the last one is kept, since a run asks with the same goal each time. */
+let lastGoal = { goal: "", instructions: "", shows: -1, text: "" }
+const goalText = (goal: string, instructions: string, shows: number): string => {
+  if (lastGoal.goal === goal && lastGoal.instructions === instructions && lastGoal.shows === shows) return lastGoal.text
+  const shown = instructions === "" ? "" : `\n\nInstructions:\n${truncate(instructions, shows)}`
+  lastGoal = { goal, instructions, shows, text: `Goal:\n${truncate(goal, shows)}${shown}` }
+  return lastGoal.text
+}
+
+/** The tools offered: the goal's, then `done`; one array per goal's tools (requests are read, never changed). */
+const offeredCache = new WeakMap<ReadonlyArray<Tool.Spec>, ReadonlyArray<Tool.Spec>>()
+const offered = (tools: ReadonlyArray<Tool.Spec>): ReadonlyArray<Tool.Spec> => {
+  const cached = offeredCache.get(tools)
+  if (cached !== undefined) return cached
+  const all = [...tools, ToolRegistry.doneSpec]
+  offeredCache.set(tools, all)
+  return all
 }
 
 /** How much of a turn's output to show, by age: the newest in full, older ones less. */
@@ -113,7 +133,9 @@ const fitsAt = (turn: State.Turn, cap: number): boolean =>
 const whole = (value: unknown, max: number): boolean => {
   if (typeof value === "string") return value.length <= max
   if (Array.isArray(value)) return value.length <= 50 && value.every((v) => whole(v, max))
-  if (value !== null && typeof value === "object") return Object.values(value).every((v) => whole(v, max))
+  if (value !== null && typeof value === "object") {
+    for (const key in value) if (Object.hasOwn(value, key) && !whole((value as Record<string, unknown>)[key], max)) return false
+  }
   return true
 }
 

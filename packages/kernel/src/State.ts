@@ -201,9 +201,8 @@ export const reduce = (state: State, event: Event.Event): State => {
       const calls = Behaviour.rules(state.behaviour).multiCall ? Math.max(1, response.toolCalls.length) : 1
       next.answer = { response, calls, next: 0, started: false, rejected: false }
       next.answered = ""
-      const full = state.turns.length >= maxTurns
-      next.turns = full ? [...state.turns.slice(1), turn] : [...state.turns, turn]
-      next.omitted = full ? state.omitted + 1 : state.omitted
+      next.turns = appended(state.turns, turn, maxTurns)
+      next.omitted = state.turns.length >= maxTurns ? state.omitted + 1 : state.omitted
       next.progressed = false
       next.usage = {
         inputTokens: state.usage.inputTokens + response.usage.inputTokens,
@@ -347,8 +346,16 @@ const withCallResult = (turns: ReadonlyArray<Turn>, iteration: number, result: R
 /** Fingerprints kept in `recent`: enough for the longest cycle period at any sensible `maxRepeats`. */
 export const maxRecent = 64
 
-const remember = (recent: ReadonlyArray<string>, signature: string): ReadonlyArray<string> =>
-  recent.length >= maxRecent ? [...recent.slice(1), signature] : [...recent, signature]
+const remember = (recent: ReadonlyArray<string>, signature: string): ReadonlyArray<string> => appended(recent, signature, maxRecent)
+
+/** `items` with `item` appended, the oldest dropped beyond `max`: one new array. */
+const appended = <A>(items: ReadonlyArray<A>, item: A, max: number): ReadonlyArray<A> => {
+  const from = items.length >= max ? 1 : 0
+  const next = new Array<A>(items.length - from + 1)
+  for (let i = from; i < items.length; i++) next[i - from] = items[i] as A
+  next[next.length - 1] = item
+  return next
+}
 
 const repeatOf = (state: State, tool: string, status: string, content: string): State["repeat"] => {
   const input = state.pending?.tool === tool ? canonical(state.pending.input) : ""
