@@ -6,7 +6,7 @@
  * a goal that cannot go on now (the model unreachable, a call awaiting approval, a shutdown)
  * is suspended, recorded and open, rather than ended.
  */
-import { Clock, Deferred, Effect, Either, Option, Schema, type Scope, Stream } from "effect"
+import { Clock, Deferred, Effect, Either, Option, Schedule, Schema, type Scope, Stream } from "effect"
 import * as Action from "./Action.js"
 import * as Answer from "./Answer.js"
 import * as Behaviour from "./Behaviour.js"
@@ -173,6 +173,9 @@ const finish = (run: Run, outcome: Tool.Outcome): Effect.Effect<unknown, RunErro
     // Calls left in the answer are decided by the loop, after this outcome is safely recorded.
     return advance(run, [recorded], false)
   })
+
+/** How soon the cancel watcher follows the log again after its store failed: quickly at first, then every 5 s. */
+const watchAgain = Schedule.exponential("50 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))
 
 /** How a run stopped: the goal ended (`terminated`), or it waits, open, for `resume` (`suspended`). */
 export type Result =
@@ -425,10 +428,13 @@ const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.T
       Effect.uninterruptible(Effect.suspend(() => attempt(batch, after)))
 
     // One watcher for the whole run: a cancel request, from any process, ends the call in flight.
+    // A store that fails to follow the log (a lost connection) is followed again, from the same
+    // seq, until the run ends; meanwhile a cancel is still seen at the next commit.
     const cancelled = yield* Deferred.make<void>()
-    yield* store.changes(goalId, state.seq, ["CancelRequested"]).pipe(
-      Stream.take(1),
-      Stream.runDrain,
+    const from = state.seq
+    yield* Effect.suspend(() => Stream.runDrain(Stream.take(store.changes(goalId, from, ["CancelRequested"]), 1))).pipe(
+      Effect.tapError((error) => Effect.logWarning(`goal ${goalId}: following the log for cancel requests failed (${error.message}); following it again`)),
+      Effect.retry(watchAgain),
       Effect.zipRight(Deferred.succeed(cancelled, undefined)),
       Effect.ignore,
       Effect.forkScoped

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Ref, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Ref, Schema, Stream } from "effect"
 import { Event, LanguageModel, Options, Prompt, Replay, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { echo, endsOnce, eventsOf, flaky, layers, runGoal, tags } from "./fixtures.js"
 
@@ -234,6 +234,39 @@ describe("Runner: cancellation", () => {
       expect(events[4]).toMatchObject({ _tag: "ToolFailed", error: { kind: "unknown" } })
       expect((yield* Replay.verify(events)).reason).toBe("cancelled")
     }).pipe(Effect.provide(StateStore.layerMemory)))
+
+  it.live("a store whose changes fail at first: the watcher follows the log again, and a cancel still ends the call in flight", () =>
+    Effect.gen(function*() {
+      const memory = yield* StateStore.makeMemory
+      let failures = 0
+      const failing: StateStore.StateStore["Type"] = {
+        ...memory,
+        changes: (goalId, fromSeq, kinds) =>
+          failures++ < 3 ? Stream.fail(new StateStore.StoreError({ message: "connection lost" })) : memory.changes(goalId, fromSeq, kinds)
+      }
+      const started = yield* Deferred.make<void>()
+      const slowTool = Tool.make({
+        name: "slow",
+        description: "Takes an hour.",
+        input: Schema.Struct({}),
+        output: Schema.Struct({}),
+        idempotent: false,
+        execute: () => Deferred.succeed(started, undefined).pipe(Effect.zipRight(Effect.sleep("1 hour")), Effect.as({}))
+      })
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.fork(Runner.run({ goal: "wait", goalId: "c-flaky" }).pipe(
+          Effect.provide(Layer.mergeAll(ToolRegistry.layer([slowTool]), LanguageModel.layerScripted([callTool("slow", {}), done("x")])))
+        ))
+        yield* Deferred.await(started)
+        yield* Runner.cancel("c-flaky")
+        const result = yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
+        expect(result.reason).toBe("cancelled")
+        expect(failures).toBeGreaterThan(3)
+        expect(tags(yield* eventsOf("c-flaky"))).toEqual([
+          "GoalSubmitted", "ModelResponded", "ToolStarted", "CancelRequested", "ToolFailed", "IterationCompleted", "Terminated"
+        ])
+      }).pipe(Effect.provideService(StateStore.StateStore, failing))
+    }))
 
   it.effect("a goal with a pending cancel request is cancelled when resumed", () =>
     Effect.gen(function*() {
