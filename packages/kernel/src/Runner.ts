@@ -375,7 +375,6 @@ const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.T
     const goalId = initial.goalId
     let state = initial
 
-
     /** Fold in what others appended; anything but external events means another runner. */
     const sync = Effect.flatMap(Effect.suspend(() => store.load(goalId, state.seq)), (newer) => {
       const foreign = newer.find((event) => !Event.isExternal(event))
