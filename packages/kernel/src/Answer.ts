@@ -41,7 +41,8 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
   for (const event of first) push(event)
   const answer = draft.answer
   const { goalId, iteration } = draft
-  // Events are built as literals with every field in place (no spreads): the hot path of each iteration.
+  // Events are built as literals with every field in place, not spread: this runs every iteration.
+  //
   // `IterationCompleted` records the summary of the State it leads to; folding it does not read
   // the summary, so the State folded to compute it is the State after it.
   const close = (): Step => {
