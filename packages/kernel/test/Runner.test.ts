@@ -184,6 +184,17 @@ describe("Runner: malformed answers", () => {
   })
 })
 
+/** A non-idempotent tool that says when it started, then takes an hour. */
+const hourLong = (started: Deferred.Deferred<void>) =>
+  Tool.make({
+    name: "slow",
+    description: "Takes an hour.",
+    input: Schema.Struct({}),
+    output: Schema.Struct({}),
+    idempotent: false,
+    execute: () => Deferred.succeed(started, undefined).pipe(Effect.zipRight(Effect.sleep("1 hour")), Effect.as({}))
+  })
+
 describe("Runner: cancellation", () => {
   it.effect("during a model call: the call is interrupted and the log ends CancelRequested, Terminated", () =>
     Effect.gen(function*() {
@@ -212,14 +223,7 @@ describe("Runner: cancellation", () => {
   it.effect("during a tool call: the tool is interrupted and its outcome recorded as unknown", () =>
     Effect.gen(function*() {
       const started = yield* Deferred.make<void>()
-      const slowTool = Tool.make({
-        name: "slow",
-        description: "Takes an hour.",
-        input: Schema.Struct({}),
-        output: Schema.Struct({}),
-        idempotent: false,
-        execute: () => Deferred.succeed(started, undefined).pipe(Effect.zipRight(Effect.sleep("1 hour")), Effect.as({}))
-      })
+      const slowTool = hourLong(started)
       const fiber = yield* Effect.fork(Runner.run({ goal: "wait", goalId: "c2" }).pipe(
         Effect.provide(Layer.mergeAll(ToolRegistry.layer([slowTool]), LanguageModel.layerScripted([callTool("slow", {}), done("x")])))
       ))
@@ -245,14 +249,7 @@ describe("Runner: cancellation", () => {
           failures++ < 3 ? Stream.fail(new StateStore.StoreError({ message: "connection lost" })) : memory.changes(goalId, fromSeq, kinds)
       }
       const started = yield* Deferred.make<void>()
-      const slowTool = Tool.make({
-        name: "slow",
-        description: "Takes an hour.",
-        input: Schema.Struct({}),
-        output: Schema.Struct({}),
-        idempotent: false,
-        execute: () => Deferred.succeed(started, undefined).pipe(Effect.zipRight(Effect.sleep("1 hour")), Effect.as({}))
-      })
+      const slowTool = hourLong(started)
       yield* Effect.gen(function*() {
         const fiber = yield* Effect.fork(Runner.run({ goal: "wait", goalId: "c-flaky" }).pipe(
           Effect.provide(Layer.mergeAll(ToolRegistry.layer([slowTool]), LanguageModel.layerScripted([callTool("slow", {}), done("x")])))
