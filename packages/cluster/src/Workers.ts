@@ -1,0 +1,129 @@
+/**
+ * Goals spread over worker processes. A worker is a socket runner of @effect/cluster whose message
+ * and runner storage (`cluster_*` tables, shard locks as Postgres advisory locks) live in the
+ * Postgres database of the rx log; it drives the goals of the shards it owns. Submitting appends
+ * `GoalSubmitted` first, then sends the goal's persisted `Drive` message: a duplicate send is
+ * harmless, since resuming an ended goal appends nothing. Cancel and approvals stay rx events.
+ */
+import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as RunnerHealth from "@effect/cluster/RunnerHealth"
+import * as Runners from "@effect/cluster/Runners"
+import { Sharding } from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as SocketRunner from "@effect/cluster/SocketRunner"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import type { SocketServerError } from "@effect/platform/SocketServer"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { type LanguageModel, Runner, StateStore, type ToolRegistry } from "@rx/kernel"
+import { PgStore } from "@rx/store-pg"
+import * as Config from "./Config.js"
+import * as GoalEntity from "./GoalEntity.js"
+
+/**
+ * Record a new goal (`GoalSubmitted`, through `Runner.submit`), then send its `Drive` message
+ * without waiting for a reply: the worker owning the goal's shard runs it. Returns the goal's id.
+ * When the message cannot be stored the goal is recorded all the same; `drive` sends it again.
+ */
+export const submit = (
+  submission: Runner.Submission
+): Effect.Effect<string, Runner.RunError, ToolRegistry.ToolRegistry | StateStore.StateStore | Sharding> =>
+  Effect.tap(Runner.submit(submission), drive)
+
+/**
+ * Send a goal's persisted `Drive` message (fire and forget): to run a goal again after it was
+ * suspended (an approval decided, a model back), or one whose message was lost. Harmless when the
+ * goal is running (messages to one goal wait their turn) or ended (nothing is appended).
+ */
+export const drive = (goalId: string): Effect.Effect<void, StateStore.StoreError, Sharding> =>
+  Effect.flatMap(GoalEntity.GoalEntity.client, (client) => client(goalId).Drive(undefined, { discard: true })).pipe(
+    Effect.catchAll((error) =>
+      new StateStore.StoreError({
+        message: `goal ${goalId} is recorded, but its Drive message could not be stored (${error._tag}): send it again with Workers.drive`,
+        goalId
+      })
+    )
+  )
+
+/** The cluster's settings from ours; every field is set here, nothing is read from the environment. */
+const shardingConfig = (config: Config.ClientConfig, runner: Option.Option<{ host: string; port: number; listenHost?: string | undefined }>) =>
+  ShardingConfig.layer({
+    ...ShardingConfig.defaults,
+    runnerAddress: Option.map(runner, ({ host, port }) => RunnerAddress.make(host, port)),
+    runnerListenAddress: Option.flatMap(
+      runner,
+      ({ listenHost, port }) => listenHost === undefined ? Option.none() : Option.some(RunnerAddress.make(listenHost, port))
+    ),
+    shardsPerGroup: config.shardsPerGroup,
+    shardLockExpiration: Duration.millis(config.failoverMs),
+    shardLockRefreshInterval: Duration.millis(Math.max(1, Math.floor(config.failoverMs / 3))),
+    refreshAssignmentsInterval: Duration.millis(config.refreshAssignmentsMs),
+    entityMessagePollInterval: Duration.millis(config.pollMs)
+  })
+
+/** The cluster's own pool: its statements never wait behind the log's, nor the log's behind its. */
+const pool = (config: Config.ClientConfig, applicationName: string) =>
+  PgClient.layer({ url: Redacted.make(config.url), maxConnections: config.clusterConnections, applicationName }).pipe(
+    Layer.mapError((error) =>
+      new StateStore.StoreError({ message: `connecting to ${PgStore.describe(config.url)} failed: ${error.message}` })
+    )
+  )
+
+/** The log (`PgStore`, its own pool), migrated when it opens. */
+const store = (config: Config.ClientConfig, settings: Config.WorkerConfig["store"]) =>
+  PgStore.layer({ ...settings, url: config.url, maxConnections: config.maxConnections })
+
+/** The cluster's message and runner storage, on the same database (tables `cluster_*`). */
+const storage = (config: Config.ClientConfig) => {
+  const failed = (error: { readonly message: string }) =>
+    new StateStore.StoreError({ message: `opening the cluster's tables in ${PgStore.describe(config.url)} failed: ${error.message}` })
+  return Layer.merge(Layer.mapError(SqlMessageStorage.layer, failed), Layer.mapError(SqlRunnerStorage.layer, failed))
+}
+
+/**
+ * A worker process: a cluster runner listening on `host:port` (`NodeClusterSocket`), with the
+ * cluster's storage and the rx log (`PgStore`) on the Postgres at `url`, driving the goals of the
+ * shards it owns with the LanguageModel and ToolRegistry given. It also provides the store and
+ * `Sharding`, so the process can submit goals itself. The log and the cluster each have their own
+ * pool of connections (`maxConnections`, `clusterConnections`).
+ */
+export const layer = (
+  input: Config.WorkerInput
+): Layer.Layer<
+  Sharding | StateStore.StateStore,
+  StateStore.StoreError | PgStore.DatabaseRefused | SocketServerError,
+  LanguageModel.LanguageModel | ToolRegistry.ToolRegistry
+> =>
+  Layer.unwrapEffect(Effect.map(Config.decodeWorker(input), (config) => {
+    const runner = SocketRunner.layer.pipe(
+      Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc))),
+      Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
+      Layer.provide(storage(config)),
+      Layer.provide(shardingConfig(config, Option.some(config))),
+      Layer.provide(RpcSerialization.layerMsgPack)
+    )
+    return GoalEntity.layer(config.concurrency).pipe(
+      Layer.provideMerge(Layer.provide(runner, pool(config, "rx-worker"))),
+      Layer.provideMerge(store(config, config.store))
+    )
+  }))
+
+/**
+ * A process that submits goals (`submit`, `drive`) and reads the log, but runs none: a cluster
+ * client without a runner, on the same Postgres.
+ */
+export const layerClient = (
+  input: Config.ClientInput
+): Layer.Layer<Sharding | StateStore.StateStore, StateStore.StoreError | PgStore.DatabaseRefused> =>
+  Layer.unwrapEffect(Effect.map(Config.decodeClient(input), (config) => {
+    const client = SocketRunner.layerClientOnly.pipe(
+      Layer.provide(NodeClusterSocket.layerClientProtocol),
+      Layer.provide(storage(config)),
+      Layer.provide(shardingConfig(config, Option.none())),
+      Layer.provide(RpcSerialization.layerMsgPack)
+    )
+    return Layer.merge(Layer.provide(client, pool(config, "rx-client")), store(config, {}))
+  }))
