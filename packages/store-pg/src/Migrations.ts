@@ -8,6 +8,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { StateStore } from "@rx/kernel"
 import { DatabaseRefused, toStoreError } from "./internal/errors.js"
+import { reserve } from "./internal/sql.js"
 
 /** The table where the Migrator records applied migrations. */
 export const table = "rx_migrations"
@@ -88,7 +89,7 @@ const version = (sql: SqlClient.SqlClient) =>
  */
 export const run = (sql: SqlClient.SqlClient, database: string): Effect.Effect<number, StateStore.StoreError | DatabaseRefused> =>
   Effect.scoped(Effect.gen(function*() {
-    const conn = yield* sql.reserve
+    const conn = yield* reserve(sql)
     yield* Effect.acquireRelease(
       conn.execute("SELECT pg_advisory_lock($1)", [lockKey], undefined),
       () => Effect.ignore(conn.execute("SELECT pg_advisory_unlock($1)", [lockKey], undefined))

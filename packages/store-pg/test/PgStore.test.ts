@@ -1,7 +1,7 @@
 /** Opening a Postgres store: migrations raced by many openers, refusals, configuration errors. */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, layer } from "@effect/vitest"
-import { Context, Effect, Either, Layer } from "effect"
+import { Context, Effect, Either, Fiber, Layer } from "effect"
 import { StateStore, StoreConformance } from "@rx/kernel"
 import { Migrations, PgStore } from "@rx/store-pg"
 import * as TestDatabase from "./database.js"
@@ -50,6 +50,24 @@ describe("opening a Postgres store", () => {
         expect(error.message).toContain("goal g-corrupt, seq 2")
         expect((yield* store.load("g-corrupt", 3)).length).toBe(log.length - 3)
       }), 60_000)
+
+    it.scoped("a read interrupted while it waits for a pooled connection leaves the pool whole", () =>
+      Effect.gen(function*() {
+        const { url } = yield* TestDatabase.TestDatabase
+        const ctx = yield* Layer.build(PgStore.layerWithClient({ url, maxConnections: 2, connectTimeoutMs: 3_000 }))
+        const store = Context.get(ctx, StateStore.StateStore)
+        const sql = Context.get(ctx, SqlClient.SqlClient)
+        yield* store.append("g-pool", 0, StoreConformance.sampleLog("g-pool"))
+        // Both connections busy for a second; two reads wait for them and are interrupted meanwhile.
+        const busy = yield* Effect.fork(Effect.all([sql`SELECT pg_sleep(1)`, sql`SELECT pg_sleep(1)`], { concurrency: 2 }))
+        yield* Effect.sleep("200 millis")
+        const waiting = yield* Effect.all([Effect.fork(store.load("g-pool")), Effect.fork(store.goal("g-pool"))])
+        yield* Effect.sleep("200 millis")
+        yield* Effect.forEach(waiting, Fiber.interrupt)
+        yield* Fiber.join(busy)
+        // Had the interrupted reads kept the connections they were handed, these would time out.
+        for (let i = 0; i < 4; i++) expect((yield* store.load("g-pool")).length).toBe(6)
+      }).pipe(Effect.timeout("20 seconds")), 60_000)
 
     it.scoped("bad configuration and an unreachable server are StoreErrors that say what to fix, never the password", () =>
       Effect.gen(function*() {

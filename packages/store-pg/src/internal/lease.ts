@@ -12,6 +12,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, ExecutionStrategy, Exit, Scope } from "effect"
 import * as os from "node:os"
 import { isConnectionLoss } from "./errors.js"
+import { reserve } from "./sql.js"
 
 /** How this process names itself as a holder. */
 export const holder = (): string => `pid ${process.pid} on host ${os.hostname()}`
@@ -66,7 +67,7 @@ export const makePresence = (sql: SqlClient.SqlClient): Effect.Effect<Presence, 
       if (current !== undefined) return Effect.succeed(current)
       return Effect.gen(function*() {
         const child = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-        const conn = yield* Scope.extend(sql.reserve, child).pipe(Effect.onError(() => Scope.close(child, Exit.void)))
+        const conn = yield* Scope.extend(reserve(sql), child).pipe(Effect.onError(() => Scope.close(child, Exit.void)))
         current = { conn, scope: child }
         return current
       })

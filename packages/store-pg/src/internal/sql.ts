@@ -5,14 +5,21 @@
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, type Scope } from "effect"
+
+/**
+ * A connection of the pool until the scope closes. Taking it is uninterruptible: @effect/sql-pg
+ * 0.53 cannot call off a wait for a pooled connection, so a fiber interrupted while it waited
+ * would be handed the connection later and never give it back (the pool then runs dry).
+ */
+export const reserve = (sql: SqlClient.SqlClient): Effect.Effect<Connection, SqlError, Scope.Scope> => Effect.uninterruptible(sql.reserve)
 
 /** Rows as objects, one statement on a connection taken from the pool for it. */
 export const rows = (
   sql: SqlClient.SqlClient,
   text: string,
   params: ReadonlyArray<unknown>
-): Effect.Effect<ReadonlyArray<unknown>, SqlError> => Effect.scoped(Effect.flatMap(sql.reserve, (conn) => conn.execute(text, params, undefined)))
+): Effect.Effect<ReadonlyArray<unknown>, SqlError> => Effect.scoped(Effect.flatMap(reserve(sql), (conn) => conn.execute(text, params, undefined)))
 
 /** Rows as arrays of column values, in the statement's column order. */
 export const values = (
@@ -20,7 +27,7 @@ export const values = (
   text: string,
   params: ReadonlyArray<unknown>
 ): Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError> =>
-  Effect.scoped(Effect.flatMap(sql.reserve, (conn) => conn.executeValues(text, params)))
+  Effect.scoped(Effect.flatMap(reserve(sql), (conn) => conn.executeValues(text, params)))
 
 /**
  * Run `body` in a transaction on a connection of its own: commits on success, rolls back on
@@ -32,7 +39,7 @@ export const transaction = <A, E>(
   body: (conn: Connection) => Effect.Effect<A, E>
 ): Effect.Effect<A, E | SqlError> =>
   Effect.uninterruptible(Effect.scoped(Effect.gen(function*() {
-    const conn = yield* sql.reserve
+    const conn = yield* reserve(sql)
     yield* conn.execute("BEGIN", [], undefined)
     const value = yield* Effect.onError(body(conn), () => Effect.ignore(conn.execute("ROLLBACK", [], undefined)))
     yield* conn.execute("COMMIT", [], undefined)
