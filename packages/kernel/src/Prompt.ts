@@ -124,15 +124,19 @@ const rendered = (turn: State.Turn, rank: number, budget: number): Rendered => {
   return entry
 }
 
+/** What `compact` keeps of an input: strings up to `stringCap(cap)` characters, arrays up to `maxItems` items. */
+const stringCap = (cap: number): number => Math.max(40, Math.floor(cap / 2))
+const maxItems = 50
+
 /** Whether rendering `turn` with `cap` cuts nothing: every text within `cap`, the inputs within what `compact` keeps. */
 const fitsAt = (turn: State.Turn, cap: number): boolean =>
   turn.text.length <= cap && (turn.result === null || turn.result.content.length <= cap) &&
-  turn.calls.every((call) => (call.result === null || call.result.content.length <= cap) && whole(call.input, Math.max(40, Math.floor(cap / 2))))
+  turn.calls.every((call) => (call.result === null || call.result.content.length <= cap) && whole(call.input, stringCap(cap)))
 
-/** Whether `compact` keeps `value` as it is: no string longer than `max`, no array longer than 50. */
+/** Whether `compact` keeps `value` as it is: no string longer than `max`, no array longer than `maxItems`. */
 const whole = (value: unknown, max: number): boolean => {
   if (typeof value === "string") return value.length <= max
-  if (Array.isArray(value)) return value.length <= 50 && value.every((v) => whole(v, max))
+  if (Array.isArray(value)) return value.length <= maxItems && value.every((v) => whole(v, max))
   if (value !== null && typeof value === "object") {
     for (const key in value) if (Object.hasOwn(value, key) && !whole((value as Record<string, unknown>)[key], max)) return false
   }
@@ -169,8 +173,8 @@ const messageSize = (message: LanguageModel.Message): number =>
 
 /** The input with long strings cut, so the arguments stay valid JSON within the cap. */
 const compact = (value: unknown, cap: number): unknown => {
-  if (typeof value === "string") return truncate(value, Math.max(40, Math.floor(cap / 2)))
-  if (Array.isArray(value)) return value.slice(0, 50).map((v) => compact(v, cap))
+  if (typeof value === "string") return truncate(value, stringCap(cap))
+  if (Array.isArray(value)) return value.slice(0, maxItems).map((v) => compact(v, cap))
   if (value !== null && typeof value === "object") {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, compact(v, cap)]))
   }
