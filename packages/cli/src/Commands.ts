@@ -13,6 +13,7 @@ import * as ExitCode from "./ExitCode.js"
 import { ExitStatus, note, printer, runGoal, say, sayJson, setExit } from "./internal/goal.js"
 import { onTerminate } from "./internal/interrupt.js"
 import * as Output from "./internal/output.js"
+import * as Postgres from "./internal/postgres.js"
 import * as Remote from "./internal/remote.js"
 import * as Setup from "./internal/setup.js"
 import * as Render from "./Render.js"
@@ -70,6 +71,7 @@ const database = (flag: Option.Option<string>) => Effect.tap(Settings.database(f
 const withStore = (db: Settings.Database, access: Access) =>
 <A, E, R>(body: Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
+    if (db.postgres) return yield* Effect.provide(body, Postgres.log(db))
     if (access === "create") {
       const fs = yield* FileSystem.FileSystem
       const path = yield* Path.Path
@@ -108,6 +110,7 @@ const hide = (db: Settings.Database, workspace: string) =>
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const real = (p: string) => fs.realPath(p).pipe(Effect.orElseSucceed(() => path.resolve(p)))
+    if (db.postgres) return []
     const root = yield* real(workspace)
     const file = path.join(yield* real(path.dirname(db.file)), path.basename(db.file))
     const relative = path.relative(root, file)
@@ -134,6 +137,8 @@ interface Flags {
   readonly allowRemote: boolean
   readonly port: Option.Option<string>
   readonly concurrency: Option.Option<string>
+  readonly cluster: boolean
+  readonly failover: Option.Option<string>
   /** Each `--mcp NAME=COMMAND|URL` given. */
   readonly mcp: ReadonlyArray<string>
 }
@@ -161,6 +166,8 @@ const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
     allowRemote: on("allow-remote"),
     port: text("port"),
     concurrency: text("concurrency"),
+    cluster: on("cluster"),
+    failover: text("failover"),
     mcp: line.lists.get("mcp") ?? []
   }
 }
@@ -322,7 +329,7 @@ const decide = (
       if (outcome === "already_terminated") {
         return yield* new UsageError({ message: `goal ${id} has terminated (${state.terminated?.reason ?? "?"}); there is nothing to decide` })
       }
-      const flag = db.source === "flag" ? ` --db ${Render.shellWord(db.file)}` : ""
+      const flag = db.source === "flag" ? ` --db ${Render.shellWord(db.label)}` : ""
       const awaited = state.awaiting
       const what = awaited === null ? "" : ` (${awaited.tool} ${JSON.stringify(awaited.input) ?? "null"})`
       yield* say(Render.cap(
@@ -456,7 +463,7 @@ const config = (flags: Flags) =>
     const db = yield* Settings.database(dbFlag(flags.settings))
     const resolved = yield* Setup.resolve(flags.settings, Usage.runSettings)
     const entries = Usage.runSettings.map((key) => {
-      if (key === "db") return { key, value: db.file, from: db.source === "env" ? "env RX_DB" : db.source }
+      if (key === "db") return { key, value: db.label, from: db.source === "env" ? "env RX_DB" : db.source }
       const found = resolved.found[key]
       const s: Settings.Setting = Settings.table[key]
       return found === undefined
@@ -506,9 +513,30 @@ const writeToken = (db: Settings.Database, token: string) =>
     const fs = yield* FileSystem.FileSystem
     const file = yield* Remote.tokenFile(db)
     const failed = (error: { readonly message: string }) => new UsageError({ message: `cannot write the server token to ${file}: ${error.message}` })
+    // Beside a Postgres log's server the folder may not exist yet (the default log's).
+    yield* fs.makeDirectory((yield* Path.Path).dirname(file), { recursive: true, mode: 0o700 }).pipe(Effect.mapError(failed))
     yield* fs.writeFileString(file, `${token}\n`, { mode: 0o600 }).pipe(Effect.mapError(failed))
     yield* fs.chmod(file, 0o600).pipe(Effect.mapError(failed))
     return file
+  })
+
+/** Until SIGTERM (routed here) or Ctrl-C (which interrupts the command, bin.ts). */
+const untilStopped = Effect.gen(function*() {
+  const stop = yield* Deferred.make<void>()
+  yield* onTerminate(() => Effect.runFork(Deferred.succeed(stop, undefined)))
+  yield* Deferred.await(stop)
+})
+
+/** What a cluster needs of the command line: a Postgres log, and the failover time (the same everywhere). */
+const clusterOf = (flags: Flags, db: Settings.Database, command: string) =>
+  Effect.gen(function*() {
+    if (!db.postgres) {
+      return yield* new UsageError({
+        message: `${command} needs the Postgres log of the cluster: --db postgres://USER:PASSWORD@HOST/DB (or RX_DB), the same for every worker and rx serve --cluster`
+      })
+    }
+    const failover = yield* count("failover", flags.failover, 1, 3_600, 15)
+    return { ...(yield* Postgres.cluster), failoverMs: failover * 1_000 }
   })
 
 const serve = (flags: Flags) =>
@@ -516,15 +544,30 @@ const serve = (flags: Flags) =>
     const db = yield* database(dbFlag(flags.settings))
     const spec = Usage.spec("serve")
     const { values: v, workspace } = yield* Setup.resolve(flags.settings, spec?.settings ?? [])
-    const model = yield* Setup.modelName(v)
+    const cluster = flags.cluster ? Option.some(yield* clusterOf(flags, db, "rx serve --cluster")) : Option.none()
+    if (Option.isNone(cluster) && Option.isSome(flags.failover)) return yield* new UsageError({ message: "--failover applies with --cluster" })
+    if (Option.isSome(cluster) && flags.mcp.length > 0) {
+      return yield* new UsageError({ message: "--mcp does not apply with --cluster: the workers run the goals with their own tools" })
+    }
+    // With a cluster the workers' model runs the goals: this one is not needed.
+    const model = Option.isSome(cluster) ? (v.model ?? "the workers'") : yield* Setup.modelName(v)
     const port = yield* count("port", flags.port, 0, 65_535, 7_433)
     const concurrency = yield* count("concurrency", flags.concurrency, 1, 1_000, 4)
     const host = Option.getOrElse(Option.map(flags.host, (h) => h.trim()), () => "127.0.0.1")
-    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace))
+    const volume = yield* Option.match(cluster, {
+      onNone: () => Effect.succeed(Option.none<{ readonly root: string; readonly id: string }>()),
+      onSome: ({ Workspaces }) => Effect.asSome(Workspaces.volume(workspace).pipe(Effect.mapError(Postgres.refused)))
+    })
+    const hidden = Option.match(volume, { onNone: () => hide(db, workspace), onSome: (found) => Effect.succeed([Postgres.volumeFile(found.root)]) })
+    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, yield* hidden)
     const { generated, token } = yield* serverToken
-    const { workspace: _recordedRoot, ...settings } = Setup.recordedSettings(v, workspace, model)
+    const { workspace: _recordedRoot, ...settings } = Option.isSome(cluster) ? Setup.recordedTools(v, workspace) : Setup.recordedSettings(v, workspace, model)
     const servers = yield* Setup.mcpServers(flags.mcp)
-    const metadata = { ...settings, ...(servers.length === 0 ? {} : { mcp: servers.map((server) => Setup.encodeServer(server)) }) }
+    const metadata = {
+      ...settings,
+      ...(servers.length === 0 ? {} : { mcp: servers.map((server) => Setup.encodeServer(server)) }),
+      ...Option.match(volume, { onNone: () => ({}), onSome: (found) => ({ volume: found.id }) })
+    }
     const input: ServerConfig.Input = { host, allowRemote: flags.allowRemote, port, concurrency, workspace, token, metadata }
     // Checked before anything is created: a refused setting leaves no database and no token file.
     yield* ServerConfig.decode(input).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
@@ -537,27 +580,71 @@ const serve = (flags: Flags) =>
           Layer.succeed(Toolbox.DefaultApproval, Object.fromEntries(source.ask.map((name) => [name, "ask" as const])))
         )))
     )
-    const services = Layer.mergeAll(Setup.modelLayer(v, model), toolbox)
-    const server = Server.layer(input).pipe(
-      Layer.provide(services),
-      Layer.mapError((error) => new UsageError({ message: error.message }))
+    const listen = <R>(server: Layer.Layer<Server.Server, UsageError, R>) =>
+      Effect.gen(function*() {
+        const file = generated ? yield* writeToken(db, token) : undefined
+        const context = yield* Layer.build(server)
+        const where = Context.get(context, Server.Server)
+        const address = where.url === `http://${where.host}:${where.port}` ? where.url : `${where.host} port ${where.port} (${where.url} from this machine)`
+        yield* say([
+          `rx serve: listening on ${address} (goals in ${workspace}, model ${model}, log ${db.label}${Option.isSome(cluster) ? ", run by the cluster's workers" : ""})`,
+          file === undefined ? "  token: RX_TOKEN" : `  token: in ${file} (send it as Authorization: Bearer <token>)`,
+          `  inspector: open ${where.url}/ in a browser (it asks for the token once)`,
+          Option.isSome(cluster)
+            ? "  Ctrl-C or SIGTERM stops it; the workers go on with the goals"
+            : "  Ctrl-C or SIGTERM stops it; running goals stay open, recorded, and resume at the next start"
+        ].join("\n"))
+        yield* untilStopped
+      }).pipe(Effect.scoped)
+    yield* Option.match(cluster, {
+      onNone: () =>
+        withStore(db, "create")(listen(Server.layer(input).pipe(Layer.provide(Layer.mergeAll(Setup.modelLayer(v, model), toolbox)), Layer.mapError(Postgres.refused)))),
+      // The cluster's client brings the log.
+      onSome: ({ Workers, failoverMs }) =>
+        listen(Server.layerDispatching(input, Workers.drive).pipe(
+          Layer.provide(toolbox),
+          Layer.provide(Workers.layerClient({ url: db.file, failoverMs })),
+          Layer.mapError(Postgres.refused)
+        ))
+    })
+  }))
+
+/** A loopback address, or `--allow-remote`: the workers' socket has no authentication. */
+const workerHost = (flags: Flags) => {
+  const host = Option.getOrElse(Option.map(flags.host, (h) => h.trim()), () => "127.0.0.1")
+  return flags.allowRemote || ServerConfig.isLoopback(host)
+    ? Effect.succeed(host)
+    : new UsageError({ message: `--host ${host} lets other machines reach this worker, whose socket has no authentication: pass --allow-remote to mean it, on a private network only` })
+}
+
+const worker = (flags: Flags) =>
+  Effect.scoped(Effect.gen(function*() {
+    const db = yield* database(dbFlag(flags.settings))
+    const { Workers, Workspaces, failoverMs } = yield* clusterOf(flags, db, "rx worker")
+    const spec = Usage.spec("worker")
+    const { values: v, workspace } = yield* Setup.resolve(flags.settings, spec?.settings ?? [])
+    const model = yield* Setup.modelName(v)
+    if (Option.isNone(flags.port)) return yield* new UsageError({ message: "rx worker needs --port N: the port it listens on, which the other workers reach it at" })
+    const port = yield* count("port", flags.port, 1, 65_535, 0)
+    const concurrency = yield* count("concurrency", flags.concurrency, 1, 1_000, 4)
+    const host = yield* workerHost(flags)
+    const volume = yield* Workspaces.volume(workspace).pipe(Effect.mapError(Postgres.refused))
+    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, [Postgres.volumeFile(volume.root)])
+    yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
+    const workspaces = Layer.unwrapEffect(Effect.map(Toolbox.Toolbox, (toolbox) => Workspaces.layerShared({ root: volume.root, tools: toolbox.registry }))).pipe(
+      Layer.provide(Toolbox.layer(toolsConfig))
     )
-    yield* withStore(db, "create")(Effect.gen(function*() {
-      const file = generated ? yield* writeToken(db, token) : undefined
-      const context = yield* Layer.build(server)
-      const where = Context.get(context, Server.Server)
-      const address = where.url === `http://${where.host}:${where.port}` ? where.url : `${where.host} port ${where.port} (${where.url} from this machine)`
-      yield* say([
-        `rx serve: listening on ${address} (goals in ${workspace}, model ${model}, log ${db.file})`,
-        file === undefined ? "  token: RX_TOKEN" : `  token: in ${file} (send it as Authorization: Bearer <token>)`,
-        `  inspector: open ${where.url}/ in a browser (it asks for the token once)`,
-        "  Ctrl-C or SIGTERM stops it; running goals stay open, recorded, and resume at the next start"
-      ].join("\n"))
-      // Until a signal: Ctrl-C interrupts the command (bin.ts); SIGTERM is routed here.
-      const stop = yield* Deferred.make<void>()
-      yield* onTerminate(() => Effect.runFork(Deferred.succeed(stop, undefined)))
-      yield* Deferred.await(stop)
-    }).pipe(Effect.scoped))
+    const running = Workers.layer({ url: db.file, host, port, concurrency, failoverMs }).pipe(
+      Layer.provide(Layer.merge(Setup.modelLayer(v, model), workspaces)),
+      Layer.mapError(Postgres.refused)
+    )
+    yield* Layer.build(running)
+    yield* say([
+      `rx worker: on ${host}:${port}, goals of ${db.label}, ${concurrency} at once, model ${model}`,
+      `  workspace root ${volume.root} (volume ${volume.id}); failover ${failoverMs / 1_000} s`,
+      "  Ctrl-C or SIGTERM stops it; its goals stay open and go on on the other workers"
+    ].join("\n"))
+    yield* untilStopped
   }))
 
 const demo = (flags: Flags) =>
@@ -608,6 +695,7 @@ const demo = (flags: Flags) =>
 const doctor = (flags: Flags) =>
   Effect.gen(function*() {
     const db = yield* database(dbFlag(flags.settings))
+    if (db.postgres) return yield* new UsageError({ message: "rx doctor checks a SQLite log; Postgres checks its own (rx list, inspect and replay read a Postgres log)" })
     const fs = yield* FileSystem.FileSystem
     if (!(yield* fs.exists(db.file).pipe(Effect.orElseSucceed(() => true)))) {
       return yield* new UsageError({ message: `no rx database at ${db.file} (pass --db or set RX_DB)` })
@@ -631,6 +719,7 @@ const commands: Record<string, (flags: Flags) => Effect.Effect<void, unknown, Fi
   doctor,
   config,
   serve,
+  worker,
   demo
 }
 

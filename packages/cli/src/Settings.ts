@@ -148,9 +148,9 @@ export const workspaceFile = "rx.config.json"
 
 /** Every setting, in the order the help and `rx config` show them. */
 export const table = {
-  db: setting("db", text("a file path"), {
-    placeholder: "FILE",
-    description: "the SQLite file of the event log: per user, outside any workspace by default",
+  db: setting("db", text("a file path or a postgres:// URL"), {
+    placeholder: "FILE|URL",
+    description: "the event log: a SQLite file (per user, outside any workspace by default), or a Postgres database (postgres://user:password@host/db)",
     shownDefault: defaultDbText,
     inFile: false
   }),
@@ -383,23 +383,38 @@ function userFolder(variable: string, fallback: ReadonlyArray<string>, name: str
   })
 }
 
-/** The log's file and what chose it. */
+/** The log and what chose it: a SQLite file, or a Postgres database. */
 export interface Database {
+  /** The SQLite file, or the Postgres connection URL (which may hold a password: print `label`). */
   readonly file: string
   readonly source: "flag" | "env" | "default"
+  readonly postgres: boolean
+  /** How messages name the log: the file, or the URL without its password. */
+  readonly label: string
 }
 
-/** The log's file: `--db`, else `RX_DB` (empty counts as unset), else `defaultDb`. */
+/** A Postgres connection URL, as `--db` and `RX_DB` take it. */
+export const isPostgres = (value: string) => /^postgres(ql)?:\/\//i.test(value.trim())
+
+/** The password of a Postgres URL hidden. */
+export const redactUrl = (url: string) => url.replace(/^(postgres(?:ql)?:\/\/[^:/@\s]*:)[^@\s]*@/i, "$1***@")
+
+/** The log: `--db`, else `RX_DB` (empty counts as unset), else `defaultDb`. A `postgres://` URL names a Postgres log. */
 export const database = (flag: Option.Option<string>): Effect.Effect<Database, UsageError, Path.Path> =>
   Effect.gen(function*() {
     const path = yield* Path.Path
+    const of = (value: string, source: Database["source"]): Database => {
+      if (isPostgres(value)) return { file: value.trim(), source, postgres: true, label: redactUrl(value.trim()) }
+      const file = path.resolve(value)
+      return { file, source, postgres: false, label: file }
+    }
     if (Option.isSome(flag)) {
-      if (flag.value.trim() === "") return yield* new UsageError({ message: "--db needs a file path (leave it out for the default log)" })
-      return { file: path.resolve(flag.value), source: "flag" }
+      if (flag.value.trim() === "") return yield* new UsageError({ message: "--db needs a file path or a postgres:// URL (leave it out for the default log)" })
+      return of(flag.value, "flag")
     }
     const fromEnv = yield* env("RX_DB")
-    if (fromEnv !== "") return { file: path.resolve(fromEnv), source: "env" }
-    return { file: yield* defaultDb, source: "default" }
+    if (fromEnv !== "") return of(fromEnv, "env")
+    return of(yield* defaultDb, "default")
   })
 
 /** What a goal records of its settings (in `options.metadata`), to resume with the same ones. */

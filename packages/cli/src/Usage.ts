@@ -57,6 +57,11 @@ export const runSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limi
 /** What a resume may change: the model, the server, the workspace, the sandbox and the limits. */
 export const resumeSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limits, "workspace", "sandbox"]
 
+const failoverFlag = flag(
+  "failover",
+  "SECONDS",
+  "how long a dead worker keeps its goals before the others take them over; the same on every worker and serve of a cluster (default 15)"
+)
 const callFlag = flag("call", "CALL", "the call to decide, as rx inspect names it (default: the call the goal waits on)")
 const byFlag = flag("by", "NAME", "who decides, as recorded (default: your user name)")
 const goalFile = flag("goal-file", "FILE", "read the goal from a text file (a long goal cannot be an argument)")
@@ -193,7 +198,27 @@ export const specs: ReadonlyArray<Spec> = [
       flag("allow-remote", "", "allow a --host other machines can reach (then put TLS in front)"),
       flag("port", "N", "the port (default 7433; 0 picks a free one)"),
       flag("concurrency", "N", "goals run at once; more wait in order (default 4)"),
+      flag("cluster", "", "run no goal here: hand each to the workers (rx worker) of the Postgres log --db names; no model is needed"),
+      failoverFlag,
       mcpFlag
+    ]
+  },
+  {
+    name: "worker",
+    summary: "run the goals of a cluster: a worker on a Postgres log",
+    usage: ["--db postgres://USER:PASSWORD@HOST/DB --port N [flags]"],
+    description: [
+      "Joins the workers that share the Postgres log of --db (@effect/cluster): goals submitted with rx serve --cluster are spread over them, each run with this worker's model and tools in the goal's recorded workspace, and the goals of a worker that dies go on on the others after --failover seconds (an interrupted call that is not idempotent is recorded unknown, never run twice).",
+      `Workspaces: every worker, and the rx serve --cluster that submits, must see the same workspace root (--workspace) at the same path: one volume mounted on every host, or all on one machine. The root holds the volume's id (${"`.rx-volume`"}, made once, hidden from the tools); a goal records it with its workspace, and a worker whose root has another id (the volume is not mounted there) refuses the goal and runs none of its tools.`,
+      "Workers talk to each other at --host:--port without authentication: keep them on a private network. SIGTERM or Ctrl-C stops the worker; its goals stay open and go on on the others."
+    ].join("\n\n"),
+    settings: ["db", ...model, "workspace", "tools", "noShell", "sandbox", "httpAllow"],
+    flags: [
+      flag("host", "ADDR", "the address the other workers reach this one at, where it listens (default 127.0.0.1: one machine)"),
+      flag("allow-remote", "", "allow a --host other machines can reach"),
+      flag("port", "N", "the port it listens on (required: each worker of a machine has its own)"),
+      flag("concurrency", "N", "goals run at once on this worker (default 4)"),
+      failoverFlag
     ]
   },
   {

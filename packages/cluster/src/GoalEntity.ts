@@ -10,7 +10,8 @@ import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Effect, Layer, Schedule, Schema } from "effect"
-import { Runner } from "@rx/kernel"
+import { type LanguageModel, Runner, type StateStore, ToolRegistry } from "@rx/kernel"
+import * as Workspaces from "./Workspaces.js"
 
 /** What driving a goal came to: it ended, it waits (suspended), or another runner has it, or rx refused it. */
 export const Driven = Schema.Struct({
@@ -34,9 +35,22 @@ export const GoalEntity = Entity.make("rx/Goal", [Drive])
  */
 export const storeRetry = Schedule.exponential("200 millis", 2).pipe(Schedule.union(Schedule.spaced("10 seconds")))
 
-/** Drive one goal with the services at hand: `Runner.resume`, its outcome as `Driven`. */
-export const drive = (goalId: string): Effect.Effect<Driven, never, Runner.Services> =>
-  Runner.resume(goalId).pipe(
+/** What a worker drives goals with: the model, the log, and each goal's tools. */
+export type Services = LanguageModel.LanguageModel | StateStore.StateStore | Workspaces.Workspaces
+
+/**
+ * Drive one goal with the services at hand: `Runner.resume` with the tools `Workspaces` gives it
+ * (a goal whose workspace is not on this worker is refused before anything runs), its outcome as
+ * `Driven`.
+ */
+export const drive = (goalId: string): Effect.Effect<Driven, never, Services> =>
+  Effect.gen(function*() {
+    const state = yield* Runner.restore(goalId)
+    if (state.seq === 0) return yield* new Runner.GoalNotFound({ goalId })
+    const registry = yield* Effect.flatMap(Workspaces.Workspaces, (workspaces) => workspaces.tools(goalId, state.options.metadata))
+    return yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
+  }).pipe(
+    Effect.scoped,
     Effect.tapError((error) =>
       error._tag === "@rx/kernel/StoreError"
         ? Effect.logWarning(`goal ${goalId}: the store failed (${error.message}); driving it again`)
@@ -44,6 +58,7 @@ export const drive = (goalId: string): Effect.Effect<Driven, never, Runner.Servi
     ),
     Effect.retry({ schedule: storeRetry, while: (error) => error._tag === "@rx/kernel/StoreError" }),
     Effect.map((result): Driven => ({ status: result.status, reason: result.reason, detail: result.detail })),
+    Effect.tapError((error) => error._tag === "@rx/cluster/WrongWorkspace" ? Effect.logError(error.message) : Effect.void),
     Effect.catchAll((error) =>
       Effect.succeed<Driven>({
         status: error._tag === "@rx/kernel/GoalBusy" ? "busy" : "refused",
@@ -54,16 +69,16 @@ export const drive = (goalId: string): Effect.Effect<Driven, never, Runner.Servi
   )
 
 /**
- * The Entity's behaviour on a worker: each `Drive` resumes its goal with this worker's model, tools
- * and store, at most `concurrency` goals at once on this worker (the handlers are built once per
- * goal, so the permits are made here, once per worker). Messages to one goal are handled one at a
- * time.
+ * The Entity's behaviour on a worker: each `Drive` resumes its goal with this worker's model and
+ * store and the goal's tools (`Workspaces`), at most `concurrency` goals at once on this worker
+ * (the handlers are built once per goal, so the permits are made here, once per worker). Messages
+ * to one goal are handled one at a time.
  */
 export const layer = (concurrency: number) =>
   Layer.unwrapEffect(Effect.map(Effect.makeSemaphore(concurrency), (permits) =>
     GoalEntity.toLayer(
       Effect.gen(function*() {
-        const context = yield* Effect.context<Runner.Services>()
+        const context = yield* Effect.context<Services>()
         return GoalEntity.of({
           Drive: (request) => permits.withPermits(1)(Effect.provide(drive(request.address.entityId), context))
         })

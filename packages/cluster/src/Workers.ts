@@ -22,6 +22,7 @@ import { type LanguageModel, Runner, StateStore, type ToolRegistry } from "@rx/k
 import { PgStore } from "@rx/store-pg"
 import * as Config from "./Config.js"
 import * as GoalEntity from "./GoalEntity.js"
+import type * as Workspaces from "./Workspaces.js"
 
 /**
  * Record a new goal (`GoalSubmitted`, through `Runner.submit`), then send its `Drive` message
@@ -86,7 +87,9 @@ const storage = (config: Config.ClientConfig) => {
 /**
  * A worker process: a cluster runner listening on `host:port` (`NodeClusterSocket`), with the
  * cluster's storage and the rx log (`PgStore`) on the Postgres at `url`, driving the goals of the
- * shards it owns with the LanguageModel and ToolRegistry given. It also provides the store and
+ * shards it owns with the LanguageModel given and each goal's tools from `Workspaces` (`layerShared`
+ * for goals working in folders of a shared workspace root, `layerFixed` for tools that touch no
+ * host's files). It also provides the store and
  * `Sharding`, so the process can submit goals itself. The log and the cluster each have their own
  * pool of connections (`maxConnections`, `clusterConnections`).
  */
@@ -95,7 +98,7 @@ export const layer = (
 ): Layer.Layer<
   Sharding | StateStore.StateStore,
   StateStore.StoreError | PgStore.DatabaseRefused | SocketServerError,
-  LanguageModel.LanguageModel | ToolRegistry.ToolRegistry
+  LanguageModel.LanguageModel | Workspaces.Workspaces
 > =>
   Layer.unwrapEffect(Effect.map(Config.decodeWorker(input), (config) => {
     const runner = SocketRunner.layer.pipe(

@@ -7,3 +7,4 @@
 export * as Config from "./Config.js"
 export * as GoalEntity from "./GoalEntity.js"
 export * as Workers from "./Workers.js"
+export * as Workspaces from "./Workspaces.js"

@@ -15,8 +15,8 @@
  * Layer.launch(server).pipe(NodeRuntime.runMain)
  * ```
  */
-import { HttpApiBuilder, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
-import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
+import { type Etag, HttpApiBuilder, type HttpPlatform, type HttpServer, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
+import { type NodeContext, NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { createServer } from "node:http"
@@ -279,14 +279,11 @@ const listen = (config: Config.Config) =>
     )
   })
 
-/**
- * The server, listening on `config.host:config.port` until the Layer's scope closes. It needs the
- * goal log (`StateStore`), the model (`LanguageModel`, the server's own: a request cannot choose
- * another) and the tools of each workspace (`Toolbox`).
- */
-export const layer = (
-  input: Config.Input
-): Layer.Layer<Server, Config.InvalidConfig | ListenError, StateStore.StateStore | LanguageModel.LanguageModel | Toolbox.Toolbox> =>
+/** The server with goals run by `runGoal`. */
+const make = <R>(
+  input: Config.Input,
+  runGoal: Daemon.Run<R>
+): Layer.Layer<Server, Config.InvalidConfig | ListenError, StateStore.StateStore | Toolbox.Toolbox | Exclude<R, NodeContext.NodeContext | HttpServer.HttpServer | HttpPlatform.HttpPlatform | Etag.Generator>> =>
   Layer.unwrapEffect(
     Effect.map(Config.decode(input), (config) => {
       const api = HttpApiBuilder.api(Api.Api).pipe(
@@ -304,8 +301,34 @@ export const layer = (
         })
       )
       return Layer.merge(address, drainFirst.pipe(Layer.provide(serve))).pipe(
-        Layer.provide(Daemon.layer(config)),
+        Layer.provide(Daemon.layer(config, runGoal)),
         Layer.provide(listen(config))
       )
     })
   )
+
+/**
+ * The server, listening on `config.host:config.port` until the Layer's scope closes. It needs the
+ * goal log (`StateStore`), the model (`LanguageModel`, the server's own: a request cannot choose
+ * another) and the tools of each workspace (`Toolbox`).
+ */
+export const layer = (
+  input: Config.Input
+): Layer.Layer<Server, Config.InvalidConfig | ListenError, StateStore.StateStore | LanguageModel.LanguageModel | Toolbox.Toolbox> =>
+  make(input, Daemon.here)
+
+/**
+ * A server that runs no goal itself: each goal it records, and each it must run again (an
+ * approval, a resume, the open goals at start), is handed to `drive`, which returns once the goal
+ * is on its way (for a cluster, @rx/cluster's `Workers.drive`). It needs no model; the `Toolbox`
+ * still gives the tool specs a goal records when it is submitted.
+ */
+export const layerDispatching = <E extends { readonly message: string }, R>(
+  input: Config.Input,
+  drive: (goalId: string) => Effect.Effect<void, E, R>
+): Layer.Layer<Server, Config.InvalidConfig | ListenError, StateStore.StateStore | Toolbox.Toolbox | R> =>
+  make(input, (goalId) =>
+    drive(goalId).pipe(
+      Effect.catchAll((error) => Effect.logWarning(`goal ${goalId} could not be handed on: ${error.message}`)),
+      Effect.annotateLogs("goalId", goalId)
+    ))

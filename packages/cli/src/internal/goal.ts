@@ -151,5 +151,5 @@ export const runGoal = <E>(
       : stopping && goalId !== undefined && Cause.isInterruptedOnly(exit.cause)
       ? yield* stopped(goalId)
       : yield* exit
-    yield* finish(result, how.json, how.db.source === "flag" ? { db: how.db.file } : undefined)
+    yield* finish(result, how.json, how.db.source === "flag" ? { db: how.db.label } : undefined)
   }))

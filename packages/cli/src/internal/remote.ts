@@ -20,7 +20,12 @@ import * as Output from "./output.js"
 import * as Setup from "./setup.js"
 
 /** The token file of the server whose log is `db`: beside it, 0600. */
-export const tokenFile = (db: Settings.Database) => Effect.map(Path.Path, (path) => path.join(path.dirname(db.file), "rx-server.token"))
+export const tokenFile = (db: Settings.Database) =>
+  Effect.gen(function*() {
+    const path = yield* Path.Path
+    // A Postgres log has no folder here: the token goes where the default log would be.
+    return path.join(path.dirname(db.postgres ? yield* Settings.defaultDb : db.file), "rx-server.token")
+  })
 
 /** The server the command should talk to: `--server`, else `RX_SERVER`; none for a local log. */
 export const serverOf = (given: Setup.Given) =>

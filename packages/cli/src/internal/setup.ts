@@ -77,6 +77,13 @@ export const recordedSettings = (v: Partial<Settings.Values>, workspace: string,
   ...(v.httpAllow === undefined ? {} : { httpAllow: v.httpAllow })
 })
 
+/** What a goal records of the tool settings alone (a cluster's workers run it with their own model). */
+export const recordedTools = (v: Partial<Settings.Values>, workspace: string): Settings.Recorded => ({
+  workspace,
+  sandbox: v.sandbox ?? "auto",
+  ...(v.httpAllow === undefined ? {} : { httpAllow: v.httpAllow })
+})
+
 /** The built-in tools' names. */
 export const builtinNames: ReadonlyArray<string> = Builtins.tools.map((tool) => tool.spec.name)
 

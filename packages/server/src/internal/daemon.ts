@@ -4,7 +4,7 @@
  * known); at start it queues every open goal that does not wait for a person; `drain` stops it.
  */
 import { FileSystem, HttpServer, Path } from "@effect/platform"
-import { LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
 import { Context, Deferred, Effect, Layer, Option } from "effect"
 import type * as Config from "../Config.js"
 import { InvalidConfig } from "../Config.js"
@@ -35,22 +35,41 @@ export interface Service {
 
 export class Daemon extends Context.Tag("@rx/server/internal/Daemon")<Daemon, Service>() {}
 
-type Requirements =
-  | HttpServer.HttpServer
-  | StateStore.StateStore
-  | LanguageModel.LanguageModel
-  | Toolbox.Toolbox
-  | FileSystem.FileSystem
-  | Path.Path
+type Requirements = HttpServer.HttpServer | StateStore.StateStore | Toolbox.Toolbox | FileSystem.FileSystem | Path.Path
 
-export const layer = (config: Config.Config): Layer.Layer<Daemon, InvalidConfig, Requirements> =>
+/**
+ * How the server gets a goal run until it ends or suspends: `here` runs it in this process; a
+ * server of a cluster hands it to the workers instead (returning at once). Failures are the
+ * run's own to log.
+ */
+export type Run<R> = (goalId: string, root: string) => Effect.Effect<void, never, R>
+
+/** Run one goal here, with the server's model and the tools of its recorded workspace. */
+export const here: Run<StateStore.StateStore | LanguageModel.LanguageModel | Toolbox.Toolbox | FileSystem.FileSystem | Path.Path> = (goalId, root) =>
+  Effect.gen(function*() {
+    const state = yield* Runner.restore(goalId)
+    if (state.seq === 0 || state.terminated !== null) return
+    const workspace = yield* Workspace.recorded(root, state.options.metadata["workspace"])
+    if (workspace === undefined) {
+      return yield* Effect.logWarning(`goal ${goalId} is not run here: its workspace is not a folder inside ${root}`)
+    }
+    const registry = yield* Effect.flatMap(Toolbox.Toolbox, (toolbox) => toolbox.registry(workspace))
+    const result = yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
+    yield* Effect.logInfo(`goal ${goalId} ${result.status} (${result.reason})`)
+  }).pipe(
+    Effect.scoped,
+    Effect.catchAll((error) => Effect.logWarning(`goal ${goalId} stopped: ${error.message}`)),
+    Effect.catchAllDefect((defect) => Effect.logError(`goal ${goalId} failed unexpectedly`, defect)),
+    Effect.annotateLogs("goalId", goalId)
+  )
+
+export const layer = <R>(config: Config.Config, runGoal: Run<R>): Layer.Layer<Daemon, InvalidConfig, Requirements | R> =>
   Layer.scoped(
     Daemon,
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const path = yield* Path.Path
-      const context = yield* Effect.context<StateStore.StateStore | LanguageModel.LanguageModel | FileSystem.FileSystem | Path.Path>()
-      const toolbox = yield* Toolbox.Toolbox
+      const context = yield* Effect.context<StateStore.StateStore | FileSystem.FileSystem | Path.Path | R>()
       const root = yield* Effect.gen(function*() {
         const real = yield* fs.realPath(path.resolve(config.workspace))
         return (yield* fs.stat(real)).type === "Directory" ? Option.some(real) : Option.none()
@@ -64,25 +83,7 @@ export const layer = (config: Config.Config): Layer.Layer<Daemon, InvalidConfig,
       const server = yield* HttpServer.HttpServer
       const port = server.address._tag === "TcpAddress" ? server.address.port : config.port
 
-      /** Run one goal until it ends or suspends, with the tools of its recorded workspace. */
-      const run = (goalId: string): Effect.Effect<void> =>
-        Effect.gen(function*() {
-          const state = yield* Runner.restore(goalId)
-          if (state.seq === 0 || state.terminated !== null) return
-          const workspace = yield* Workspace.recorded(root, state.options.metadata["workspace"])
-          if (workspace === undefined) {
-            return yield* Effect.logWarning(`goal ${goalId} is not run here: its workspace is not a folder inside ${root}`)
-          }
-          const registry = yield* toolbox.registry(workspace)
-          const result = yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
-          yield* Effect.logInfo(`goal ${goalId} ${result.status} (${result.reason})`)
-        }).pipe(
-          Effect.scoped,
-          Effect.provide(context),
-          Effect.catchAll((error) => Effect.logWarning(`goal ${goalId} stopped: ${error.message}`)),
-          Effect.catchAllDefect((defect) => Effect.logError(`goal ${goalId} failed unexpectedly`, defect)),
-          Effect.annotateLogs("goalId", goalId)
-        )
+      const run = (goalId: string): Effect.Effect<void> => Effect.provide(runGoal(goalId, root), context)
 
       const runs = yield* Runs.make({ concurrency: config.concurrency, maxQueued: config.maxQueued, run })
       const closing = yield* Deferred.make<void>()

@@ -1,0 +1,28 @@
+/**
+ * The Postgres log (`--db postgres://...`) and the cluster of workers on it. @rx/store-pg and
+ * @rx/cluster are loaded only when a command names a Postgres log, so every other command starts
+ * without them.
+ */
+import type { StateStore } from "@rx/kernel"
+import { Effect, Layer } from "effect"
+import type * as Settings from "../Settings.js"
+import { UsageError } from "../Settings.js"
+
+const load = <A>(name: string, module: () => Promise<A>) =>
+  Effect.tryPromise({
+    try: module,
+    catch: (error) => new UsageError({ message: `a Postgres log needs ${name}, which did not load: ${error instanceof Error ? error.message : String(error)}` })
+  })
+
+export const storePg = load("@rx/store-pg", () => import("@rx/store-pg"))
+export const cluster = load("@rx/cluster", () => import("@rx/cluster"))
+
+/** A failure of the Postgres log or the cluster as one line, without the URL's password. */
+export const refused = (error: { readonly message: string }) => new UsageError({ message: error.message })
+
+/** The Postgres log of `db` (migrated when it opens). */
+export const log = (db: Settings.Database): Layer.Layer<StateStore.StateStore, UsageError> =>
+  Layer.unwrapEffect(Effect.map(storePg, ({ PgStore }) => PgStore.layer({ url: db.file, applicationName: "rx" }).pipe(Layer.mapError(refused))))
+
+/** The volume id file of a cluster's workspace root (`Workspaces.volumeFile`), which the tools must not reach. */
+export const volumeFile = (root: string) => `${root}/.rx-volume`

@@ -1,0 +1,144 @@
+/**
+ * `rx worker` and `rx serve --cluster`, the real binary on a real Postgres: two workers and a server
+ * that runs no goal; goals submitted over HTTP run on the workers in their own folders of the
+ * shared workspace root, and the other commands read the Postgres log. The volume id is hidden
+ * from the tools, and what a cluster needs is checked before anything starts.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as FakeServer from "../../llm/test/FakeServer.js"
+import * as Database from "../../store-pg/test/database.js"
+import { busyModel, jsonLines, rx, start, until } from "./helpers.js"
+
+/** The JSON body of an answer calling `name`. */
+const call = (name: string, args: unknown): unknown => {
+  const reply = FakeServer.completion({ toolCalls: [{ name, arguments: JSON.stringify(args) }] })
+  return reply.kind === "json" ? reply.body : null
+}
+
+/** The messages of a model request. */
+const messagesOf = (body: unknown): ReadonlyArray<{ readonly role?: unknown; readonly content?: unknown }> =>
+  typeof body === "object" && body !== null && "messages" in body && Array.isArray(body.messages) ? body.messages : []
+
+/**
+ * Each goal's text names the file to write ("write NAME"): the model writes it, then says done; a
+ * goal "read the volume" asks for the root's `.rx-volume` instead.
+ */
+const answer = (body: unknown) => {
+  const messages = messagesOf(body)
+  if (messages.some((m) => m.role === "tool")) return call("done", { summary: "finished" })
+  const goal = messages.map((m) => (typeof m.content === "string" ? m.content : "")).join("\n")
+  if (goal.includes("read the volume")) return call("read_file", { path: ".rx-volume" })
+  const name = /write (\S+\.txt)/.exec(goal)?.[1] ?? "none.txt"
+  return call("write_file", { path: name, content: `written for ${name}` })
+}
+
+const freePort = Effect.async<number>((resume) => {
+  const server = createServer()
+  server.listen(0, "127.0.0.1", () => {
+    const address = server.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    server.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/** Start `rx args`, killed with the scope; resolves once its stdout matches `ready`. */
+const started = (args: ReadonlyArray<string>, env: Record<string, string>, ready: RegExp) =>
+  Effect.gen(function*() {
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() => start(args, env)),
+      (child) => Effect.promise(() => (child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"), child.done))
+    )
+    yield* until(() => ready.test(child.output().stdout) || child.exitCode !== null, `rx ${args[0]} to start`, 60_000)
+    expect(child.exitCode, child.output().stderr).toBeNull()
+    return child
+  })
+
+describe("rx worker and rx serve --cluster", () => {
+  it.scopedLive("goals submitted over HTTP run on the workers, each in its own folder; the CLI reads the Postgres log", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Database.TestDatabase
+      const model = yield* busyModel(0, answer)
+      const root = mkdtempSync(join(tmpdir(), "rx-cluster-"))
+      const workspaces = join(root, "workspaces")
+      mkdirSync(workspaces)
+      const state = join(root, "state")
+      const env = { XDG_STATE_HOME: state }
+      const shared = ["--db", url, "--workspace", workspaces, "--sandbox", "none", "--failover", "5"]
+      for (const _ of [1, 2]) {
+        const port = yield* freePort
+        yield* started(["worker", ...shared, "--port", String(port), "--base-url", model.baseUrl, "--model", "fake"], env, /rx worker: on/)
+      }
+      const server = yield* started(["serve", "--cluster", "--port", "0", ...shared], env, /listening on (http:\/\/\S+)/)
+      const base = /listening on (http:\/\/\S+)/.exec(server.output().stdout)?.[1] ?? ""
+      expect(server.output().stdout).toContain("run by the cluster's workers")
+      const token = readFileSync(join(state, "rx", "rx-server.token"), "utf8").trim()
+      const request = (path: string, init: RequestInit = {}) =>
+        Effect.promise(() => fetch(`${base}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }))
+
+      const names = Array.from({ length: 6 }, (_, i) => `p${i}`)
+      for (const name of names) mkdirSync(join(workspaces, name))
+      const goalIds = yield* Effect.forEach(names, (name) =>
+        Effect.gen(function*() {
+          const response = yield* request("/v1/goals", { method: "POST", body: JSON.stringify({ goal: `write ${name}.txt`, workspace: name }) })
+          expect(response.status).toBe(202)
+          return ((yield* Effect.promise(() => response.json())) as { goalId: string }).goalId
+        }))
+      // Followed through the server to the end: the workers ran them.
+      for (const goalId of goalIds) {
+        const events = jsonLines(yield* Effect.flatMap(request(`/v1/goals/${goalId}/events`), (r) => Effect.promise(() => r.text())))
+        expect(events.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
+      }
+      for (const name of names) {
+        expect(readFileSync(join(workspaces, name, `${name}.txt`), "utf8")).toBe(`written for ${name}.txt`)
+        // Never in another goal's folder.
+        for (const other of names) if (other !== name) expect(existsSync(join(workspaces, other, `${name}.txt`))).toBe(false)
+      }
+
+      // The goal working at the root cannot read the volume id.
+      const volume = readFileSync(join(workspaces, ".rx-volume"), "utf8").trim()
+      const probe = yield* request("/v1/goals", { method: "POST", body: JSON.stringify({ goal: "read the volume" }) })
+      const probeId = ((yield* Effect.promise(() => probe.json())) as { goalId: string }).goalId
+      const probed = yield* Effect.flatMap(request(`/v1/goals/${probeId}/events`), (r) => Effect.promise(() => r.text()))
+      const probedEvents = jsonLines(probed)
+      expect(probedEvents.at(-1)).toMatchObject({ _tag: "Terminated" })
+      expect(probedEvents.find((e) => e["_tag"] === "ToolFailed")).toMatchObject({ tool: "read_file", error: { details: { _tag: "@rx/tools/PathRefused" } } })
+      // Recorded with the goal, never read by a tool.
+      expect(JSON.stringify(probedEvents.slice(1))).not.toContain(volume)
+
+      // The other commands read the same log.
+      const listed = yield* rx(["list", "--db", url, "--json"], env)
+      expect(listed.code, listed.stderr).toBe(0)
+      expect(jsonLines(listed.stdout).filter((g) => g["status"] === "terminated")).toHaveLength(goalIds.length + 1)
+      for (const goalId of goalIds) {
+        const replayed = yield* rx(["replay", goalId, "--db", url], env)
+        expect(replayed.code, replayed.stderr + replayed.stdout).toBe(0)
+      }
+      const inspected = yield* rx(["inspect", goalIds[0] ?? "", "--db", url], env)
+      expect(inspected.stdout).toContain("write_file")
+      // The password never shows.
+      expect(inspected.stdout + inspected.stderr + server.output().stdout).not.toContain(":rx@")
+    }).pipe(Effect.provide(Database.layer)), 180_000)
+
+  it.effect("what a cluster needs is checked before anything starts", () =>
+    Effect.gen(function*() {
+      const sqlite = yield* rx(["worker", "--db", join(tmpdir(), "rx.db"), "--port", "7999", "--model", "m"])
+      expect(sqlite.code).toBe(1)
+      expect(sqlite.stderr).toContain("needs the Postgres log of the cluster")
+      const url = "postgres://rx:secret@127.0.0.1:1/rx"
+      const noPort = yield* rx(["worker", "--db", url, "--model", "m"])
+      expect(noPort.stderr).toContain("--port")
+      const remote = yield* rx(["worker", "--db", url, "--model", "m", "--port", "7999", "--host", "10.1.2.3"])
+      expect(remote.stderr).toContain("--allow-remote")
+      const failover = yield* rx(["serve", "--db", url, "--model", "m", "--failover", "5"])
+      expect(failover.stderr).toContain("--failover applies with --cluster")
+      const unreachable = yield* rx(["list", "--db", url])
+      expect(unreachable.code).toBe(1)
+      expect(unreachable.stderr.trim().split("\n")).toHaveLength(1)
+      expect(unreachable.stderr).not.toContain("secret")
+    }), 60_000)
+})

@@ -1,0 +1,139 @@
+/**
+ * Which folder a goal's tools touch on a worker. A goal's file and shell tools work in its
+ * workspace, a folder on some disk, while the cluster may drive any goal on any worker. rx's rule:
+ * the workers of a cluster share one workspace root (the same volume mounted at the same path on
+ * every host, or every worker on one host), named by a random volume id kept in
+ * `<root>/.rx-volume`. A goal records its workspace and that id when it is submitted (`stamp`); a
+ * worker gives a goal its tools only when the worker's own root has the same id and the workspace
+ * is a folder inside that root once symbolic links are resolved. Otherwise the goal is refused on
+ * that worker before anything runs or is recorded: it stays open, and runs when driven where its
+ * folder is (a worker whose volume is not mounted sees another id, or none, and refuses).
+ */
+import { FileSystem, Path } from "@effect/platform"
+import { ToolRegistry } from "@rx/kernel"
+import { Context, Effect, Layer, Schema, type Scope } from "effect"
+
+/** The file at the workspace root holding the volume's id. Tools must not reach it: add it to their `hiddenPaths`. */
+export const volumeFile = ".rx-volume"
+
+/** This worker must not run this goal's tools: its workspace is not here. */
+export class WrongWorkspace extends Schema.TaggedError<WrongWorkspace>()("@rx/cluster/WrongWorkspace", {
+  goalId: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The workspace root is unusable: not a folder, or its volume id cannot be read or made. */
+export class WorkspaceError extends Schema.TaggedError<WorkspaceError>()("@rx/cluster/WorkspaceError", {
+  root: Schema.String,
+  message: Schema.String
+}) {}
+
+export interface Service {
+  /**
+   * The tools of one goal from what it recorded (`metadata` of its options), valid while the
+   * scope lasts, or `WrongWorkspace` when this worker must not run them.
+   */
+  readonly tools: (goalId: string, metadata: Readonly<Record<string, unknown>>) => Effect.Effect<ToolRegistry.Service, WrongWorkspace, Scope.Scope>
+}
+
+export class Workspaces extends Context.Tag("@rx/cluster/Workspaces")<Workspaces, Service>() {}
+
+/** A workspace root and its volume's id. */
+export interface Volume {
+  /** The root's real path. */
+  readonly root: string
+  readonly id: string
+}
+
+const VolumeId = Schema.String.pipe(Schema.pattern(/^[0-9a-f-]{8,64}$/))
+
+/**
+ * The volume of the workspace root `root`: its real path and the id in `.rx-volume`, written
+ * once (exclusively: of two processes creating it at once, both read the winner's id).
+ */
+export const volume = (root: string): Effect.Effect<Volume, WorkspaceError, FileSystem.FileSystem | Path.Path> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const failed = (why: string) => new WorkspaceError({ root, message: `the workspace root ${root}: ${why}` })
+    const real = yield* fs.realPath(path.resolve(root)).pipe(Effect.mapError(() => failed("no such folder")))
+    if ((yield* fs.stat(real).pipe(Effect.mapError((e) => failed(e.message)))).type !== "Directory") return yield* failed("not a folder")
+    const file = path.join(real, volumeFile)
+    yield* fs.writeFileString(file, `${crypto.randomUUID()}\n`, { flag: "wx", mode: 0o644 }).pipe(
+      Effect.catchIf((e) => e._tag === "SystemError" && e.reason === "AlreadyExists", () => Effect.void),
+      Effect.mapError((e) => failed(`cannot write its volume id to ${file}: ${e.message}`))
+    )
+    const text = yield* fs.readFileString(file).pipe(Effect.mapError((e) => failed(`cannot read ${file}: ${e.message}`)))
+    const id = yield* Schema.decodeUnknown(VolumeId)(text.trim()).pipe(
+      Effect.mapError(() => failed(`${file} does not hold a volume id (remove it to make a new one, if no goal was submitted for this root)`))
+    )
+    return { root: real, id }
+  })
+
+/** Whether `candidate` (absolute) is `root` or inside it. */
+const inside = (path: Path.Path, root: string, candidate: string) => {
+  const relative = path.relative(root, candidate)
+  return relative === "" || (!path.isAbsolute(relative) && relative.split(path.sep)[0] !== "..")
+}
+
+/** What a goal working in `workspace` (an absolute folder inside the volume's root) records in its `metadata`. */
+export const stamp = (volume: Volume, workspace: string): { readonly workspace: string; readonly volume: string } => ({
+  workspace,
+  volume: volume.id
+})
+
+/**
+ * Goals working in folders of the shared workspace root `root`: each gets the tools `tools` builds
+ * for its recorded workspace, after the checks above. Fails at once when the root is unusable.
+ */
+export const layerShared = <E extends { readonly message: string }>(options: {
+  readonly root: string
+  readonly tools: (workspace: string) => Effect.Effect<ToolRegistry.Service, E, Scope.Scope>
+}): Layer.Layer<Workspaces, WorkspaceError, FileSystem.FileSystem | Path.Path> =>
+  Layer.effect(
+    Workspaces,
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const path = yield* Path.Path
+      const own = yield* volume(options.root)
+      return Workspaces.of({
+        tools: (goalId, metadata) =>
+          Effect.gen(function*() {
+            const refuse = (why: string) => new WrongWorkspace({ goalId, message: `goal ${goalId} is not run on this worker: ${why}` })
+            const recorded = metadata["workspace"]
+            const id = metadata["volume"]
+            if (typeof id !== "string") return yield* refuse("it records no workspace volume (it was not submitted for a cluster's workspace root)")
+            if (id !== own.id) {
+              return yield* refuse(`its workspace is on volume ${id}, and this worker's root ${own.root} is volume ${own.id} (is the shared volume mounted there?)`)
+            }
+            if (typeof recorded !== "string" || !path.isAbsolute(recorded)) return yield* refuse("it records no workspace folder")
+            const real = yield* fs.realPath(recorded).pipe(Effect.orElseSucceed(() => ""))
+            const folder = real !== "" && (yield* fs.stat(real).pipe(Effect.map((info) => info.type === "Directory"), Effect.orElseSucceed(() => false)))
+            if (!folder || !inside(path, own.root, real)) return yield* refuse(`its workspace ${recorded} is not a folder inside this worker's root ${own.root}`)
+            return yield* options.tools(real).pipe(
+              Effect.mapError((error) => refuse(`its tools cannot be set up: ${error.message}`))
+            )
+          })
+      })
+    })
+  )
+
+/**
+ * The same tools, from the `ToolRegistry` at hand, for every goal: tools that touch no host's files
+ * (an HTTP API, a database). A goal that recorded a workspace volume needs its folder and is refused.
+ */
+export const layerFixed: Layer.Layer<Workspaces, never, ToolRegistry.ToolRegistry> = Layer.effect(
+  Workspaces,
+  Effect.map(ToolRegistry.ToolRegistry, (registry) =>
+    Workspaces.of({
+      tools: (goalId, metadata) =>
+        typeof metadata["volume"] === "string"
+          ? Effect.fail(
+            new WrongWorkspace({
+              goalId,
+              message: `goal ${goalId} is not run on this worker: it works in a folder of workspace volume ${metadata["volume"]}, and this worker offers no workspace`
+            })
+          )
+          : Effect.succeed(registry)
+    }))
+)
