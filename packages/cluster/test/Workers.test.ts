@@ -12,7 +12,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { type Event, Replay, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { Workers } from "@rx/cluster"
-import * as TestDatabase from "./database.js"
+import * as TestDatabase from "../../store-pg/test/database.js"
 import * as Processes from "./processes.js"
 
 /** The workers' tools as this process records them in `GoalSubmitted` (it never runs them). */

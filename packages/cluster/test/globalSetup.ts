@@ -7,7 +7,7 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import { Effect, Redacted } from "effect"
 import { spawnSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
-import { adminUrl } from "./database.js"
+import { adminUrl } from "../../store-pg/test/database.js"
 
 const root = fileURLToPath(new URL("../../../", import.meta.url))
 const script = `${root}scripts/postgres.sh`

@@ -61,9 +61,11 @@ describe("opening a Postgres store", () => {
         // Both connections busy for a second; two reads wait for them and are interrupted meanwhile.
         const busy = yield* Effect.fork(Effect.all([sql`SELECT pg_sleep(1)`, sql`SELECT pg_sleep(1)`], { concurrency: 2 }))
         yield* Effect.sleep("200 millis")
-        const waiting = yield* Effect.all([Effect.fork(store.load("g-pool")), Effect.fork(store.goal("g-pool"))])
+        const loading = yield* Effect.fork(store.load("g-pool"))
+        const summary = yield* Effect.fork(store.goal("g-pool"))
         yield* Effect.sleep("200 millis")
-        yield* Effect.forEach(waiting, Fiber.interrupt)
+        yield* Fiber.interrupt(loading)
+        yield* Fiber.interrupt(summary)
         yield* Fiber.join(busy)
         // Had the interrupted reads kept the connections they were handed, these would time out.
         for (let i = 0; i < 4; i++) expect((yield* store.load("g-pool")).length).toBe(6)
