@@ -642,7 +642,7 @@ const worker = (flags: Flags) =>
     yield* say([
       `rx worker: on ${host}:${port}, goals of ${db.label}, ${concurrency} at once, model ${model}`,
       `  workspace root ${volume.root} (volume ${volume.id}); failover ${failoverMs / 1_000} s`,
-      "  Ctrl-C or SIGTERM stops it; its goals stay open and go on on the other workers"
+      "  Ctrl-C or SIGTERM drains it: its goals have 15 s to end, then go on on the other workers"
     ].join("\n"))
     yield* untilStopped
   }))

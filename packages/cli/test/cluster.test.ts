@@ -124,6 +124,61 @@ describe("rx worker and rx serve --cluster", () => {
       expect(inspected.stdout + inspected.stderr + server.output().stdout).not.toContain(":rx@")
     }).pipe(Effect.provide(Database.layer)), 180_000)
 
+  it.scopedLive("SIGTERM drains a worker: what it runs past the drain time is recorded and finished by the other", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Database.TestDatabase
+      // Slow answers and long goals (a file per step, 12 steps: about 18 s, past the 15 s drain).
+      const model = yield* busyModel(1_500, (body) => {
+        const messages = messagesOf(body)
+        const steps = messages.filter((m) => m.role === "tool").length
+        if (steps >= 12) return call("done", { summary: "finished" })
+        const name = /write (\S+)\.txt/.exec(messages.map((m) => (typeof m.content === "string" ? m.content : "")).join("\n"))?.[1] ?? "none"
+        return call("write_file", { path: `${name}-${steps}.txt`, content: `step ${steps}` })
+      })
+      const root = mkdtempSync(join(tmpdir(), "rx-cluster-"))
+      const workspaces = join(root, "workspaces")
+      mkdirSync(workspaces)
+      const state = join(root, "state")
+      const env = { XDG_STATE_HOME: state }
+      const shared = ["--db", url, "--workspace", workspaces, "--sandbox", "none", "--failover", "5"]
+      const workers = []
+      for (const _ of [1, 2]) {
+        const port = yield* freePort
+        workers.push(yield* started(["worker", ...shared, "--port", String(port), "--base-url", model.baseUrl, "--model", "fake"], env, /rx worker: on/))
+      }
+      const server = yield* started(["serve", "--cluster", "--port", "0", ...shared], env, /listening on (http:\/\/\S+)/)
+      const base = /listening on (http:\/\/\S+)/.exec(server.output().stdout)?.[1] ?? ""
+      const token = readFileSync(join(state, "rx", "rx-server.token"), "utf8").trim()
+      const request = (path: string, init: RequestInit = {}) =>
+        Effect.promise(() => fetch(`${base}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }))
+      const names = Array.from({ length: 6 }, (_, i) => `q${i}`)
+      for (const name of names) mkdirSync(join(workspaces, name))
+      const goalIds = yield* Effect.forEach(names, (name) =>
+        Effect.flatMap(
+          request("/v1/goals", { method: "POST", body: JSON.stringify({ goal: `write ${name}.txt`, workspace: name }) }),
+          (response) => Effect.promise(() => response.json() as Promise<{ goalId: string }>)
+        ).pipe(Effect.map((body) => body.goalId)))
+      // Every goal has asked the model once: each is running somewhere. Then one worker is stopped.
+      yield* until(() => model.stats.requests >= names.length, "every goal to ask the model", 60_000)
+      const stopped = workers[0]
+      if (stopped === undefined) return
+      stopped.kill("SIGTERM")
+      const exit = yield* Effect.promise(() => stopped.done)
+      expect(exit.code, exit.stderr).toBe(0)
+      let handedOver = 0
+      for (const goalId of goalIds) {
+        const events = jsonLines(yield* Effect.flatMap(request(`/v1/goals/${goalId}/events`), (r) => Effect.promise(() => r.text())))
+        expect(events.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
+        if (events.some((e) => e["_tag"] === "Suspended" && e["reason"] === "shutdown")) handedOver++
+        // No call started twice.
+        const started = events.filter((e) => e["_tag"] === "ToolStarted").map((e) => e["callId"])
+        expect(new Set(started).size).toBe(started.length)
+      }
+      // The stopped worker had goals: each recorded its shutdown, and the other worker finished it.
+      expect(handedOver).toBeGreaterThan(0)
+      for (const name of names) expect(readFileSync(join(workspaces, name, `${name}-11.txt`), "utf8")).toBe("step 11")
+    }).pipe(Effect.provide(Database.layer)), 180_000)
+
   it.effect("what a cluster needs is checked before anything starts", () =>
     Effect.gen(function*() {
       const sqlite = yield* rx(["worker", "--db", join(tmpdir(), "rx.db"), "--port", "7999", "--model", "m"])
