@@ -17,7 +17,7 @@ import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import type { SocketServerError } from "@effect/platform/SocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
 import { type LanguageModel, Runner, StateStore, type ToolRegistry } from "@rx/kernel"
 import { PgStore } from "@rx/store-pg"
 import * as Config from "./Config.js"
@@ -77,11 +77,17 @@ const pool = (config: Config.ClientConfig, applicationName: string) =>
 const store = (config: Config.ClientConfig, settings: Config.WorkerConfig["store"]) =>
   PgStore.layer({ ...settings, url: config.url, maxConnections: config.maxConnections })
 
-/** The cluster's message and runner storage, on the same database (tables `cluster_*`). */
+/**
+ * The cluster's message and runner storage, on the same database (tables `cluster_*`). Their
+ * tables are created with `CREATE TABLE IF NOT EXISTS` and no lock, which Postgres may refuse to
+ * one of two processes doing it at once on a new database: tried again shortly.
+ */
 const storage = (config: Config.ClientConfig) => {
   const failed = (error: { readonly message: string }) =>
     new StateStore.StoreError({ message: `opening the cluster's tables in ${PgStore.describe(config.url)} failed: ${error.message}` })
-  return Layer.merge(Layer.mapError(SqlMessageStorage.layer, failed), Layer.mapError(SqlRunnerStorage.layer, failed))
+  return Layer.merge(Layer.mapError(SqlMessageStorage.layer, failed), Layer.mapError(SqlRunnerStorage.layer, failed)).pipe(
+    Layer.retry(Schedule.exponential("100 millis").pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(4))))
+  )
 }
 
 /**
