@@ -58,41 +58,50 @@ const started = (args: ReadonlyArray<string>, env: Record<string, string>, ready
     return child
   })
 
+/**
+ * Two `rx worker`s and an `rx serve --cluster` on the test's database, with `model`; `submit`
+ * records a goal in a new folder of the shared root, `events` follows one to its end.
+ */
+const cluster = (baseUrl: string) =>
+  Effect.gen(function*() {
+    const { url } = yield* Database.TestDatabase
+    const root = mkdtempSync(join(tmpdir(), "rx-cluster-"))
+    const workspaces = join(root, "workspaces")
+    mkdirSync(workspaces)
+    const state = join(root, "state")
+    const env = { XDG_STATE_HOME: state }
+    const shared = ["--db", url, "--workspace", workspaces, "--sandbox", "none", "--failover", "5"]
+    const workers = []
+    for (const _ of [1, 2]) {
+      const port = yield* freePort
+      workers.push(yield* started(["worker", ...shared, "--port", String(port), "--base-url", baseUrl, "--model", "fake"], env, /rx worker: on/))
+    }
+    const server = yield* started(["serve", "--cluster", "--port", "0", ...shared], env, /listening on (http:\/\/\S+)/)
+    const base = /listening on (http:\/\/\S+)/.exec(server.output().stdout)?.[1] ?? ""
+    const token = readFileSync(join(state, "rx", "rx-server.token"), "utf8").trim()
+    const request = (path: string, init: RequestInit = {}) =>
+      Effect.promise(() => fetch(`${base}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }))
+    const submit = (goal: string, workspace?: string) =>
+      Effect.gen(function*() {
+        if (workspace !== undefined) mkdirSync(join(workspaces, workspace))
+        const response = yield* request("/v1/goals", { method: "POST", body: JSON.stringify({ goal, ...(workspace === undefined ? {} : { workspace }) }) })
+        expect(response.status).toBe(202)
+        return ((yield* Effect.promise(() => response.json())) as { goalId: string }).goalId
+      })
+    const events = (goalId: string) => Effect.map(Effect.flatMap(request(`/v1/goals/${goalId}/events`), (r) => Effect.promise(() => r.text())), jsonLines)
+    return { url, env, workspaces, workers, server, submit, events }
+  })
+
 describe("rx worker and rx serve --cluster", () => {
   it.scopedLive("goals submitted over HTTP run on the workers, each in its own folder; the CLI reads the Postgres log", () =>
     Effect.gen(function*() {
-      const { url } = yield* Database.TestDatabase
       const model = yield* busyModel(0, answer)
-      const root = mkdtempSync(join(tmpdir(), "rx-cluster-"))
-      const workspaces = join(root, "workspaces")
-      mkdirSync(workspaces)
-      const state = join(root, "state")
-      const env = { XDG_STATE_HOME: state }
-      const shared = ["--db", url, "--workspace", workspaces, "--sandbox", "none", "--failover", "5"]
-      for (const _ of [1, 2]) {
-        const port = yield* freePort
-        yield* started(["worker", ...shared, "--port", String(port), "--base-url", model.baseUrl, "--model", "fake"], env, /rx worker: on/)
-      }
-      const server = yield* started(["serve", "--cluster", "--port", "0", ...shared], env, /listening on (http:\/\/\S+)/)
-      const base = /listening on (http:\/\/\S+)/.exec(server.output().stdout)?.[1] ?? ""
+      const { env, events, server, submit, url, workspaces } = yield* cluster(model.baseUrl)
       expect(server.output().stdout).toContain("run by the cluster's workers")
-      const token = readFileSync(join(state, "rx", "rx-server.token"), "utf8").trim()
-      const request = (path: string, init: RequestInit = {}) =>
-        Effect.promise(() => fetch(`${base}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }))
-
       const names = Array.from({ length: 6 }, (_, i) => `p${i}`)
-      for (const name of names) mkdirSync(join(workspaces, name))
-      const goalIds = yield* Effect.forEach(names, (name) =>
-        Effect.gen(function*() {
-          const response = yield* request("/v1/goals", { method: "POST", body: JSON.stringify({ goal: `write ${name}.txt`, workspace: name }) })
-          expect(response.status).toBe(202)
-          return ((yield* Effect.promise(() => response.json())) as { goalId: string }).goalId
-        }))
+      const goalIds = yield* Effect.forEach(names, (name) => submit(`write ${name}.txt`, name))
       // Followed through the server to the end: the workers ran them.
-      for (const goalId of goalIds) {
-        const events = jsonLines(yield* Effect.flatMap(request(`/v1/goals/${goalId}/events`), (r) => Effect.promise(() => r.text())))
-        expect(events.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
-      }
+      for (const goalId of goalIds) expect((yield* events(goalId)).at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
       for (const name of names) {
         expect(readFileSync(join(workspaces, name, `${name}.txt`), "utf8")).toBe(`written for ${name}.txt`)
         // Never in another goal's folder.
@@ -101,10 +110,7 @@ describe("rx worker and rx serve --cluster", () => {
 
       // The goal working at the root cannot read the volume id.
       const volume = readFileSync(join(workspaces, ".rx-volume"), "utf8").trim()
-      const probe = yield* request("/v1/goals", { method: "POST", body: JSON.stringify({ goal: "read the volume" }) })
-      const probeId = ((yield* Effect.promise(() => probe.json())) as { goalId: string }).goalId
-      const probed = yield* Effect.flatMap(request(`/v1/goals/${probeId}/events`), (r) => Effect.promise(() => r.text()))
-      const probedEvents = jsonLines(probed)
+      const probedEvents = yield* events(yield* submit("read the volume"))
       expect(probedEvents.at(-1)).toMatchObject({ _tag: "Terminated" })
       expect(probedEvents.find((e) => e["_tag"] === "ToolFailed")).toMatchObject({ tool: "read_file", error: { details: { _tag: "@rx/tools/PathRefused" } } })
       // Recorded with the goal, never read by a tool.
@@ -126,7 +132,6 @@ describe("rx worker and rx serve --cluster", () => {
 
   it.scopedLive("SIGTERM drains a worker: what it runs past the drain time is recorded and finished by the other", () =>
     Effect.gen(function*() {
-      const { url } = yield* Database.TestDatabase
       // Slow answers and long goals (a file per step, 12 steps: about 18 s, past the 15 s drain).
       const model = yield* busyModel(1_500, (body) => {
         const messages = messagesOf(body)
@@ -135,29 +140,9 @@ describe("rx worker and rx serve --cluster", () => {
         const name = /write (\S+)\.txt/.exec(messages.map((m) => (typeof m.content === "string" ? m.content : "")).join("\n"))?.[1] ?? "none"
         return call("write_file", { path: `${name}-${steps}.txt`, content: `step ${steps}` })
       })
-      const root = mkdtempSync(join(tmpdir(), "rx-cluster-"))
-      const workspaces = join(root, "workspaces")
-      mkdirSync(workspaces)
-      const state = join(root, "state")
-      const env = { XDG_STATE_HOME: state }
-      const shared = ["--db", url, "--workspace", workspaces, "--sandbox", "none", "--failover", "5"]
-      const workers = []
-      for (const _ of [1, 2]) {
-        const port = yield* freePort
-        workers.push(yield* started(["worker", ...shared, "--port", String(port), "--base-url", model.baseUrl, "--model", "fake"], env, /rx worker: on/))
-      }
-      const server = yield* started(["serve", "--cluster", "--port", "0", ...shared], env, /listening on (http:\/\/\S+)/)
-      const base = /listening on (http:\/\/\S+)/.exec(server.output().stdout)?.[1] ?? ""
-      const token = readFileSync(join(state, "rx", "rx-server.token"), "utf8").trim()
-      const request = (path: string, init: RequestInit = {}) =>
-        Effect.promise(() => fetch(`${base}${path}`, { ...init, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } }))
+      const { events, submit, workers, workspaces } = yield* cluster(model.baseUrl)
       const names = Array.from({ length: 6 }, (_, i) => `q${i}`)
-      for (const name of names) mkdirSync(join(workspaces, name))
-      const goalIds = yield* Effect.forEach(names, (name) =>
-        Effect.flatMap(
-          request("/v1/goals", { method: "POST", body: JSON.stringify({ goal: `write ${name}.txt`, workspace: name }) }),
-          (response) => Effect.promise(() => response.json() as Promise<{ goalId: string }>)
-        ).pipe(Effect.map((body) => body.goalId)))
+      const goalIds = yield* Effect.forEach(names, (name) => submit(`write ${name}.txt`, name))
       // Every goal has asked the model once: each is running somewhere. Then one worker is stopped.
       yield* until(() => model.stats.requests >= names.length, "every goal to ask the model", 60_000)
       const stopped = workers[0]
@@ -167,11 +152,11 @@ describe("rx worker and rx serve --cluster", () => {
       expect(exit.code, exit.stderr).toBe(0)
       let handedOver = 0
       for (const goalId of goalIds) {
-        const events = jsonLines(yield* Effect.flatMap(request(`/v1/goals/${goalId}/events`), (r) => Effect.promise(() => r.text())))
-        expect(events.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
-        if (events.some((e) => e["_tag"] === "Suspended" && e["reason"] === "shutdown")) handedOver++
+        const log = yield* events(goalId)
+        expect(log.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
+        if (log.some((e) => e["_tag"] === "Suspended" && e["reason"] === "shutdown")) handedOver++
         // No call started twice.
-        const started = events.filter((e) => e["_tag"] === "ToolStarted").map((e) => e["callId"])
+        const started = log.filter((e) => e["_tag"] === "ToolStarted").map((e) => e["callId"])
         expect(new Set(started).size).toBe(started.length)
       }
       // The stopped worker had goals: each recorded its shutdown, and the other worker finished it.
