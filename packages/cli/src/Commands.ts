@@ -555,10 +555,10 @@ const serve = (flags: Flags) =>
     const concurrency = yield* count("concurrency", flags.concurrency, 1, 1_000, 4)
     const host = Option.getOrElse(Option.map(flags.host, (h) => h.trim()), () => "127.0.0.1")
     const volume = yield* Option.match(cluster, {
-      onNone: () => Effect.succeed(Option.none<{ readonly root: string; readonly id: string }>()),
-      onSome: ({ Workspaces }) => Effect.asSome(Workspaces.volume(workspace).pipe(Effect.mapError(Postgres.refused)))
+      onNone: () => Effect.succeed(Option.none<{ readonly id: string; readonly file: string }>()),
+      onSome: ({ Workspaces }) => Effect.asSome(Postgres.volume(Workspaces, workspace))
     })
-    const hidden = Option.match(volume, { onNone: () => hide(db, workspace), onSome: (found) => Effect.succeed([Postgres.volumeFile(found.root)]) })
+    const hidden = Option.match(volume, { onNone: () => hide(db, workspace), onSome: (found) => Effect.succeed([found.file]) })
     const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, yield* hidden)
     const { generated, token } = yield* serverToken
     const { workspace: _recordedRoot, ...settings } = Option.isSome(cluster) ? Setup.recordedTools(v, workspace) : Setup.recordedSettings(v, workspace, model)
@@ -628,8 +628,8 @@ const worker = (flags: Flags) =>
     const port = yield* count("port", flags.port, 1, 65_535, 0)
     const concurrency = yield* count("concurrency", flags.concurrency, 1, 1_000, 4)
     const host = yield* workerHost(flags)
-    const volume = yield* Workspaces.volume(workspace).pipe(Effect.mapError(Postgres.refused))
-    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, [Postgres.volumeFile(volume.root)])
+    const volume = yield* Postgres.volume(Workspaces, workspace)
+    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file])
     yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
     const workspaces = Layer.unwrapEffect(Effect.map(Toolbox.Toolbox, (toolbox) => Workspaces.layerShared({ root: volume.root, tools: toolbox.registry }))).pipe(
       Layer.provide(Toolbox.layer(toolsConfig))

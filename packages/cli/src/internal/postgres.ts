@@ -3,6 +3,7 @@
  * @rx/cluster are loaded only when a command names a Postgres log, so every other command starts
  * without them.
  */
+import type { Workspaces } from "@rx/cluster"
 import type { StateStore } from "@rx/kernel"
 import { Effect, Layer } from "effect"
 import type * as Settings from "../Settings.js"
@@ -24,5 +25,6 @@ export const refused = (error: { readonly message: string }) => new UsageError({
 export const log = (db: Settings.Database): Layer.Layer<StateStore.StateStore, UsageError> =>
   Layer.unwrapEffect(Effect.map(storePg, ({ PgStore }) => PgStore.layer({ url: db.file, applicationName: "rx" }).pipe(Layer.mapError(refused))))
 
-/** The volume id file of a cluster's workspace root (`Workspaces.volumeFile`), which the tools must not reach. */
-export const volumeFile = (root: string) => `${root}/.rx-volume`
+/** The volume of a cluster's workspace root, and its id's file, which the tools must not reach. */
+export const volume = (workspaces: typeof Workspaces, root: string) =>
+  Effect.map(Effect.mapError(workspaces.volume(root), refused), (found) => ({ ...found, file: `${found.root}/${workspaces.volumeFile}` }))
