@@ -305,7 +305,7 @@ export const help = (style: Style): string =>
     rows(specs.map((s) => [s.name, s.summary] as const)),
     "",
     heading("the log", style),
-    wrap(`--db, else RX_DB, else ${Settings.defaultDbText}: per user, outside the agent's workspace (a log placed inside the workspace is hidden from the tools). Every command finds it there.`, 76, "  "),
+    wrap(`--db, else RX_DB, else ${Settings.defaultDbText}: per user, outside the agent's workspace (a log placed inside the workspace is hidden from the tools). Every command finds it there. A postgres:// URL names a Postgres log instead, which many machines share (rx worker).`, 76, "  "),
     "",
     heading("settings", style),
     wrap(`flag > RX_ variable > the workspace's ${Settings.workspaceFile} > ~/.config/rx/config.json > default; rx config shows each value and where it came from.`, 76, "  "),
