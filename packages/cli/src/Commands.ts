@@ -244,6 +244,8 @@ const resume = (flags: Flags) =>
       if (state.seq === 0) return yield* new UsageError({ message: `no goal with id ${flags.goalId} in this database (rx list shows the goals)` })
       const recorded = Settings.recorded(state.options.metadata)
       const { values: v, workspace } = yield* Setup.resolve(flags.settings, Usage.resumeSettings, recorded)
+      const volume = state.options.metadata["volume"]
+      if (typeof volume === "string") yield* Postgres.onVolume(flags.goalId, volume, workspace)
       // The limits of a goal are in its options; only a flag changes them.
       const limitFlags = Settings.values(yield* Settings.fromFlags(flags.settings))
       const limits = Setup.runOptions(limitFlags)

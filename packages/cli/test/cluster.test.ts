@@ -59,10 +59,11 @@ const started = (args: ReadonlyArray<string>, env: Record<string, string>, ready
   })
 
 /**
- * Two `rx worker`s and an `rx serve --cluster` on the test's database, with `model`; `submit`
- * records a goal in a new folder of the shared root, `events` follows one to its end.
+ * `rx worker`s (two by default; `worker` starts one more) and an `rx serve --cluster` on the test's
+ * database, with the model at `baseUrl`; `submit` records a goal in a new folder of the shared
+ * root, `events` follows one to its end.
  */
-const cluster = (baseUrl: string) =>
+const cluster = (baseUrl: string, workerCount = 2) =>
   Effect.gen(function*() {
     const { url } = yield* Database.TestDatabase
     const root = mkdtempSync(join(tmpdir(), "rx-cluster-"))
@@ -71,11 +72,10 @@ const cluster = (baseUrl: string) =>
     const state = join(root, "state")
     const env = { XDG_STATE_HOME: state }
     const shared = ["--db", url, "--workspace", workspaces, "--sandbox", "none", "--failover", "5"]
-    const workers = []
-    for (const _ of [1, 2]) {
-      const port = yield* freePort
-      workers.push(yield* started(["worker", ...shared, "--port", String(port), "--base-url", baseUrl, "--model", "fake"], env, /rx worker: on/))
-    }
+    const worker = () =>
+      Effect.flatMap(freePort, (port) =>
+        started(["worker", ...shared, "--port", String(port), "--base-url", baseUrl, "--model", "fake"], env, /rx worker: on/))
+    const workers = yield* Effect.forEach(Array.from({ length: workerCount }), worker)
     const server = yield* started(["serve", "--cluster", "--port", "0", ...shared], env, /listening on (http:\/\/\S+)/)
     const base = /listening on (http:\/\/\S+)/.exec(server.output().stdout)?.[1] ?? ""
     const token = readFileSync(join(state, "rx", "rx-server.token"), "utf8").trim()
@@ -89,7 +89,7 @@ const cluster = (baseUrl: string) =>
         return ((yield* Effect.promise(() => response.json())) as { goalId: string }).goalId
       })
     const events = (goalId: string) => Effect.map(Effect.flatMap(request(`/v1/goals/${goalId}/events`), (r) => Effect.promise(() => r.text())), jsonLines)
-    return { url, env, workspaces, workers, server, submit, events }
+    return { url, env, workspaces, workers, worker, server, submit, events }
   })
 
 describe("rx worker and rx serve --cluster", () => {
@@ -162,6 +162,38 @@ describe("rx worker and rx serve --cluster", () => {
       // The stopped worker had goals: each recorded its shutdown, and the other worker finished it.
       expect(handedOver).toBeGreaterThan(0)
       for (const name of names) expect(readFileSync(join(workspaces, name, `${name}-11.txt`), "utf8")).toBe("step 11")
+    }).pipe(Effect.provide(Database.layer)), 180_000)
+
+  it.scopedLive("a cluster's goal runs only on its volume: not by a plain rx serve, not by rx resume elsewhere; a worker started later runs it", () =>
+    Effect.gen(function*() {
+      const model = yield* busyModel(0, answer)
+      // No worker yet: the goal is recorded, its Drive message waits in the cluster's storage.
+      const { env, events, submit, url, worker, workspaces } = yield* cluster(model.baseUrl, 0)
+      const goalId = yield* submit("write late.txt", "late")
+      const summary = () => Effect.map(rx(["list", "--db", url, "--json"], env), (out) => jsonLines(out.stdout).find((g) => g["goalId"] === goalId))
+      expect(yield* summary()).toMatchObject({ status: "open", nextSeq: 1 })
+
+      // A plain server on the same log and root resumes open goals at start, but not this one.
+      const plain = yield* started(
+        ["serve", "--db", url, "--workspace", workspaces, "--sandbox", "none", "--port", "0", "--base-url", model.baseUrl, "--model", "fake"],
+        { ...env, XDG_STATE_HOME: mkdtempSync(join(tmpdir(), "rx-state-")) },
+        /listening on/
+      )
+      yield* until(() => plain.output().stderr.includes("is not run here"), "the plain server to pass the goal by")
+      // rx resume in a same-named folder of another disk is refused before anything runs.
+      const elsewhere = mkdtempSync(join(tmpdir(), "rx-elsewhere-"))
+      mkdirSync(join(elsewhere, "late"))
+      const resumed = yield* rx(["resume", goalId, "--db", url, "--workspace", join(elsewhere, "late"), "--base-url", model.baseUrl, "--model", "fake"], env)
+      expect(resumed.code).toBe(1)
+      expect(resumed.stderr).toContain("was submitted to a cluster")
+      expect(model.stats.requests).toBe(0)
+      expect(yield* summary()).toMatchObject({ status: "open", nextSeq: 1 })
+
+      // A worker joins: the waiting Drive message reaches it, and the goal runs in its folder.
+      yield* worker()
+      expect((yield* events(goalId)).at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
+      expect(readFileSync(join(workspaces, "late", "late.txt"), "utf8")).toBe("written for late.txt")
+      expect(existsSync(join(elsewhere, "late", "late.txt"))).toBe(false)
     }).pipe(Effect.provide(Database.layer)), 180_000)
 
   it.effect("what a cluster needs is checked before anything starts", () =>

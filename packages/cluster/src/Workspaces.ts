@@ -70,6 +70,24 @@ export const volume = (root: string): Effect.Effect<Volume, WorkspaceError, File
     return { root: real, id }
   })
 
+/**
+ * The volume a folder is on: the nearest `.rx-volume` at or above it (real paths), read only;
+ * none when no folder above holds one. How a process outside the cluster (`rx resume`) checks
+ * that a goal's recorded workspace is the folder it was submitted for.
+ */
+export const find = (folder: string): Effect.Effect<Volume | undefined, WorkspaceError, FileSystem.FileSystem | Path.Path> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    let current = yield* fs.realPath(path.resolve(folder)).pipe(Effect.orElseSucceed(() => ""))
+    while (current !== "") {
+      if (yield* fs.exists(path.join(current, volumeFile)).pipe(Effect.orElseSucceed(() => false))) return yield* volume(current)
+      const parent = path.dirname(current)
+      current = parent === current ? "" : parent
+    }
+    return undefined
+  })
+
 /** Whether `candidate` (absolute) is `root` or inside it. */
 const inside = (path: Path.Path, root: string, candidate: string) => {
   const relative = path.relative(root, candidate)

@@ -115,6 +115,17 @@ describe("Workspaces", () => {
       expect(yield* GoalEntity.drive(plain).pipe(Effect.provide(fixed))).toMatchObject({ status: "terminated", reason: "done" })
     }).pipe(Effect.provide(StateStore.layerMemory)))
 
+  it.effect("a folder's volume is the nearest one above it, read only", () =>
+    Effect.gen(function*() {
+      const root = folder("rx-root-")
+      const nested = path.join(root, "a", "b")
+      fs.mkdirSync(nested, { recursive: true })
+      expect(yield* Workspaces.find(nested)).toBeUndefined()
+      expect(fs.existsSync(path.join(nested, Workspaces.volumeFile))).toBe(false)
+      const volume = yield* Workspaces.volume(root)
+      expect(yield* Workspaces.find(nested)).toEqual(volume)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
   it.effect("a root that is not a folder, or whose volume file holds no id, is a WorkspaceError", () =>
     Effect.gen(function*() {
       const missing = yield* Effect.either(Workspaces.volume("/nonexistent/rx-root"))

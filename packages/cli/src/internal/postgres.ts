@@ -28,3 +28,19 @@ export const log = (db: Settings.Database): Layer.Layer<StateStore.StateStore, U
 /** The volume of a cluster's workspace root, and its id's file, which the tools must not reach. */
 export const volume = (workspaces: typeof Workspaces, root: string) =>
   Effect.map(Effect.mapError(workspaces.volume(root), refused), (found) => ({ ...found, file: `${found.root}/${workspaces.volumeFile}` }))
+
+/**
+ * A goal submitted to a cluster records its workspace's volume: it runs here only in a folder of
+ * that volume, never in a same-named folder of another disk.
+ */
+export const onVolume = (goalId: string, id: string, workspace: string) =>
+  Effect.gen(function*() {
+    const { Workspaces } = yield* cluster
+    const found = yield* Effect.mapError(Workspaces.find(workspace), refused)
+    if (found?.id === id) return
+    return yield* new UsageError({
+      message: `goal ${goalId} was submitted to a cluster for a folder of workspace volume ${id}, and ${workspace} is ${
+        found === undefined ? "on no rx volume" : `on volume ${found.id}`
+      } here: resume it where that volume is mounted (the cluster's workers do)`
+    })
+  })
