@@ -1,5 +1,6 @@
 // Bundle the built CLI into one file: Node then parses one module instead of hundreds, so
-// `rx` starts several times faster. better-sqlite3 stays external (a native addon).
+// `rx` starts several times faster. better-sqlite3 and node-llama-cpp stay external (native
+// addons; node-llama-cpp is imported only for --model-file).
 import { build } from "esbuild"
 import { readFileSync } from "node:fs"
 
@@ -12,7 +13,7 @@ await build({
   platform: "node",
   target: "node20",
   format: "esm",
-  external: ["better-sqlite3"],
+  external: ["better-sqlite3", "node-llama-cpp"],
   banner: { js: "import { createRequire as __rxRequire } from 'node:module'; const require = __rxRequire(import.meta.url);" },
   // The version `rx --version` prints: the package's, fixed at bundle time.
   define: { __RX_VERSION__: JSON.stringify(version) },

@@ -235,7 +235,20 @@ const run = (flags: Flags) =>
     })))
 
 /** The recorded settings a resume compares against, and what it runs with. */
-const recordedKeys = ["workspace", "sandbox", "baseUrl", "model", "mode", "temperature", "maxOutputTokens", "httpAllow"] as const
+const recordedKeys = [
+  "workspace",
+  "sandbox",
+  "baseUrl",
+  "model",
+  "mode",
+  "modelFile",
+  "threads",
+  "context",
+  "seed",
+  "temperature",
+  "maxOutputTokens",
+  "httpAllow"
+] as const
 
 const resume = (flags: Flags) =>
   local(flags, (server) => Remote.resume(server, flags.goalId), withLog(dbFlag(flags.settings), "write")((db) =>

@@ -135,8 +135,11 @@ export const endLine = (
   `${result.status === "suspended" ? `suspended (${result.reason}), open,` : result.reason} after ${result.iterations} iteration${result.iterations === 1 ? "" : "s"} (goal ${result.goalId}, exit ${exitCode}): ${oneLine(result.detail, 2_000)}`
 
 /** The first line of a run: the goal and the settings it runs with. */
-export const goalLine = (event: Event.Of<"GoalSubmitted">, m: { readonly model?: string | undefined; readonly baseUrl?: string | undefined; readonly workspace?: string | undefined; readonly sandbox?: string | undefined }) =>
-  `goal ${event.goalId}: ${oneLine(event.goal, 2_000)}\n  model ${oneLine(m.model ?? "?", 200)} at ${oneLine(m.baseUrl ?? "?", 200)}, workspace ${oneLine(m.workspace ?? "?", 500)}, sandbox ${m.sandbox ?? "auto"}${
+export const goalLine = (
+  event: Event.Of<"GoalSubmitted">,
+  m: { readonly model?: string | undefined; readonly baseUrl?: string | undefined; readonly modelFile?: string | undefined; readonly workspace?: string | undefined; readonly sandbox?: string | undefined }
+) =>
+  `goal ${event.goalId}: ${oneLine(event.goal, 2_000)}\n  model ${oneLine(m.model ?? "?", 200)} ${m.modelFile === undefined ? `at ${oneLine(m.baseUrl ?? "?", 200)}` : `in rx, from ${oneLine(m.modelFile, 500)}`}, workspace ${oneLine(m.workspace ?? "?", 500)}, sandbox ${m.sandbox ?? "auto"}${
     event.instructions === undefined ? "" : `\n  instructions ${event.instructions.length} characters: ${oneLine(event.instructions, 100)}`
   }${policy(event.options) === "" ? "" : `\n  approval ${policy(event.options)}`}`
 

@@ -173,8 +173,25 @@ export const table = {
     description: "native tool calls, or JSON actions for servers that mangle tool calls",
     shownDefault: "tools"
   }),
-  temperature: setting("temperature", decimal(0, 2), { placeholder: "T", description: "sampling temperature", shownDefault: "the server's" }),
-  maxOutputTokens: setting("max-output-tokens", integer(1), { placeholder: "N", description: "tokens of one answer at most (an answer cut off is rejected, never run)", shownDefault: "the server's" }),
+  modelFile: setting("model-file", text("a file path"), {
+    placeholder: "FILE",
+    description: "a GGUF model file to run inside rx (llama.cpp), with no server; every answer is constrained to an action of the offered tools",
+    // A repository could name a crafted file for llama.cpp's parser.
+    inWorkspaceFile: false
+  }),
+  threads: setting("threads", integer(1, 1_024), { placeholder: "N", description: "CPU threads of --model-file", shownDefault: "the CPU's cores" }),
+  context: setting("context", integer(256, 4_194_304), {
+    placeholder: "TOKENS",
+    description: "tokens of context of --model-file: the prompt and the answer",
+    shownDefault: "16384, or the model's own if smaller"
+  }),
+  seed: setting("seed", integer(0, 4_294_967_295), { placeholder: "N", description: "sampling seed of --model-file, for repeatable answers", shownDefault: "a new one each time" }),
+  temperature: setting("temperature", decimal(0, 2), { placeholder: "T", description: "sampling temperature", shownDefault: "the server's; 0.8 with --model-file" }),
+  maxOutputTokens: setting("max-output-tokens", integer(1), {
+    placeholder: "N",
+    description: "tokens of one answer at most (an answer cut off is rejected, never run)",
+    shownDefault: "the server's; a quarter of --context with --model-file"
+  }),
   timeout: setting("timeout", integer(1, 86_400), { placeholder: "SECONDS", description: "time one model request may take, retries included", shownDefault: "600" }),
   retries: setting("retries", integer(0, 99), {
     placeholder: "N",
@@ -317,7 +334,7 @@ export const suggest = (word: string, candidates: ReadonlyArray<string>) => {
 
 /**
  * The values of a config file's JSON: an object of setting keys (`$schema` is ignored). Paths
- * (`instructions`) are relative to the file's folder. The workspace's file sets fewer settings
+ * (`instructions`, `modelFile`) are relative to the file's folder. The workspace's file sets fewer settings
  * than the user's (see `inWorkspaceFile`).
  */
 export const fromFile = (
@@ -345,7 +362,8 @@ export const fromFile = (
     }
     const value = parsed(table[key].fromJson(raw), key)
     if (Either.isLeft(value)) return fail(value.left)
-    found[key] = { value: key === "instructions" && typeof value.right === "string" ? resolve(value.right) : value.right, source: { _tag: "file", file } }
+    const given = value.right
+    found[key] = { value: (key === "instructions" || key === "modelFile") && typeof given === "string" ? resolve(given) : given, source: { _tag: "file", file } }
   }
   return Either.right(found as Found)
 }
@@ -424,6 +442,10 @@ export const Recorded = Schema.Struct({
   baseUrl: Schema.optional(Schema.String),
   model: Schema.optional(Schema.String),
   mode: Schema.optional(Schema.Literal("tools", "json")),
+  modelFile: Schema.optional(Schema.String),
+  threads: Schema.optional(Schema.Number),
+  context: Schema.optional(Schema.Number),
+  seed: Schema.optional(Schema.Number),
   temperature: Schema.optional(Schema.Number),
   maxOutputTokens: Schema.optional(Schema.Number),
   tools: Schema.optional(Schema.Array(Schema.String)),

@@ -38,7 +38,20 @@ const flag = (name: string, placeholder: string, description: string): Flag => (
 
 export const json = flag("json", "", "print each event as one JSON line (and nothing else on stdout)")
 
-const model: ReadonlyArray<Settings.Key> = ["baseUrl", "model", "apiKey", "mode", "temperature", "maxOutputTokens", "timeout", "retries"]
+const model: ReadonlyArray<Settings.Key> = [
+  "baseUrl",
+  "model",
+  "apiKey",
+  "mode",
+  "modelFile",
+  "threads",
+  "context",
+  "seed",
+  "temperature",
+  "maxOutputTokens",
+  "timeout",
+  "retries"
+]
 export const limits: ReadonlyArray<Settings.Key> = [
   "maxIterations",
   "maxFailures",

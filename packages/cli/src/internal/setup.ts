@@ -5,12 +5,14 @@
  * cannot work stops the command with one line and an untouched log.
  */
 import { FileSystem, Path } from "@effect/platform"
+import type { LlamaCpp } from "@rx/llama"
 import { OpenAiCompatible, Retry } from "@rx/llm"
 import { type LanguageModel, Options as RunOptions, Prompt, type Tool, type ToolRegistry } from "@rx/kernel"
 import { McpTools, Servers } from "@rx/mcp"
 import { Builtins, Config, Sandbox } from "@rx/tools"
 import { Console, Context, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import { realpathSync } from "node:fs"
+import { basename, resolve as resolvePath } from "node:path"
 import * as Render from "../Render.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
@@ -65,13 +67,23 @@ export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorde
     return { found, values: Settings.values(found), workspace, files }
   })
 
-/** What a goal records of the settings it runs with (its limits are in its options). */
+/**
+ * What a goal records of the settings it runs with (its limits are in its options): the server
+ * and mode, or the model file (as an absolute path) and how it runs.
+ */
 export const recordedSettings = (v: Partial<Settings.Values>, workspace: string, model: string): Settings.Recorded => ({
   workspace,
   sandbox: v.sandbox ?? "auto",
-  baseUrl: v.baseUrl ?? Settings.defaultBaseUrl,
+  ...(v.modelFile === undefined
+    ? { baseUrl: v.baseUrl ?? Settings.defaultBaseUrl }
+    : {
+      modelFile: resolvePath(v.modelFile),
+      ...(v.threads === undefined ? {} : { threads: v.threads }),
+      ...(v.context === undefined ? {} : { context: v.context }),
+      ...(v.seed === undefined ? {} : { seed: v.seed })
+    }),
   model,
-  mode: v.mode ?? "tools",
+  ...(v.modelFile === undefined ? { mode: v.mode ?? "tools" } : {}),
   ...(v.temperature === undefined ? {} : { temperature: v.temperature }),
   ...(v.maxOutputTokens === undefined ? {} : { maxOutputTokens: v.maxOutputTokens }),
   ...(v.httpAllow === undefined ? {} : { httpAllow: v.httpAllow })
@@ -123,8 +135,36 @@ export const toolNotes = (config: Config.Input, strict: boolean) =>
     (missing) => unavailableNotes(config, missing, strict)
   )
 
-/** The model Layer of these settings. */
-export const modelLayer = (v: Partial<Settings.Values>, model: string) =>
+/** Why the model Layer of a run could not be built: each says so in one line. */
+export type ModelError = OpenAiCompatible.InvalidConfig | LlamaCpp.InvalidConfig | LlamaCpp.LoadError | UsageError
+
+/**
+ * The model Layer of these settings: the GGUF file of `modelFile`, run in this process, or else
+ * the server at the base URL. @rx/llama (and with it node-llama-cpp, a native addon) is loaded
+ * only for a model file, so every other command works without it.
+ */
+export const modelLayer = (v: Partial<Settings.Values>, model: string): Layer.Layer<LanguageModel.LanguageModel, ModelError> =>
+  v.modelFile !== undefined ? localModel(v, v.modelFile) : serverModel(v, model)
+
+const localModel = (v: Partial<Settings.Values>, file: string): Layer.Layer<LanguageModel.LanguageModel, ModelError> =>
+  Layer.unwrapEffect(
+    Effect.tryPromise({
+      try: () => import("@rx/llama"),
+      catch: (error) => new UsageError({ message: `--model-file needs @rx/llama, which did not load: ${error instanceof Error ? error.message : String(error)}` })
+    }).pipe(Effect.map(({ LlamaCpp }) =>
+      LlamaCpp.layer({
+        modelFile: resolvePath(file),
+        ...(v.threads === undefined ? {} : { threads: v.threads }),
+        ...(v.context === undefined ? {} : { contextSize: v.context }),
+        ...(v.maxOutputTokens === undefined ? {} : { maxTokens: v.maxOutputTokens }),
+        ...(v.temperature === undefined ? {} : { temperature: v.temperature }),
+        ...(v.seed === undefined ? {} : { seed: v.seed }),
+        ...(v.timeout === undefined ? {} : { timeoutMs: v.timeout * 1000 })
+      })
+    ))
+  )
+
+const serverModel = (v: Partial<Settings.Values>, model: string) =>
   OpenAiCompatible.layerNode({
     baseUrl: v.baseUrl ?? Settings.defaultBaseUrl,
     model,
@@ -213,11 +253,15 @@ export const mcpServers = (given: ReadonlyArray<string>) =>
     return servers
   })
 
-/** Which model: set, else the question a user can answer. */
+/** Which model: set, else a model file's name, else the question a user can answer. */
 export const modelName = (v: Partial<Settings.Values>) =>
-  v.model === undefined
-    ? new UsageError({ message: "which model? pass --model (or set RX_MODEL, or \"model\" in a config file; rx config shows them), e.g. --model qwen2.5-coder:7b for Ollama" })
-    : Effect.succeed(v.model)
+  v.model !== undefined
+    ? Effect.succeed(v.model)
+    : v.modelFile !== undefined
+    ? Effect.succeed(basename(v.modelFile))
+    : new UsageError({
+      message: "which model? pass --model (or set RX_MODEL, or \"model\" in a config file; rx config shows them), e.g. --model qwen2.5-coder:7b for Ollama, or --model-file FILE to run a GGUF file inside rx"
+    })
 
 /** A goal (file or standard input) may be at most this many bytes. */
 const maxGoalBytes = 1024 * 1024
