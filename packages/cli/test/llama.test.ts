@@ -10,10 +10,12 @@ import { Effect } from "effect"
 import { existsSync, mkdtempSync, truncateSync, writeFileSync } from "node:fs"
 import { tmpdir, totalmem } from "node:os"
 import { join } from "node:path"
-import { tinyGguf, writeTinyGguf } from "../../llama/test/TinyGguf.js"
+import { TinyGguf } from "@rx/llama"
 import { jsonLines, rx, sandbox } from "./helpers.js"
 
 type Json = Record<string, unknown>
+
+const { tinyGguf, writeTinyGguf } = TinyGguf
 
 const models = mkdtempSync(join(tmpdir(), "rx-cli-llama-"))
 const model = join(models, "tiny.gguf")
@@ -92,7 +94,7 @@ describe("rx run --model-file", () => {
       expect(replayed.stdout).toContain("identical")
     }), 240_000)
 
-  it.live("a missing file, a file that is not GGUF, one larger than memory, a broken vocabulary: one line on stderr, exit 1, no database", () =>
+  it.live("a missing file, a file that is not GGUF, one larger than memory, a broken vocabulary, a cut one: one line on stderr, exit 1, no database", () =>
     Effect.gen(function*() {
       const box = sandbox()
       const text = join(models, "notes.gguf")
@@ -102,10 +104,13 @@ describe("rx run --model-file", () => {
       truncateSync(huge, totalmem() * 2)
       const holes = join(models, "holes.gguf")
       writeTinyGguf(holes, { withoutBytes: [0x7b] })
+      const cut = join(models, "cut.gguf")
+      writeFileSync(cut, tinyGguf().subarray(0, 20_000))
       const cases: ReadonlyArray<readonly [string, RegExp]> = [
         [join(models, "nope.gguf"), /^rx: no model file at .*nope\.gguf\n$/],
         [text, /^rx: .*notes\.gguf is not a GGUF model file \(a GGUF file starts with "GGUF"; this one starts with "# no"\)\n$/],
         [huge, /^rx: the model file .*huge\.gguf is [\d.]+ GB, more than this machine's [\d.]+ GB of memory: use a smaller or more quantized model\n$/],
+        [cut, /^rx: llama\.cpp cannot load .*cut\.gguf: .*tensor 'token_embd\.weight' data is not within the file bounds, model is corrupted or incomplete\n$/],
         [holes, /^rx: .*holes\.gguf has a byte-fallback vocabulary with 255 of its 256 byte tokens: llama\.cpp would abort on text it cannot spell, so rx does not run it\n$/]
       ]
       for (const [file, message] of cases) {

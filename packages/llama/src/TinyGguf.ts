@@ -1,5 +1,6 @@
 /**
- * A tiny GGUF model written by hand, so tests need no downloaded weights: llama architecture,
+ * A tiny GGUF model written by hand, so tests and benchmarks need no downloaded weights (its
+ * answers are random, within the grammar): llama architecture,
  * 2 layers, 64 dimensions, random f32 weights from a fixed seed, and a byte-level vocabulary
  * (`<unk>`, `<s>`, `</s>`, then all 256 byte tokens, so any text can be tokenized).
  */
