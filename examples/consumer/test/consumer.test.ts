@@ -216,7 +216,8 @@ const makeApp = (
     writeFileSync(join(dir, "main.ts"), example())
     for (const [file, text] of Object.entries(options.files ?? {})) writeFileSync(join(dir, file), text)
 
-    const peers = peersOf(packages)
+    // A peer that is itself one of the tarballs (@rx/llama, an optional peer of @rx/cli) comes from its tarball.
+    const peers = peersOf(packages).filter((p) => !packed.some((q) => q.manifest.name === p.name))
     const specs = peers.map((p) => `${p.name}@${pick === "lowest" ? p.lowest : p.narrowest}`)
     yield* npm(
       ["install", "--no-audit", "--no-fund", "--prefer-offline", ...(options.ignoreScripts ? ["--ignore-scripts"] : []), ...packages.map((p) => p.file), ...specs],
@@ -293,6 +294,29 @@ const loadAll = (app: App) =>
     for (const name of names) expect(stdout).toContain(`${name} `)
     const help = yield* node([join(app.dir, "node_modules", ".bin", "rx"), "--help"], app.dir)
     expect(help.stdout).toContain("rx")
+  })
+
+/**
+ * A goal run by @rx/llama's Layer on its tiny GGUF: node-llama-cpp as npm installed it, with no
+ * install script run, so its prebuilt binary package works with nothing downloaded or built.
+ * (Not through `rx run`: with scripts off, better-sqlite3 has no binary for the log.)
+ */
+const runLocalModel = (app: App) =>
+  Effect.gen(function*() {
+    const script = [
+      `import { Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"`,
+      `import { LlamaCpp, TinyGguf } from "@rx/llama"`,
+      `import { Effect, Layer } from "effect"`,
+      `TinyGguf.writeTinyGguf("tiny.gguf")`,
+      `const model = LlamaCpp.layer({ modelFile: "tiny.gguf", threads: 1, contextSize: 8192, seed: 5, gpu: false })`,
+      `const result = await Effect.runPromise(Runner.run({ goal: "echo something", options: { maxIterations: 2 } }).pipe(`,
+      `  Effect.provide(Layer.mergeAll(model, ToolRegistry.layer([Tool.echo]), StateStore.layerMemory))))`,
+      `console.log("ended", result.status, result.reason, result.iterations)`
+    ].join("\n")
+    writeFileSync(join(app.dir, "local-model.mjs"), script)
+    const { stderr, stdout } = yield* node(["local-model.mjs"], app.dir)
+    expect(stdout).toMatch(/^ended terminated (done|max_iterations|malformed_output) [12]$/m)
+    expect(stderr).not.toMatch(/llama|ggml/)
   })
 
 /** A file that imports every package, so `tsc` checks their declarations against the installed peers. */
@@ -374,6 +398,8 @@ describe("rx installed from its tarballs", () => {
         expect(name === "effect" || name.startsWith("@effect/"), `${m.name}: ${name} belongs in peerDependencies`).toBe(false)
       }
       for (const [name, range] of Object.entries(m.peerDependencies ?? {})) {
+        // A peer from this workspace (@rx/llama for @rx/cli) is its own version, fixed at packing.
+        if (range.startsWith("workspace:")) continue
         const exact = m.devDependencies?.[name]
         const v = exact === undefined ? undefined : parse(exact)
         const floor = caretFloor(range)
@@ -387,7 +413,7 @@ describe("rx installed from its tarballs", () => {
     for (const p of packed) {
       const row = text.split("\n").find((line) => line.startsWith(`| \`${p.manifest.name}\` |`))
       expect(row, `README.md "Use rx in your app" has no row for ${p.manifest.name}`).toBeDefined()
-      const listed = [...(row as string).matchAll(/`((?:@effect\/[a-z-]+|effect)) ([^`]+)`/g)].map((m) => `${m[1]} ${m[2]}`).sort()
+      const listed = [...(row as string).matchAll(/`((?:@effect\/[a-z-]+|effect|node-llama-cpp|@rx\/llama)) ([^`]+)`/g)].map((m) => `${m[1]} ${m[2]}`).sort()
       const actual = Object.entries(p.manifest.peerDependencies ?? {}).map(([n, r]) => `${n} ${r}`).sort()
       expect(listed, `README.md's peers of ${p.manifest.name}`).toEqual(actual)
     }
@@ -405,6 +431,7 @@ describe("rx installed from its tarballs", () => {
       })
       yield* compileAndRun(app)
       yield* loadAll(app)
+      yield* runLocalModel(app)
       yield* compileSources(app, all(), ["node"])
     }))
 

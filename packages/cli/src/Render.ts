@@ -119,9 +119,13 @@ export const nextSteps = (result: { readonly status: "terminated" | "suspended";
       where !== undefined && "server" in where ? "  then the server goes on with it" : `  then:    rx resume ${id}${flag}`
     ].join("\n")
   }
-  return result.reason === "model_unavailable"
-    ? `rx resume ${id}${flag} continues it once the model server answers`
-    : `rx resume ${id}${flag} continues it`
+  // A model file has no server to wait for: what failed is a setting (the message names it) or the machine.
+  const inProcess = typeof result.state.options.metadata["modelFile"] === "string"
+  return result.reason !== "model_unavailable"
+    ? `rx resume ${id}${flag} continues it`
+    : inProcess
+    ? `rx resume ${id}${flag} continues it, with the setting the message names changed (e.g. --context N)`
+    : `rx resume ${id}${flag} continues it once the model server answers`
 }
 
 /** A path or URL as a shell word, quoted when it needs to be. */

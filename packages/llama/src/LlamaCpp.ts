@@ -75,7 +75,7 @@ export interface Loaded {
   readonly threads: number
   /** The GPU in use, or `false` for the CPU alone. */
   readonly gpu: string | false
-  /** Byte tokens banned from answers (see `bannedTokens`). */
+  /** Byte tokens banned from answers: those of bytes 0x80 to 0xFF (see the README). */
   readonly bannedTokens: number
 }
 
@@ -162,7 +162,7 @@ const loadRuntime = (file: string): Effect.Effect<typeof NodeLlamaCpp, LoadError
  * can spell invalid UTF-8 inside a JSON string, which would not survive decoding. They are never
  * sampled; characters with no token of their own can still be written as `\u` escapes.
  */
-export const bannedTokens = (model: NodeLlamaCpp.LlamaModel): ReadonlyArray<NodeLlamaCpp.Token> =>
+const bannedTokens = (model: NodeLlamaCpp.LlamaModel): ReadonlyArray<NodeLlamaCpp.Token> =>
   byteTokens(model).filter((token) => !/^[\x00-\x7f]*$/.test(model.detokenize([token])))
 
 /** The vocabulary's byte tokens (`<0x00>` ... `<0xFF>` in SentencePiece vocabularies). */
