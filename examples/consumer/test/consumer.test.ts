@@ -413,7 +413,7 @@ describe("rx installed from its tarballs", () => {
     for (const p of packed) {
       const row = text.split("\n").find((line) => line.startsWith(`| \`${p.manifest.name}\` |`))
       expect(row, `README.md "Use rx in your app" has no row for ${p.manifest.name}`).toBeDefined()
-      const listed = [...(row as string).matchAll(/`((?:@effect\/[a-z-]+|effect|node-llama-cpp|@rx\/llama)) ([^`]+)`/g)].map((m) => `${m[1]} ${m[2]}`).sort()
+      const listed = [...(row as string).matchAll(/`((?:@effect\/[a-z-]+|effect|node-llama-cpp|@rx\/[a-z-]+)) ([^`]+)`/g)].map((m) => `${m[1]} ${m[2]}`).sort()
       const actual = Object.entries(p.manifest.peerDependencies ?? {}).map(([n, r]) => `${n} ${r}`).sort()
       expect(listed, `README.md's peers of ${p.manifest.name}`).toEqual(actual)
     }
