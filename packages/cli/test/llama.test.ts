@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, truncateSync, writeFileSync } from "node:fs"
 import { tmpdir, totalmem } from "node:os"
 import { join } from "node:path"
 import { TinyGguf } from "@rx/llama"
-import { jsonLines, rx, sandbox } from "./helpers.js"
+import { jsonLines, rx, sandbox, start, until } from "./helpers.js"
 
 type Json = Record<string, unknown>
 
@@ -93,6 +93,28 @@ describe("rx run --model-file", () => {
       expect(replayed.code, replayed.stdout + replayed.stderr).toBe(0)
       expect(replayed.stdout).toContain("identical")
     }), 240_000)
+
+  it.live("Ctrl-C during a generation stops llama.cpp at once: the log ends with Terminated(cancelled), no answer recorded", () =>
+    Effect.gen(function*() {
+      const box = sandbox()
+      // A goal of 6,300 characters: with the tools, a prompt of some 11,000 byte tokens, whose
+      // evaluation alone takes several seconds on one thread (unstopped, the first answer comes
+      // after about 5.5 s here), so a prompt stop shows that the abort reached llama.cpp.
+      const goal = `read hello.txt. ${"Then think about it. ".repeat(300)}`
+      const running = start(["run", ...local(box), "--tools", "read_file,list_dir", "--json", goal])
+      // The model is loaded before the goal is submitted: the first answer is under way.
+      yield* until(() => running.output().stdout.includes("GoalSubmitted"), "the goal's submission")
+      yield* Effect.sleep("500 millis")
+      const interrupted = Date.now()
+      running.kill("SIGINT")
+      const ran = yield* Effect.promise(() => running.done)
+      const stopped = Date.now() - interrupted
+      expect(stopped, `stopped ${stopped} ms after Ctrl-C`).toBeLessThan(2_000)
+      expect(ran.code).toBe(7)
+      const lines = jsonLines(ran.stdout)
+      expect(lines.map((e) => e["_tag"])).toEqual(["GoalSubmitted", "CancelRequested", "Terminated"])
+      expect(lines.at(-1)).toMatchObject({ reason: "cancelled", detail: "cancelled by Ctrl-C" })
+    }), 60_000)
 
   it.live("a missing file, a file that is not GGUF, one larger than memory, a broken vocabulary, a cut one: one line on stderr, exit 1, no database", () =>
     Effect.gen(function*() {

@@ -231,6 +231,9 @@ const chatWrapper = (
   })
 }
 
+/** Prompt tokens evaluated per step: what an interruption may have to wait for. */
+const chunk = 128
+
 /** FNV-1a of `text`: a 32-bit hash, to derive each answer's seed from the prompt. */
 const hash = (text: string): number => {
   let h = 0x811c9dc5
@@ -322,8 +325,9 @@ export const make = (input: Input): Effect.Effect<Model, InvalidConfig | LoadErr
       (context) => Effect.ignore(Effect.tryPromise(() => context.dispose()))
     )
     const { template, wrapper } = chatWrapper(runtime, model)
+    const sequence = context.getSequence()
     const chat = yield* Effect.acquireRelease(
-      Effect.sync(() => new runtime.LlamaChat({ contextSequence: context.getSequence(), chatWrapper: wrapper })),
+      Effect.sync(() => new runtime.LlamaChat({ contextSequence: sequence, chatWrapper: wrapper })),
       (chat) => Effect.sync(() => chat.dispose())
     )
     const banned = bannedTokens(model)
@@ -364,16 +368,37 @@ export const make = (input: Input): Effect.Effect<Model, InvalidConfig | LoadErr
     /** Tokens of the prompt as the chat template writes it. */
     const promptTokens = (items: ReadonlyArray<NodeLlamaCpp.ChatHistoryItem>) =>
       Either.try({
-        try: () => wrapper.generateContextState({ chatHistory: [...items] }).contextText.tokenize(model.tokenizer).length,
+        try: () => wrapper.generateContextState({ chatHistory: [...items] }).contextText.tokenize(model.tokenizer),
         catch: (error) => modelError(`the chat template of ${file} failed on this conversation: ${messageOf(error)}`, true)
       })
 
+    /**
+     * The prompt evaluated into the sequence `chunk` tokens at a time, from where it differs from
+     * what the sequence holds (the previous answer's prompt is mostly a prefix of this one), all but
+     * its last token: `LlamaChat` then finds it in place. node-llama-cpp checks the abort signal only
+     * between generated tokens, so without this a long prompt would be evaluated to its end after
+     * an interruption; now an interruption waits for one chunk at most.
+     */
+    const preload = async (tokens: ReadonlyArray<NodeLlamaCpp.Token>, signal: AbortSignal) => {
+      const prefix = tokens.slice(0, -1)
+      await sequence.adaptStateToTokens(prefix, false)
+      for (let at = sequence.nextTokenIndex; at < prefix.length && !signal.aborted; at += chunk) {
+        await sequence.evaluateWithoutGeneratingNewTokens(prefix.slice(at, at + chunk))
+      }
+    }
+
     /** One generation; interrupting it aborts llama.cpp's loop and waits until it has stopped. */
-    const sample = (items: Array<NodeLlamaCpp.ChatHistoryItem>, grammar: NodeLlamaCpp.LlamaGrammar, seed: number | undefined) =>
+    const sample = (
+      items: Array<NodeLlamaCpp.ChatHistoryItem>,
+      tokens: ReadonlyArray<NodeLlamaCpp.Token>,
+      grammar: NodeLlamaCpp.LlamaGrammar,
+      seed: number | undefined
+    ) =>
       Effect.async<{ readonly response: NodeLlamaCpp.LlamaChatResponse; readonly output: number }, LanguageModel.ModelError>((resume) => {
         const controller = new AbortController()
         let output = 0
-        const generation = chat.generateResponse(items, {
+        // An aborted signal makes `generateResponse` reject at once.
+        const generation = preload(tokens, controller.signal).then(() => chat.generateResponse(items, {
           grammar,
           signal: controller.signal,
           maxTokens,
@@ -385,10 +410,10 @@ export const make = (input: Input): Effect.Effect<Model, InvalidConfig | LoadErr
           minP: 0.05,
           repeatPenalty: false,
           tokenBias: bias,
-          onToken: (tokens) => {
-            output += tokens.length
+          onToken: (generated) => {
+            output += generated.length
           }
-        })
+        }))
         generation.then(
           (response) => resume(Effect.succeed({ response, output })),
           (error) => resume(Effect.fail(modelError(`llama.cpp failed while answering: ${explain(error)}`)))
@@ -405,14 +430,15 @@ export const make = (input: Input): Effect.Effect<Model, InvalidConfig | LoadErr
       Effect.gen(function*() {
         const grammar = yield* grammarFor(request.tools)
         const items = history(Conversation.turns(request))
-        const prompt = yield* promptTokens(items)
+        const tokens = yield* promptTokens(items)
+        const prompt = tokens.length
         if (prompt + maxTokens > contextSize) {
           return yield* modelError(
             `the prompt is ${prompt} tokens and an answer may take ${maxTokens} more, past the context of ${contextSize} tokens: raise the context size (--context), or lower --prompt-budget or --max-output-tokens`
           )
         }
         const seed = cfg.seed === undefined ? undefined : (cfg.seed + hash(JSON.stringify(items))) >>> 0
-        const { output, response } = yield* lock.withPermits(1)(sample(items, grammar, seed))
+        const { output, response } = yield* lock.withPermits(1)(sample(items, tokens, grammar, seed))
         return {
           text: response.response,
           toolCalls: [],

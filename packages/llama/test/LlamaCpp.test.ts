@@ -167,6 +167,19 @@ describe("LlamaCpp", () => {
       assert.isTrue(Date.now() - started < 10_000)
     }), 30_000)
 
+  it.scopedLive("interrupting while a long prompt is evaluated stops within one chunk of it", () =>
+    Effect.gen(function*() {
+      // 20,000 characters: as many byte tokens, some ten seconds of evaluation on one thread here.
+      const llm = yield* LlamaCpp.make({ ...tiny, contextSize: 32_768, maxTokens: 1_000 })
+      const fiber = yield* Effect.fork(llm.generate(request(shaped, "ponder. ".repeat(2_500))))
+      yield* Effect.sleep(Duration.millis(500))
+      const interrupting = Date.now()
+      const exit = yield* Fiber.interrupt(fiber)
+      const stopped = Date.now() - interrupting
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.isTrue(stopped < 1_000, `stopped after ${stopped} ms`)
+    }), 30_000)
+
   it.scopedLive("a prompt that does not fit the context is a ModelError saying what to change", () =>
     Effect.gen(function*() {
       const llm = yield* LlamaCpp.make({ ...tiny, contextSize: 1024, maxTokens: 256 })
