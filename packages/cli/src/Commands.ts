@@ -139,6 +139,7 @@ interface Flags {
   readonly concurrency: Option.Option<string>
   readonly cluster: boolean
   readonly failover: Option.Option<string>
+  readonly drain: Option.Option<string>
   /** Each `--mcp NAME=COMMAND|URL` given. */
   readonly mcp: ReadonlyArray<string>
 }
@@ -168,6 +169,7 @@ const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
     concurrency: text("concurrency"),
     cluster: on("cluster"),
     failover: text("failover"),
+    drain: text("drain"),
     mcp: line.lists.get("mcp") ?? []
   }
 }
@@ -642,6 +644,7 @@ const worker = (flags: Flags) =>
     if (Option.isNone(flags.port)) return yield* new UsageError({ message: "rx worker needs --port N: the port it listens on, which the other workers reach it at" })
     const port = yield* count("port", flags.port, 1, 65_535, 0)
     const concurrency = yield* count("concurrency", flags.concurrency, 1, 1_000, 4)
+    const drain = yield* count("drain", flags.drain, 0, 3_600, 15)
     const host = yield* workerHost(flags)
     const volume = yield* Postgres.volume(Workspaces, workspace)
     const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file])
@@ -649,7 +652,7 @@ const worker = (flags: Flags) =>
     const workspaces = Layer.unwrapEffect(Effect.map(Toolbox.Toolbox, (toolbox) => Workspaces.layerShared({ root: volume.root, tools: toolbox.registry }))).pipe(
       Layer.provide(Toolbox.layer(toolsConfig))
     )
-    const running = Workers.layer({ url: db.file, host, port, concurrency, failoverMs }).pipe(
+    const running = Workers.layer({ url: db.file, host, port, concurrency, failoverMs, drainMs: drain * 1_000 }).pipe(
       Layer.provide(Layer.merge(Setup.modelLayer(v, model), workspaces)),
       Layer.mapError(Postgres.refused)
     )
@@ -657,7 +660,7 @@ const worker = (flags: Flags) =>
     yield* say([
       `rx worker: on ${host}:${port}, goals of ${db.label}, ${concurrency} at once, model ${model}`,
       `  workspace root ${volume.root} (volume ${volume.id}); failover ${failoverMs / 1_000} s`,
-      "  Ctrl-C or SIGTERM drains it: its goals have 15 s to end, then go on on the other workers"
+      `  Ctrl-C or SIGTERM drains it: its goals have ${drain} s to end, then go on on the other workers`
     ].join("\n"))
     yield* untilStopped
   }))

@@ -223,7 +223,7 @@ export const specs: ReadonlyArray<Spec> = [
     description: [
       "Joins the workers that share the Postgres log of --db (@effect/cluster): goals submitted with rx serve --cluster are spread over them, each run with this worker's model and tools in the goal's recorded workspace, and the goals of a worker that dies go on on the others after --failover seconds (an interrupted call that is not idempotent is recorded unknown, never run twice).",
       `Workspaces: every worker, and the rx serve --cluster that submits, must see the same workspace root (--workspace) at the same path: one volume mounted on every host, or all on one machine. The root holds the volume's id (${"`.rx-volume`"}, made once, hidden from the tools); a goal records it with its workspace, and a worker whose root has another id (the volume is not mounted there) refuses the goal and runs none of its tools.`,
-      "Workers talk to each other at --host:--port without authentication: keep them on a private network. SIGTERM or Ctrl-C drains the worker: the goals it runs have 15 s to end; those still running are then stopped, recorded, and go on on the other workers."
+      "Workers talk to each other at --host:--port without authentication: keep them on a private network. SIGTERM or Ctrl-C drains the worker: the goals it runs have --drain seconds to end; those still running are then stopped, recorded, and go on on the other workers."
     ].join("\n\n"),
     settings: ["db", ...model, "workspace", "tools", "noShell", "sandbox", "httpAllow"],
     flags: [
@@ -231,7 +231,8 @@ export const specs: ReadonlyArray<Spec> = [
       flag("allow-remote", "", "allow a --host other machines can reach"),
       flag("port", "N", "the port it listens on (required: each worker of a machine has its own)"),
       flag("concurrency", "N", "goals run at once on this worker (default 4)"),
-      failoverFlag
+      failoverFlag,
+      flag("drain", "SECONDS", "when stopped, how long its running goals may go on before they are stopped and go on elsewhere (default 15)")
     ]
   },
   {

@@ -63,7 +63,7 @@ const started = (args: ReadonlyArray<string>, env: Record<string, string>, ready
  * database, with the model at `baseUrl`; `submit` records a goal in a new folder of the shared
  * root, `events` follows one to its end.
  */
-const cluster = (baseUrl: string, workerCount = 2) =>
+const cluster = (baseUrl: string, workerCount = 2, workerFlags: ReadonlyArray<string> = []) =>
   Effect.gen(function*() {
     const { url } = yield* Database.TestDatabase
     const root = mkdtempSync(join(tmpdir(), "rx-cluster-"))
@@ -74,7 +74,7 @@ const cluster = (baseUrl: string, workerCount = 2) =>
     const shared = ["--db", url, "--workspace", workspaces, "--sandbox", "none", "--failover", "5"]
     const worker = () =>
       Effect.flatMap(freePort, (port) =>
-        started(["worker", ...shared, "--port", String(port), "--base-url", baseUrl, "--model", "fake"], env, /rx worker: on/))
+        started(["worker", ...shared, ...workerFlags, "--port", String(port), "--base-url", baseUrl, "--model", "fake"], env, /rx worker: on/))
     const workers = yield* Effect.forEach(Array.from({ length: workerCount }), worker)
     const server = yield* started(["serve", "--cluster", "--port", "0", ...shared], env, /listening on (http:\/\/\S+)/)
     const base = /listening on (http:\/\/\S+)/.exec(server.output().stdout)?.[1] ?? ""
@@ -132,15 +132,15 @@ describe("rx worker and rx serve --cluster", () => {
 
   it.scopedLive("SIGTERM drains a worker: what it runs past the drain time is recorded and finished by the other", () =>
     Effect.gen(function*() {
-      // Slow answers and long goals (a file per step, 12 steps: about 18 s, past the 15 s drain).
+      // Slow answers and long goals (a file per step, 6 steps: about 9 s, past the 2 s drain).
       const model = yield* busyModel(1_500, (body) => {
         const messages = messagesOf(body)
         const steps = messages.filter((m) => m.role === "tool").length
-        if (steps >= 12) return call("done", { summary: "finished" })
+        if (steps >= 6) return call("done", { summary: "finished" })
         const name = /write (\S+)\.txt/.exec(messages.map((m) => (typeof m.content === "string" ? m.content : "")).join("\n"))?.[1] ?? "none"
         return call("write_file", { path: `${name}-${steps}.txt`, content: `step ${steps}` })
       })
-      const { events, submit, workers, workspaces } = yield* cluster(model.baseUrl)
+      const { events, submit, workers, workspaces } = yield* cluster(model.baseUrl, 2, ["--drain", "2"])
       const names = Array.from({ length: 6 }, (_, i) => `q${i}`)
       const goalIds = yield* Effect.forEach(names, (name) => submit(`write ${name}.txt`, name))
       // Every goal has asked the model once: each is running somewhere. Then one worker is stopped.
@@ -161,7 +161,7 @@ describe("rx worker and rx serve --cluster", () => {
       }
       // The stopped worker had goals: each recorded its shutdown, and the other worker finished it.
       expect(handedOver).toBeGreaterThan(0)
-      for (const name of names) expect(readFileSync(join(workspaces, name, `${name}-11.txt`), "utf8")).toBe("step 11")
+      for (const name of names) expect(readFileSync(join(workspaces, name, `${name}-5.txt`), "utf8")).toBe("step 5")
     }).pipe(Effect.provide(Database.layer)), 180_000)
 
   it.scopedLive("a cluster's goal runs only on its volume: not by a plain rx serve, not by rx resume elsewhere; a worker started later runs it", () =>

@@ -60,6 +60,12 @@ export const WorkerConfig = Schema.Struct({
    * holds one connection for leases.
    */
   concurrency: Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => 8 }),
+  /**
+   * How long a worker that is stopped (its Layer closed: SIGTERM) lets the goals it runs go on
+   * before it interrupts them (`ShardingConfig.entityTerminationTimeout`). An interrupted goal
+   * records the call in flight and `Suspended(shutdown)`, and goes on on another worker.
+   */
+  drainMs: Schema.optionalWith(Schema.Int.pipe(Schema.nonNegative()), { default: () => 15_000 }),
   /** The host other workers reach this one at. */
   host: Schema.NonEmptyString,
   /** The port other workers reach this one at (it listens there). */

@@ -50,7 +50,10 @@ export const drive = (goalId: string): Effect.Effect<void, StateStore.StoreError
   )
 
 /** The cluster's settings from ours; every field is set here, nothing is read from the environment. */
-const shardingConfig = (config: Config.ClientConfig, runner: Option.Option<{ host: string; port: number; listenHost?: string | undefined }>) =>
+const shardingConfig = (
+  config: Config.ClientConfig,
+  runner: Option.Option<{ host: string; port: number; listenHost?: string | undefined; drainMs: number }>
+) =>
   ShardingConfig.layer({
     ...ShardingConfig.defaults,
     runnerAddress: Option.map(runner, ({ host, port }) => RunnerAddress.make(host, port)),
@@ -62,7 +65,8 @@ const shardingConfig = (config: Config.ClientConfig, runner: Option.Option<{ hos
     shardLockExpiration: Duration.millis(config.failoverMs),
     shardLockRefreshInterval: Duration.millis(Math.max(1, Math.floor(config.failoverMs / 3))),
     refreshAssignmentsInterval: Duration.millis(config.refreshAssignmentsMs),
-    entityMessagePollInterval: Duration.millis(config.pollMs)
+    entityMessagePollInterval: Duration.millis(config.pollMs),
+    entityTerminationTimeout: Option.match(runner, { onNone: () => ShardingConfig.defaults.entityTerminationTimeout, onSome: ({ drainMs }) => Duration.millis(drainMs) })
   })
 
 /** The cluster's own pool: its statements never wait behind the log's, nor the log's behind its. */
