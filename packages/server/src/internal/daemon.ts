@@ -45,13 +45,18 @@ type Requirements = HttpServer.HttpServer | StateStore.StateStore | Toolbox.Tool
 export type Run<R> = (goalId: string, root: string) => Effect.Effect<void, never, R>
 
 /** Run one goal here, with the server's model and the tools of its recorded workspace. */
-export const here: Run<StateStore.StateStore | LanguageModel.LanguageModel | Toolbox.Toolbox | FileSystem.FileSystem | Path.Path> = (goalId, root) =>
+export const here: Run<StateStore.StateStore | LanguageModel.LanguageModel | Toolbox.Toolbox | FileSystem.FileSystem | Path.Path> = (
+  goalId,
+  root
+) =>
   Effect.gen(function*() {
     const state = yield* Runner.restore(goalId)
     if (state.seq === 0 || state.terminated !== null) return
     // A goal recorded for a cluster's workspace volume is the cluster's workers' to run (@rx/cluster).
     const volume = state.options.metadata["volume"]
-    if (volume !== undefined) return yield* Effect.logWarning(`goal ${goalId} is not run here: it was submitted to a cluster (workspace volume ${String(volume)}), whose workers run it`)
+    if (volume !== undefined) {
+      return yield* Effect.logWarning(`goal ${goalId} is not run here: it was submitted to a cluster (workspace volume ${String(volume)}), whose workers run it`)
+    }
     const workspace = yield* Workspace.recorded(root, state.options.metadata["workspace"])
     if (workspace === undefined) {
       return yield* Effect.logWarning(`goal ${goalId} is not run here: its workspace is not a folder inside ${root}`)
