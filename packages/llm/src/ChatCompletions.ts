@@ -4,7 +4,7 @@
  * kernel's `Request` (and nothing else), and the mapping of the answer back to a `Response`.
  * Tool call arguments are passed through as raw text: the kernel decodes and validates them.
  */
-import { Issues, LanguageModel, Tool } from "@rx/kernel"
+import { Issues, JsonAction, LanguageModel, Tool } from "@rx/kernel"
 import { Either, Schema } from "effect"
 
 // ---------------------------------------------------------------------------------------------
@@ -247,54 +247,13 @@ const containsRef = (value: unknown): boolean =>
     : false
 
 /** What JSON mode adds to the system prompt: the answer's form and the tools (not sent as `tools`). */
-export const jsonModeInstructions = (tools: ReadonlyArray<Tool.Spec>): string =>
-  [
-    "Answer with exactly one JSON object and nothing else, of this form:",
-    `{"thought": "<brief reasoning>", "tool": "<tool name>", "input": {<the tool's arguments>}}`,
-    "The tools, each with the JSON Schema of its input:",
-    ...tools.map((tool) => `- ${tool.name}: ${tool.description}\n  input: ${JSON.stringify(tool.parameters)}`)
-  ].join("\n")
-
-/** An earlier tool call written back as the JSON action the model would have answered. */
-const renderAction = (thought: string, call: LanguageModel.ToolCall): string => {
-  const input = Either.match(Schema.decodeUnknownEither(Schema.parseJson())(call.arguments), {
-    onLeft: () => JSON.stringify(call.arguments),
-    onRight: (parsed) => JSON.stringify(parsed)
-  })
-  const prefix = thought === "" ? "" : `"thought":${JSON.stringify(thought)},`
-  return `{${prefix}"tool":${JSON.stringify(call.name)},"input":${input}}`
-}
+export const jsonModeInstructions = JsonAction.instructions
 
 /** The messages of a JSON-mode request: no `tool` roles, consecutive same roles merged. */
-const jsonMessages = (messages: ReadonlyArray<LanguageModel.Message>): Array<Message> => {
-  const out: Array<{ role: "user" | "assistant"; content: string }> = []
-  const push = (role: "user" | "assistant", content: string) => {
-    const last = out[out.length - 1]
-    if (last !== undefined && last.role === role) last.content = `${last.content}\n\n${content}`
-    else out.push({ role, content })
-  }
-  for (const message of messages) {
-    switch (message.role) {
-      case "user":
-        push("user", message.content)
-        break
-      case "assistant":
-        push(
-          "assistant",
-          message.toolCalls.length === 0
-            ? message.content
-            : message.toolCalls.map((call, i) => renderAction(i === 0 ? message.content : "", call)).join("\n")
-        )
-        break
-      case "tool":
-        push("user", `Result of ${message.name}:\n${message.content}`)
-        break
-    }
-  }
-  return out.map((message) => message.role === "user"
-    ? { role: "user", content: message.content }
-    : { role: "assistant", content: message.content })
-}
+const jsonMessages = (messages: ReadonlyArray<LanguageModel.Message>): Array<Message> =>
+  JsonAction.turns(messages).map((turn) => turn.role === "user"
+    ? { role: "user", content: turn.content }
+    : { role: "assistant", content: turn.content })
 
 /** The messages of a native-tools request, one for one. */
 const toolMessages = (messages: ReadonlyArray<LanguageModel.Message>): Array<Message> =>
