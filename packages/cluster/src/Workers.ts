@@ -17,7 +17,7 @@ import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import type { SocketServerError } from "@effect/platform/SocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Duration, Effect, Layer, Option, Redacted, Schedule } from "effect"
+import { Cause, Duration, Effect, ExecutionStrategy, Exit, Layer, Option, Redacted, Schedule, Scope } from "effect"
 import { type LanguageModel, Runner, StateStore, type ToolRegistry } from "@rx/kernel"
 import { PgStore } from "@rx/store-pg"
 import * as Config from "./Config.js"
@@ -81,17 +81,36 @@ const pool = (config: Config.ClientConfig, applicationName: string) =>
 const store = (config: Config.ClientConfig, settings: Config.WorkerConfig["store"]) =>
   PgStore.layer({ ...settings, url: config.url, maxConnections: config.maxConnections })
 
+/** An error's message, with that of its cause (a `SqlError`'s is the database's own). */
+const reason = (error: unknown): string =>
+  error instanceof Error
+    ? error.cause instanceof Error ? `${error.message}: ${error.cause.message}` : error.message
+    : String(error)
+
+/** How often opening the cluster's tables is tried again, and how soon. */
+const reopen = Schedule.exponential("100 millis").pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(5)))
+
 /**
  * The cluster's message and runner storage, on the same database (tables `cluster_*`). Their
- * tables are created with `CREATE TABLE IF NOT EXISTS` and no lock, which Postgres may refuse to
- * one of two processes doing it at once on a new database: tried again shortly.
+ * migrations create tables with `CREATE TABLE IF NOT EXISTS` and no lock, which Postgres refuses
+ * to one of two processes doing it at once on a new database ("duplicate key value violates unique
+ * constraint pg_type_typname_nsp_index"), and @effect/cluster turns that into a defect: each
+ * attempt gets a scope of its own, closed when it fails, and a death is tried again as a failure.
  */
 const storage = (config: Config.ClientConfig) => {
-  const failed = (error: { readonly message: string }) =>
-    new StateStore.StoreError({ message: `opening the cluster's tables in ${PgStore.describe(config.url)} failed: ${error.message}` })
-  return Layer.merge(Layer.mapError(SqlMessageStorage.layer, failed), Layer.mapError(SqlRunnerStorage.layer, failed)).pipe(
-    Layer.retry(Schedule.exponential("100 millis").pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(4))))
-  )
+  const failed = (message: string) =>
+    new StateStore.StoreError({ message: `opening the cluster's tables in ${PgStore.describe(config.url)} failed: ${message}` })
+  const open = Layer.merge(SqlMessageStorage.layer, SqlRunnerStorage.layer)
+  return Layer.scopedContext(Effect.gen(function*() {
+    const scope = yield* Effect.scope
+    const attempt = Effect.flatMap(Scope.fork(scope, ExecutionStrategy.sequential), (child) =>
+      Layer.buildWithScope(open, child).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.zipRight(Scope.close(child, Exit.void), Effect.fail(failed(reason(Cause.squash(cause)))))
+        )
+      ))
+    return yield* Effect.retry(attempt, reopen)
+  }))
 }
 
 /**

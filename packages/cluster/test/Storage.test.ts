@@ -1,6 +1,8 @@
 /**
  * Workers and clients starting at once on a new database all open the log's and the cluster's
- * tables (@effect/cluster creates its own with `CREATE TABLE IF NOT EXISTS` and no lock).
+ * tables. @effect/cluster creates its own with `CREATE TABLE IF NOT EXISTS` and no lock, which
+ * Postgres refuses to one of two processes racing ("duplicate key value violates unique
+ * constraint"): seen in CI, and here with the two cores kept busy, before the open was retried.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -18,8 +20,10 @@ const open = (url: string) =>
 describe("the cluster's storage", () => {
   it.scoped("six processes opening a new database at once all start", () =>
     Effect.gen(function*() {
-      const { url } = yield* TestDatabase.fresh
-      const outputs = yield* Effect.forEach(Array.from({ length: 6 }), () => open(url), { concurrency: "unbounded" })
-      expect(outputs.filter((output) => output !== "OPEN")).toEqual([])
+      for (let round = 0; round < 2; round++) {
+        const { url } = yield* TestDatabase.fresh
+        const outputs = yield* Effect.forEach(Array.from({ length: 6 }), () => open(url), { concurrency: "unbounded" })
+        expect(outputs.filter((output) => output !== "OPEN")).toEqual([])
+      }
     }), 120_000)
 })
