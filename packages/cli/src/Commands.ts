@@ -236,21 +236,8 @@ const run = (flags: Flags) =>
       )
     })))
 
-/** The recorded settings a resume compares against, and what it runs with. */
-const recordedKeys = [
-  "workspace",
-  "sandbox",
-  "baseUrl",
-  "model",
-  "mode",
-  "modelFile",
-  "threads",
-  "context",
-  "seed",
-  "temperature",
-  "maxOutputTokens",
-  "httpAllow"
-] as const
+/** The recorded settings a resume compares against, and what it runs with: all but the tools, which are the goal's own. */
+const recordedKeys = Object.keys(Settings.Recorded.fields).filter((key): key is Exclude<keyof Settings.Recorded, "tools"> => key !== "tools")
 
 const resume = (flags: Flags) =>
   local(flags, (server) => Remote.resume(server, flags.goalId), withLog(dbFlag(flags.settings), "write")((db) =>

@@ -7,9 +7,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { freePort } from "../../cluster/test/processes.js"
 import * as FakeServer from "../../llm/test/FakeServer.js"
 import * as Database from "../../store-pg/test/database.js"
 import { busyModel, jsonLines, rx, start, until } from "./helpers.js"
@@ -36,15 +36,6 @@ const answer = (body: unknown) => {
   const name = /write (\S+\.txt)/.exec(goal)?.[1] ?? "none.txt"
   return call("write_file", { path: name, content: `written for ${name}` })
 }
-
-const freePort = Effect.async<number>((resume) => {
-  const server = createServer()
-  server.listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    server.close(() => resume(Effect.succeed(port)))
-  })
-})
 
 /** Start `rx args`, killed with the scope; resolves once its stdout matches `ready`. */
 const started = (args: ReadonlyArray<string>, env: Record<string, string>, ready: RegExp) =>

@@ -19,6 +19,8 @@ export interface Exit {
 export interface Child {
   readonly pid: number
   readonly stdout: () => string
+  /** What it printed on stdout, then on stderr. */
+  readonly output: () => string
   /** Wait until stdout holds `text` (fails with what was printed if the child exits first or time runs out). */
   readonly waitFor: (text: string, timeoutMs?: number) => Effect.Effect<void, Error>
   /** Write a line to its stdin. */
@@ -28,11 +30,14 @@ export interface Child {
 }
 
 /** Start `node child.mjs <args>`; SIGKILLed with the scope if still running. */
-export const start = (args: ReadonlyArray<string>): Effect.Effect<Child, never, Scope.Scope> =>
+export const start = (args: ReadonlyArray<string>): Effect.Effect<Child, never, Scope.Scope> => startScript(script, args)
+
+/** Start `node <file> <args>` (a fixture of this package or another's); SIGKILLed with the scope if still running. */
+export const startScript = (file: string, args: ReadonlyArray<string>): Effect.Effect<Child, never, Scope.Scope> =>
   Effect.gen(function*() {
     const exited = yield* Deferred.make<Exit>()
     const proc = yield* Effect.acquireRelease(
-      Effect.sync(() => spawn(process.execPath, [script, ...args], { stdio: ["pipe", "pipe", "pipe"] })),
+      Effect.sync(() => spawn(process.execPath, [file, ...args], { stdio: ["pipe", "pipe", "pipe"] })),
       (proc) => Effect.sync(() => proc.exitCode === null && proc.signalCode === null && proc.kill("SIGKILL"))
     )
     let stdout = ""
@@ -65,6 +70,7 @@ export const start = (args: ReadonlyArray<string>): Effect.Effect<Child, never, 
     return {
       pid: proc.pid ?? -1,
       stdout: () => stdout,
+      output: () => `${stdout}${stderr}`,
       waitFor: (text, timeoutMs = 20_000) =>
         seen(text).pipe(
           Effect.timeoutFail({ duration: timeoutMs, onTimeout: () => new Error(`no ${text} within ${timeoutMs} ms:\n${stdout}${stderr}`) })
