@@ -6,7 +6,7 @@
  * a goal that cannot go on now (the model unreachable, a call awaiting approval, a shutdown)
  * is suspended, recorded and open, rather than ended.
  */
-import { Clock, Deferred, Effect, Either, Option, Schedule, Schema, type Scope, Stream } from "effect"
+import { Clock, Deferred, Effect, Either, Option, Schedule, Schema, type Scope } from "effect"
 import * as Action from "./Action.js"
 import * as Answer from "./Answer.js"
 import * as Behaviour from "./Behaviour.js"
@@ -17,7 +17,7 @@ import * as LanguageModel from "./LanguageModel.js"
 import * as Options from "./Options.js"
 import * as Prompt from "./Prompt.js"
 import * as State from "./State.js"
-import { StateStore, StoreError } from "./StateStore.js"
+import { first, StateStore, StoreError } from "./StateStore.js"
 import * as Termination from "./Termination.js"
 import * as Tool from "./Tool.js"
 import { ToolRegistry } from "./ToolRegistry.js"
@@ -431,7 +431,7 @@ const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.T
     // seq, until the run ends; meanwhile a cancel is still seen at the next commit.
     const cancelled = yield* Deferred.make<void>()
     const from = state.seq
-    yield* Effect.suspend(() => Stream.runDrain(Stream.take(store.changes(goalId, from, ["CancelRequested"]), 1))).pipe(
+    yield* Effect.suspend(() => first(store, goalId, from, ["CancelRequested"])).pipe(
       Effect.tapError((error) => Effect.logWarning(`goal ${goalId}: following the log for cancel requests failed (${error.message}); following it again`)),
       Effect.retry(watchAgain),
       Effect.zipRight(Deferred.succeed(cancelled, undefined)),

@@ -68,6 +68,17 @@ export interface Service {
     fromSeq: number,
     tags?: ReadonlyArray<Event.Event["_tag"]>
   ) => Stream.Stream<Event.Event, StoreError>
+  /**
+   * Optional: the goal's first event of one of the `tags` kinds at or after `fromSeq`, stored or
+   * else the next one appended (it waits for it). Use it through `StateStore.first`, which falls
+   * back to `changes` for a store without it: a Stream costs a few hundred µs to start, and a
+   * runner waits this way once per run (for a cancel request).
+   */
+  readonly first?: (
+    goalId: string,
+    fromSeq: number,
+    tags: ReadonlyArray<Event.Event["_tag"]>
+  ) => Effect.Effect<Event.Event, StoreError>
   /** The latest snapshot of the goal's State, if the store keeps them. */
   readonly snapshot: (goalId: string) => Effect.Effect<Option.Option<Snapshot>, StoreError>
   /**
@@ -85,6 +96,23 @@ export interface Service {
 }
 
 export class StateStore extends Context.Tag("@rx/kernel/StateStore")<StateStore, Service>() {}
+
+/**
+ * The goal's first event of one of the `tags` kinds at or after `fromSeq`, waiting for it: the
+ * store's own `first` when it has one, otherwise the head of its `changes`.
+ */
+export const first = (
+  store: Service,
+  goalId: string,
+  fromSeq: number,
+  tags: ReadonlyArray<Event.Event["_tag"]>
+): Effect.Effect<Event.Event, StoreError> =>
+  store.first !== undefined
+    ? store.first(goalId, fromSeq, tags)
+    : Effect.flatMap(Stream.runHead(store.changes(goalId, fromSeq, tags)), (head) =>
+      Option.isSome(head)
+        ? Effect.succeed(head.value)
+        : Effect.fail(new StoreError({ message: `goal ${goalId}: the store's changes stream ended, which a log's never does`, goalId })))
 
 /** Check that a batch continues the log at `expectedSeq` for `goalId`. */
 export const validateBatch = (
@@ -117,6 +145,23 @@ export const makeMemory = Effect.gen(function*() {
   const leased = new Set<string>()
   /** Open `changes` streams; each append offers them the events they asked for. */
   const watchers = new Set<{ readonly goalId: string; readonly wants: (e: Event.Event) => boolean; readonly queue: Queue.Queue<Event.Event> }>()
+  /**
+   * Watch the goal for events of `tags` kinds (all without) and read what is stored from
+   * `fromSeq`, in one step: no append falls between the two. Returns the stored ones, and the
+   * queue that gets each one appended after them (`later` keeps those from `fromSeq`).
+   */
+  const watch = (goalId: string, fromSeq: number, tags: ReadonlyArray<string> | undefined) =>
+    Effect.flatMap(Queue.unbounded<Event.Event>(), (queue) => {
+      const wants = (e: Event.Event) => tags === undefined || tags.includes(e._tag)
+      const watcher = { goalId, wants, queue }
+      return Effect.acquireRelease(
+        Effect.sync(() => {
+          watchers.add(watcher)
+          return { stored: (logs.get(goalId) ?? []).slice(fromSeq).filter(wants), queue, later: (e: Event.Event) => e.seq >= fromSeq }
+        }),
+        () => Effect.zipRight(Effect.sync(() => watchers.delete(watcher)), Queue.shutdown(queue))
+      )
+    })
 
   return StateStore.of({
     append: (goalId, expectedSeq, events) =>
@@ -148,23 +193,11 @@ export const makeMemory = Effect.gen(function*() {
         return query.limit === undefined ? all : all.slice(0, query.limit)
       }),
     changes: (goalId, fromSeq, tags) =>
-      Stream.unwrapScoped(
-        Effect.gen(function*() {
-          const wants = (e: Event.Event) => tags === undefined || tags.includes(e._tag)
-          // Watch before reading what is stored, so no append falls between the two.
-          const watcher = { goalId, wants, queue: yield* Queue.unbounded<Event.Event>() }
-          yield* Effect.acquireRelease(
-            Effect.sync(() => watchers.add(watcher)),
-            () => Effect.zipRight(Effect.sync(() => watchers.delete(watcher)), Queue.shutdown(watcher.queue))
-          )
-          const stored = (logs.get(goalId) ?? []).slice(fromSeq)
-          const after = fromSeq + stored.length
-          return Stream.concat(
-            Stream.fromIterable(stored.filter(wants)),
-            Stream.fromQueue(watcher.queue).pipe(Stream.filter((e) => e.seq >= after))
-          )
-        })
-      ),
+      Stream.unwrapScoped(Effect.map(watch(goalId, fromSeq, tags), ({ later, queue, stored }) =>
+        Stream.concat(Stream.fromIterable(stored), Stream.filter(Stream.fromQueue(queue), later)))),
+    first: (goalId, fromSeq, tags) =>
+      Effect.scoped(Effect.flatMap(watch(goalId, fromSeq, tags), ({ later, queue, stored }) =>
+        stored.length > 0 ? Effect.succeed(stored[0] as Event.Event) : Effect.repeat(Queue.take(queue), { until: later }))),
     snapshot: () => Effect.succeed(Option.none()),
     lease: (goalId) =>
       Effect.acquireRelease(

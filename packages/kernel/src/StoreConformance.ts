@@ -9,7 +9,7 @@ import { Chunk, Effect, Either, Exit, Fiber, Option, Schema, Scope, Stream } fro
 import * as Event from "./Event.js"
 import * as Options from "./Options.js"
 import * as State from "./State.js"
-import { StateStore } from "./StateStore.js"
+import { first, StateStore } from "./StateStore.js"
 
 /** A store broke the contract. */
 export class ConformanceFailure extends Schema.TaggedError<ConformanceFailure>()("@rx/kernel/ConformanceFailure", {
@@ -179,6 +179,28 @@ export const cases: ReadonlyArray<Case> = [
       const seen = Chunk.toReadonlyArray(yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds")))
       yield* same(seen.map((e) => e.seq), [1, 2, 3, 4], "seqs seen by changes")
       yield* check(seen.every((e) => e.goalId === goalId), "changes must hold only the goal's events")
+    })
+  },
+  {
+    name: "first gives the first stored event of the kinds from a seq, or waits for the next one appended",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const goalId = freshGoal("first")
+      const log = sampleLog(goalId)
+      yield* store.append(goalId, 0, log.slice(0, 3))
+      const stored = yield* first(store, goalId, 1, ["ToolStarted", "ModelResponded"]).pipe(Effect.timeout("10 seconds"))
+      yield* same([stored.goalId, stored.seq], [goalId, 1], "the first stored event of the kinds")
+      // From a seq past the stored one of that kind: the next one appended, not an older one.
+      const fiber = yield* Effect.fork(first(store, goalId, 2, ["ModelResponded", "Terminated"]))
+      yield* Effect.sleep("20 millis")
+      yield* store.append(goalId, 3, log.slice(3, 4))
+      const noise = freshGoal("noise")
+      yield* store.append(noise, 0, sampleLog(noise).slice(0, 6))
+      yield* Effect.sleep("20 millis")
+      yield* check(fiber.unsafePoll() === null, "first must wait while no event of the kinds is appended to the goal")
+      yield* store.append(goalId, 4, log.slice(4, 6))
+      const appended = yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
+      yield* same([appended.goalId, appended.seq, appended._tag], [goalId, 5, "Terminated"], "the first appended event of the kinds")
     })
   }
 ]

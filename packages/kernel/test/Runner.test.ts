@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Ref, Schema, Stream } from "effect"
+import { Deferred, Effect, Fiber, Layer, Ref, Schema } from "effect"
 import { Event, LanguageModel, Options, Prompt, Replay, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { echo, endsOnce, eventsOf, flaky, layers, runGoal, tags } from "./fixtures.js"
 
@@ -239,14 +239,14 @@ describe("Runner: cancellation", () => {
       expect((yield* Replay.verify(events)).reason).toBe("cancelled")
     }).pipe(Effect.provide(StateStore.layerMemory)))
 
-  it.live("a store whose changes fail at first: the watcher follows the log again, and a cancel still ends the call in flight", () =>
+  it.live("a store that fails to follow the log at first: the watcher follows it again, and a cancel still ends the call in flight", () =>
     Effect.gen(function*() {
       const memory = yield* StateStore.makeMemory
       let failures = 0
       const failing: StateStore.StateStore["Type"] = {
         ...memory,
-        changes: (goalId, fromSeq, kinds) =>
-          failures++ < 3 ? Stream.fail(new StateStore.StoreError({ message: "connection lost" })) : memory.changes(goalId, fromSeq, kinds)
+        first: (goalId, fromSeq, kinds) =>
+          failures++ < 3 ? new StateStore.StoreError({ message: "connection lost" }) : StateStore.first(memory, goalId, fromSeq, kinds)
       }
       const started = yield* Deferred.make<void>()
       const slowTool = hourLong(started)

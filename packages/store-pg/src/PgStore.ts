@@ -229,30 +229,41 @@ export const makeWithClient = (
         Effect.flatMap((found) => Effect.forEach(found, decodeSummary))
       )
 
-    const changes: Service["changes"] = (goalId, fromSeq, tags) =>
-      Stream.unwrapScoped(
-        Effect.gen(function*() {
-          // Listen before the first read, so no commit falls between the two.
-          const wakeups = yield* listener.subscribe
-          const ours = Effect.repeat(Queue.take(wakeups), { until: (id) => id === goalId || id === null })
-          /** The events after `cursor` (only the kinds asked for: the query filters them) and the new cursor. */
-          const read = (cursor: number) =>
-            tags === undefined
-              ? Effect.map(load(goalId, cursor), (events) => ({ events, end: cursor + events.length }))
-              : loadTagged(goalId, cursor, tags)
-          return Stream.paginateChunkEffect(fromSeq, (cursor) =>
-            Effect.gen(function*() {
-              let batch = yield* read(cursor)
-              while (batch.end === cursor) {
-                // Nothing new: wait for a notification for this goal (or one that may concern any).
-                yield* ours
-                yield* Queue.takeAll(wakeups)
-                batch = yield* read(cursor)
-              }
-              return [Chunk.unsafeFromArray(batch.events), Option.some(batch.end)] as const
-            }))
+    /**
+     * Follow the goal from `fromSeq` while the scope is open: each run of the returned Effect
+     * gives the next events of `tags` kinds (all without), at least one, waiting for them.
+     */
+    const follow = (goalId: string, fromSeq: number, tags: ReadonlyArray<string> | undefined) =>
+      Effect.gen(function*() {
+        // Listen before the first read, so no commit falls between the two.
+        const wakeups = yield* listener.subscribe
+        const ours = Effect.repeat(Queue.take(wakeups), { until: (id) => id === goalId || id === null })
+        /** The events after `cursor` (only the kinds asked for: the query filters them) and the new cursor. */
+        const read = (cursor: number) =>
+          tags === undefined
+            ? Effect.map(load(goalId, cursor), (events) => ({ events, end: cursor + events.length }))
+            : loadTagged(goalId, cursor, tags)
+        let cursor = fromSeq
+        return Effect.gen(function*() {
+          while (true) {
+            const batch = yield* read(cursor)
+            const moved = batch.end !== cursor
+            cursor = batch.end
+            if (batch.events.length > 0) return Chunk.unsafeFromArray(batch.events)
+            if (!moved) {
+              // Nothing new: wait for a notification for this goal (or one that may concern any).
+              yield* ours
+              yield* Queue.takeAll(wakeups)
+            }
+          }
         })
-      )
+      })
+
+    const changes: Service["changes"] = (goalId, fromSeq, tags) =>
+      Stream.unwrapScoped(Effect.map(follow(goalId, fromSeq, tags), Stream.repeatEffectChunk))
+
+    const first: NonNullable<Service["first"]> = (goalId, fromSeq, tags) =>
+      Effect.scoped(Effect.flatMap(follow(goalId, fromSeq, tags), (next) => Effect.map(next, Chunk.unsafeHead)))
 
     /** The latest snapshot, if it is of this rx's State version and usable; otherwise none (fold from the start). */
     const snapshot: Service["snapshot"] = (goalId) =>
@@ -338,7 +349,7 @@ export const makeWithClient = (
         )
       )
 
-    return StateStore.StateStore.of({ append, load, goal, goals, changes, snapshot, lease, runner })
+    return StateStore.StateStore.of({ append, load, goal, goals, changes, first, snapshot, lease, runner })
   })
 
 /** The `rx_goals` columns, named as `GoalSummary`'s fields, so a row decodes as one. */

@@ -338,50 +338,57 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
       )
     }
 
-    const changes: Service["changes"] = (goalId, fromSeq, tags) =>
-      Stream.unwrapScoped(
-        Effect.gen(function*() {
-          // Subscribe before the first read, so no append of this process falls in between.
-          const wakeups = yield* PubSub.subscribe(appended)
-          yield* startPolling
-          const ours = Effect.repeat(Queue.take(wakeups), { until: (woken) => woken === elsewhere || woken.goalId === goalId })
-          const wants = (event: Event.Event) => tags === undefined || tags.includes(event._tag)
-          let cursor = fromSeq
-          // Whether the log must be read from `cursor`: at first, and after commits not seen here.
-          let stale = true
-          const next = Effect.gen(function*() {
-            while (true) {
-              if (stale) {
-                const batch = yield* (tags === undefined ? loadAll(goalId, cursor) : loadTagged(goalId, cursor, tags))
-                stale = false
-                if (batch.end > cursor) {
-                  cursor = batch.end
-                  const wanted = batch.events.filter(wants)
-                  if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
-                }
+    /**
+     * Follow the goal from `fromSeq` while the scope is open: each run of the returned Effect
+     * gives the next events of `tags` kinds (all without), at least one, waiting for them.
+     */
+    const follow = (goalId: string, fromSeq: number, tags: ReadonlyArray<string> | undefined) =>
+      Effect.gen(function*() {
+        // Subscribe before the first read, so no append of this process falls in between.
+        const wakeups = yield* PubSub.subscribe(appended)
+        yield* startPolling
+        const ours = Effect.repeat(Queue.take(wakeups), { until: (woken) => woken === elsewhere || woken.goalId === goalId })
+        const wants = (event: Event.Event) => tags === undefined || tags.includes(event._tag)
+        let cursor = fromSeq
+        // Whether the log must be read from `cursor`: at first, and after commits not seen here.
+        let stale = true
+        return Effect.gen(function*() {
+          while (true) {
+            if (stale) {
+              const batch = yield* (tags === undefined ? loadAll(goalId, cursor) : loadTagged(goalId, cursor, tags))
+              stale = false
+              if (batch.end > cursor) {
+                cursor = batch.end
+                const wanted = batch.events.filter(wants)
+                if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
               }
-              // Wait for an append to this goal here, or for a commit elsewhere. This store's own
-              // appends hand their events over in order: only a gap, or another connection's
-              // commit, needs a read.
-              const woken = [yield* ours, ...(yield* Queue.takeAll(wakeups))]
-              const wanted: Array<Event.Event> = []
-              for (const wakeup of woken) {
-                if (wakeup === elsewhere) stale = true
-                if (stale) break
-                if (wakeup.goalId !== goalId || wakeup.from + wakeup.events.length <= cursor) continue
-                if (wakeup.from !== cursor) {
-                  stale = true
-                  break
-                }
-                for (const event of wakeup.events) if (wants(event)) wanted.push(event)
-                cursor = wakeup.from + wakeup.events.length
-              }
-              if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
             }
-          })
-          return Stream.repeatEffectChunk(next)
+            // Wait for an append to this goal here, or for a commit elsewhere. This store's own
+            // appends hand their events over in order: only a gap, or another connection's
+            // commit, needs a read.
+            const woken = [yield* ours, ...(yield* Queue.takeAll(wakeups))]
+            const wanted: Array<Event.Event> = []
+            for (const wakeup of woken) {
+              if (wakeup === elsewhere) stale = true
+              if (stale) break
+              if (wakeup.goalId !== goalId || wakeup.from + wakeup.events.length <= cursor) continue
+              if (wakeup.from !== cursor) {
+                stale = true
+                break
+              }
+              for (const event of wakeup.events) if (wants(event)) wanted.push(event)
+              cursor = wakeup.from + wakeup.events.length
+            }
+            if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
+          }
         })
-      )
+      })
+
+    const changes: Service["changes"] = (goalId, fromSeq, tags) =>
+      Stream.unwrapScoped(Effect.map(follow(goalId, fromSeq, tags), Stream.repeatEffectChunk))
+
+    const first: NonNullable<Service["first"]> = (goalId, fromSeq, tags) =>
+      Effect.scoped(Effect.flatMap(follow(goalId, fromSeq, tags), (next) => Effect.map(next, Chunk.unsafeHead)))
 
     /** The latest snapshot, if it is of this rx's State version and decodes; otherwise none (fold from the start). */
     const snapshot: Service["snapshot"] = (goalId) =>
@@ -501,7 +508,7 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
         return isRunning(holder, now, config.leaseTimeoutMs) ? Option.some(describeHolder(holder)) : Option.none()
       })
 
-    return StateStore.StateStore.of({ append, load, goal, goals, changes, snapshot, lease, runner })
+    return StateStore.StateStore.of({ append, load, goal, goals, changes, first, snapshot, lease, runner })
   })
 
 const selectLeaseSql = "SELECT host, pid, token, acquired_at, heartbeat_at FROM leases WHERE goal_id = ?"
