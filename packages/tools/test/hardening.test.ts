@@ -415,7 +415,7 @@ describe("errno classification", () => {
 })
 
 describe("edit_file beside a concurrent appender", () => {
-  it.live("every edit succeeds without losing an appended line, or is refused as stale", () =>
+  it.live("every edit succeeds without losing an appended line, is refused as stale, or reports the one write it could not keep", () =>
     Effect.gen(function*() {
       const { cleanup, config, ws } = setup()
       const file = path.join(ws, "log.txt")
@@ -437,6 +437,10 @@ describe("edit_file beside a concurrent appender", () => {
       let version = 0
       let succeeded = 0
       let stale = 0
+      // An append that opened the old file just before the rename and wrote after it, while the
+      // next append already reached the new file: POSIX has no compare-and-swap rename, so that
+      // write cannot be put back. The edit then reports it (its content stays) and nothing else.
+      let lost = 0
       // One registry for the whole loop, so that a read and the edit after it are close.
       yield* withTools(config, Effect.gen(function*() {
         while (appender.exitCode === null) {
@@ -452,14 +456,27 @@ describe("edit_file beside a concurrent appender", () => {
             succeeded++
           } else {
             expect(outcome.error.details, outcome.error.message).toMatchObject({ _tag: "@rx/tools/StaleFile" })
-            stale++
+            if (outcome.error.message.includes("that write is lost")) {
+              version++
+              lost++
+            } else {
+              stale++
+            }
           }
         }
       }))
       yield* exited
       const lines = fs.readFileSync(file, "utf8").split("\n").filter((line) => line !== "")
       expect(lines[0]).toBe(`version: ${version}`)
-      expect(lines.slice(1)).toEqual(Array.from({ length: appends }, (_, i) => `append ${i}`))
+      const all = Array.from({ length: appends }, (_, i) => `append ${i}`)
+      if (lost === 0) {
+        expect(lines.slice(1)).toEqual(all)
+      } else {
+        // In order, and no more missing than the edits reported (one append at a time is in flight).
+        const kept = lines.slice(1)
+        expect(kept).toEqual(all.filter((line) => kept.includes(line)))
+        expect(all.length - kept.length).toBeLessThanOrEqual(lost)
+      }
       // Both happened: edits that went through while lines kept coming, and refusals.
       expect(succeeded).toBeGreaterThan(0)
       expect(stale).toBeGreaterThan(0)
