@@ -136,6 +136,7 @@ export const check = (
       goal: () => Effect.sync(() => Option.fromNullable(events.slice(0, position).reduce(GoalSummary.update, undefined))),
       goals: () => Effect.succeed([]),
       changes: () => Stream.never,
+      first: () => Effect.never,
       snapshot: () => Effect.succeed(Option.none()),
       lease: () => Effect.void,
       runner: () => Effect.succeed(Option.none())
