@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { type Event, LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
-import { Cause, Deferred, Effect, Either, Exit, Scope, Stream } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, Schedule, Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { SqliteStore } from "@rx/store-sqlite"
@@ -33,11 +33,17 @@ describe("daemon", () => {
       const db = path.join(yield* tempDir("rx-server-db-"), "rx.db")
 
       const first = yield* Scope.make()
-      const server = yield* Scope.extend(startServer(stuck, { concurrency: 2 }, { root, db }), first)
-      const running = yield* submit(server, "runs until stopped")
+      // One goal at a time: the goal waiting for a person gives its place back when it suspends,
+      // then the goal that runs until stopped holds it, so the last one is still queued at shutdown.
+      const server = yield* Scope.extend(startServer(stuck, { concurrency: 1 }, { root, db }), first)
       const waiting = yield* submit(server, "needs approval", { options: { approval: { write_file: "ask" } } })
-      const queued = yield* submit(server, "never started")
       yield* until(db, waiting, (events) => events.some((e) => e._tag === "Suspended"), "the approval request")
+      const running = yield* submit(server, "runs until stopped")
+      const queued = yield* submit(server, "never started")
+      const activity = (goalId: string) => Effect.map(call(server, `/v1/goals/${goalId}`), (reply) => (reply.body as { activity?: unknown }).activity)
+      yield* Effect.repeat(activity(running), { until: (now) => now === "running", schedule: Schedule.spaced("20 millis"), times: 500 })
+      expect(yield* activity(running)).toBe("running")
+      expect(yield* activity(queued)).toBe("queued")
       const follower = yield* Effect.fork(Effect.scoped(Effect.flatMap(open(server, `/v1/goals/${running}/events`), (r) => collect(jsonLines(r)))))
 
       const started = Date.now()
