@@ -53,6 +53,16 @@ const request = (tools: ReadonlyArray<Tool.Any>, goal: string, offerDone = true)
 })
 
 /** The kernel's own decision on an answer, with each tool's Schema as the validator. */
+/** Run `effect` for half a second, then interrupt it: its exit, and how long the interruption took (ms). */
+const interruptedAfterHalfASecond = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(effect)
+    yield* Effect.sleep(Duration.millis(500))
+    const interrupting = Date.now()
+    const exit = yield* Fiber.interrupt(fiber)
+    return { exit, stopped: Date.now() - interrupting }
+  })
+
 const decide = (tools: ReadonlyArray<Tool.Any>, response: LanguageModel.Response) =>
   Action.decide(response, [...tools.map((t) => t.spec)], (name, input) => {
     const found = tools.find((t) => t.spec.name === name)
@@ -153,11 +163,7 @@ describe("LlamaCpp", () => {
       const long = tool("essay", Schema.Struct({ parts: Schema.Array(Schema.String.pipe(Schema.minLength(256))).pipe(Schema.minItems(64)) }))
       const llm = yield* LlamaCpp.make({ ...tiny, contextSize: 24_576, maxTokens: 20_000 })
       const started = Date.now()
-      const fiber = yield* Effect.fork(llm.generate({ ...request([long], "write"), tools: [long.spec] }))
-      yield* Effect.sleep(Duration.millis(500))
-      const interrupting = Date.now()
-      const exit = yield* Fiber.interrupt(fiber)
-      const stopped = Date.now() - interrupting
+      const { exit, stopped } = yield* interruptedAfterHalfASecond(llm.generate({ ...request([long], "write"), tools: [long.spec] }))
       assert.isTrue(Exit.isInterrupted(exit))
       // The interruption waits until the generation has stopped: that took moments, not the whole answer.
       assert.isTrue(stopped < 2_000, `stopped after ${stopped} ms`)
@@ -171,11 +177,7 @@ describe("LlamaCpp", () => {
     Effect.gen(function*() {
       // 20,000 characters: as many byte tokens, some ten seconds of evaluation on one thread here.
       const llm = yield* LlamaCpp.make({ ...tiny, contextSize: 32_768, maxTokens: 1_000 })
-      const fiber = yield* Effect.fork(llm.generate(request(shaped, "ponder. ".repeat(2_500))))
-      yield* Effect.sleep(Duration.millis(500))
-      const interrupting = Date.now()
-      const exit = yield* Fiber.interrupt(fiber)
-      const stopped = Date.now() - interrupting
+      const { exit, stopped } = yield* interruptedAfterHalfASecond(llm.generate(request(shaped, "ponder. ".repeat(2_500))))
       assert.isTrue(Exit.isInterrupted(exit))
       assert.isTrue(stopped < 1_000, `stopped after ${stopped} ms`)
     }), 30_000)
