@@ -93,6 +93,28 @@ export const cases: ReadonlyArray<Case> = [
     })
   },
   {
+    name: "one batch of 10,000 events is appended whole, reads back in order, and the log goes on after it",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const goalId = freshGoal("big-batch")
+      const log = sampleLog(goalId)
+      // An answer of thousands of calls recorded at once: far past any store's bind-parameter limit.
+      const batch: Array<Event.Event> = [log[0] as Event.Event, log[1] as Event.Event]
+      for (let seq = batch.length; seq < 10_000; seq++) {
+        batch.push({ goalId, at: 1_000, _tag: "ActionRejected", seq, iteration: 1, kind: "too_many_calls", reason: "past the cap", index: seq, tool: "echo", raw: `{"text":"${seq}"}` })
+      }
+      yield* store.append(goalId, 0, batch)
+      const loaded = yield* store.load(goalId)
+      yield* same(loaded.length, batch.length, "events loaded after a batch of 10,000")
+      yield* same(encodeAll(loaded), encodeAll(batch), "the batch of 10,000 as loaded")
+      const after = log.slice(4).map((e, i) => ({ ...e, seq: batch.length + i }))
+      yield* store.append(goalId, batch.length, after)
+      yield* same(encodeAll(yield* store.load(goalId, batch.length - 1)), encodeAll([...batch.slice(-1), ...after]), "load across the end of the batch")
+      const summary = yield* store.goal(goalId)
+      yield* same(Option.map(summary, (s) => [s.status, s.nextSeq]), Option.some(["terminated", batch.length + after.length]), "summary after the batch")
+    })
+  },
+  {
     name: "a stale expectedSeq is an AppendConflict and appends nothing",
     run: Effect.gen(function*() {
       const store = yield* StateStore

@@ -265,7 +265,7 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
             expectedSeq
           ])
           if (updated === 1) {
-            tx.run(insertSql(events.length), params)
+            insertEvents(tx, params)
             if (snapshot !== undefined) tx.run(upsertSnapshotSql, snapshot)
             return Either.right(summary)
           }
@@ -287,7 +287,7 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
         }
       }
       summary = GoalSummary.updateAll(summary, events)
-      tx.run(insertSql(events.length), params)
+      insertEvents(tx, params)
       if (summary !== undefined) tx.run(upsertGoalSql, summaryParams(summary))
       if (snapshot !== undefined) tx.run(upsertSnapshotSql, snapshot)
       return Either.right(summary)
@@ -536,6 +536,17 @@ const upsertSnapshotSql = `INSERT INTO snapshots (goal_id, seq, state_version, s
 ON CONFLICT (goal_id) DO UPDATE SET seq = excluded.seq, state_version = excluded.state_version, state = excluded.state`
 const selectSnapshotSql = "SELECT seq, state_version, state FROM snapshots WHERE goal_id = ?"
 
+/** The parameters of one event's row in `insertSql`. */
+const rowParams = 6
+
+/**
+ * Events per `INSERT` statement at most: a batch of any size (an answer of thousands of calls) is
+ * inserted in statements of this many rows, all in the append's one transaction, far below
+ * SQLite's limit of 32,766 bound parameters a statement. It also bounds the statements cached
+ * (one per row count up to it).
+ */
+const rowsPerInsert = 64
+
 const insertSqls = new Map<number, string>()
 /** `INSERT` of `n` events in one statement. */
 const insertSql = (n: number): string => {
@@ -546,6 +557,19 @@ const insertSql = (n: number): string => {
   }`
   insertSqls.set(n, sql)
   return sql
+}
+
+/** Insert the rows whose parameters are `params` (`rowParams` a row), `rowsPerInsert` rows a statement. */
+const insertEvents = (tx: Database.Tx, params: ReadonlyArray<unknown>): void => {
+  const rows = params.length / rowParams
+  if (rows <= rowsPerInsert) {
+    tx.run(insertSql(rows), params)
+    return
+  }
+  for (let from = 0; from < rows; from += rowsPerInsert) {
+    const n = Math.min(rowsPerInsert, rows - from)
+    tx.run(insertSql(n), params.slice(from * rowParams, (from + n) * rowParams))
+  }
 }
 
 const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> => [
