@@ -16,6 +16,7 @@ import * as Output from "./internal/output.js"
 import * as Postgres from "./internal/postgres.js"
 import * as Remote from "./internal/remote.js"
 import * as Setup from "./internal/setup.js"
+import * as Token from "./internal/token.js"
 import * as Render from "./Render.js"
 import * as Settings from "./Settings.js"
 import * as Usage from "./Usage.js"
@@ -100,22 +101,27 @@ const loadGoal = (goalId: string) =>
   })
 
 /**
- * The log's files (the database and its `-wal`, `-shm` and `-journal` siblings) when the log
- * lies inside the workspace, as the tools' `hiddenPaths`: every file tool refuses them and the
- * sandbox hides them, so the agent can neither read nor rewrite its own record. Compared by
- * real paths, so a symlinked workspace or folder does not hide the overlap.
+ * The log's files (the database and its `-wal`, `-shm` and `-journal` siblings) and the server
+ * token beside it (`rx serve`'s, which submits and approves goals), those that lie inside the
+ * workspace, as the tools' `hiddenPaths`: every file tool refuses them and the sandbox hides
+ * them, so the agent can neither read nor rewrite its own record, nor act as a client of the
+ * server. Compared by real paths, so a symlinked workspace or folder does not hide the overlap.
  */
 const hide = (db: Settings.Database, workspace: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const real = (p: string) => fs.realPath(p).pipe(Effect.orElseSucceed(() => path.resolve(p)))
-    if (db.postgres) return []
     const root = yield* real(workspace)
-    const file = path.join(yield* real(path.dirname(db.file)), path.basename(db.file))
-    const relative = path.relative(root, file)
-    const inside = relative !== "" && relative.split(path.sep)[0] !== ".." && !path.isAbsolute(relative)
-    return inside ? ["", "-wal", "-shm", "-journal"].map((suffix) => `${file}${suffix}`) : []
+    const inside = (file: string) => {
+      const relative = path.relative(root, file)
+      return relative !== "" && relative.split(path.sep)[0] !== ".." && !path.isAbsolute(relative)
+    }
+    /** `file` with its folder as a real path. */
+    const located = (file: string) => Effect.map(real(path.dirname(file)), (folder) => path.join(folder, path.basename(file)))
+    const log = db.postgres ? [] : ["", "-wal", "-shm", "-journal"].map((suffix) => `${db.file}${suffix}`)
+    const files = yield* Effect.forEach([...log, yield* Remote.tokenFile(db)], located)
+    return files.filter(inside)
   })
 
 /** What a command is given: its settings' flags, its other flags and its argument. */
@@ -138,6 +144,8 @@ interface Flags {
   readonly port: Option.Option<string>
   readonly concurrency: Option.Option<string>
   readonly cluster: boolean
+  /** `rx serve --new-token`: a new token even when the token file holds one. */
+  readonly newToken: boolean
   readonly failover: Option.Option<string>
   readonly drain: Option.Option<string>
   /** Each `--mcp NAME=COMMAND|URL` given. */
@@ -168,6 +176,7 @@ const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
     port: text("port"),
     concurrency: text("concurrency"),
     cluster: on("cluster"),
+    newToken: on("new-token"),
     failover: text("failover"),
     drain: text("drain"),
     mcp: line.lists.get("mcp") ?? []
@@ -503,24 +512,34 @@ const count = (flag: string, value: Option.Option<string>, min: number, max: num
   })
 
 /**
- * The server's token: `RX_TOKEN`, or a new random one that `writeToken` puts (0600) next to the
- * database, so a client on this machine (with the user's rights) can read it and no one else can.
+ * The server's token: `RX_TOKEN`; else the one in the token file beside the database when rx
+ * wrote it there for this user (`Token.reuse`), so clients and open inspector tabs keep working
+ * across restarts; else (or with `--new-token`) a new random one, written by `writeToken`.
  */
-const serverToken = Effect.suspend(() => {
-  const given = (process.env["RX_TOKEN"] ?? "").trim()
-  if (given === "") return Effect.succeed({ token: Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url"), generated: true })
-  return given.length < 16 ? new UsageError({ message: "RX_TOKEN must be at least 16 characters long" }) : Effect.succeed({ token: given, generated: false })
-})
+const serverToken = (db: Settings.Database, renew: boolean) =>
+  Effect.gen(function*() {
+    const given = (process.env["RX_TOKEN"] ?? "").trim()
+    if (given !== "") {
+      if (renew) return yield* new UsageError({ message: "--new-token makes a token file; RX_TOKEN is set, so the server uses it and writes none" })
+      return given.length < 16 ? yield* new UsageError({ message: "RX_TOKEN must be at least 16 characters long" }) : { token: given, kept: "env" as const }
+    }
+    const found = renew ? Option.none<string>() : yield* Token.reuse(yield* Remote.tokenFile(db))
+    return Option.match(found, {
+      onNone: () => ({ token: Token.generate(), kept: "new" as const }),
+      onSome: (token) => ({ token, kept: "reused" as const })
+    })
+  })
 
+/** Write a new token (0600, no link followed) beside the database, where a client on this machine with the user's rights finds it. */
 const writeToken = (db: Settings.Database, token: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const file = yield* Remote.tokenFile(db)
-    const failed = (error: { readonly message: string }) => new UsageError({ message: `cannot write the server token to ${file}: ${error.message}` })
     // Beside a Postgres log's server the folder may not exist yet (the default log's).
-    yield* fs.makeDirectory((yield* Path.Path).dirname(file), { recursive: true, mode: 0o700 }).pipe(Effect.mapError(failed))
-    yield* fs.writeFileString(file, `${token}\n`, { mode: 0o600 }).pipe(Effect.mapError(failed))
-    yield* fs.chmod(file, 0o600).pipe(Effect.mapError(failed))
+    yield* fs.makeDirectory((yield* Path.Path).dirname(file), { recursive: true, mode: 0o700 }).pipe(
+      Effect.mapError((error) => new UsageError({ message: `cannot write the server token to ${file}: ${error.message}` }))
+    )
+    yield* Token.write(file, token)
     return file
   })
 
@@ -562,9 +581,9 @@ const serve = (flags: Flags) =>
       onNone: () => Effect.succeed(Option.none<{ readonly id: string; readonly file: string }>()),
       onSome: ({ Workspaces }) => Effect.asSome(Postgres.volume(Workspaces, workspace))
     })
-    const hidden = Option.match(volume, { onNone: () => hide(db, workspace), onSome: (found) => Effect.succeed([found.file]) })
-    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, yield* hidden)
-    const { generated, token } = yield* serverToken
+    const hidden = [...Option.match(volume, { onNone: () => [], onSome: (found) => [found.file] }), ...(yield* hide(db, workspace))]
+    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, hidden)
+    const { kept, token } = yield* serverToken(db, flags.newToken)
     const { workspace: _recordedRoot, ...settings } = Option.isSome(cluster) ? Setup.recordedTools(v, workspace) : Setup.recordedSettings(v, workspace, model)
     const servers = yield* Setup.mcpServers(flags.mcp)
     const metadata = {
@@ -586,13 +605,15 @@ const serve = (flags: Flags) =>
     )
     const listen = <R>(server: Layer.Layer<Server.Server, UsageError, R>) =>
       Effect.gen(function*() {
-        const file = generated ? yield* writeToken(db, token) : undefined
+        const file = kept === "env" ? undefined : kept === "new" ? yield* writeToken(db, token) : yield* Remote.tokenFile(db)
         const context = yield* Layer.build(server)
         const where = Context.get(context, Server.Server)
         const address = where.url === `http://${where.host}:${where.port}` ? where.url : `${where.host} port ${where.port} (${where.url} from this machine)`
         yield* say([
           `rx serve: listening on ${address} (goals in ${workspace}, model ${model}, log ${db.label}${Option.isSome(cluster) ? ", run by the cluster's workers" : ""})`,
-          file === undefined ? "  token: RX_TOKEN" : `  token: in ${file} (send it as Authorization: Bearer <token>)`,
+          file === undefined
+            ? "  token: RX_TOKEN"
+            : `  token: in ${file}, ${kept === "reused" ? "kept from the last start (--new-token makes a new one)" : "new"} (send it as Authorization: Bearer <token>)`,
           `  inspector: open ${where.url}/ in a browser (it asks for the token once)`,
           Option.isSome(cluster)
             ? "  Ctrl-C or SIGTERM stops it; the workers go on with the goals"
@@ -634,7 +655,7 @@ const worker = (flags: Flags) =>
     const drain = yield* count("drain", flags.drain, 0, 3_600, 15)
     const host = yield* workerHost(flags)
     const volume = yield* Postgres.volume(Workspaces, workspace)
-    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file])
+    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file, ...(yield* hide(db, workspace))])
     yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
     const workspaces = Layer.unwrapEffect(Effect.map(Toolbox.Toolbox, (toolbox) => Workspaces.layerShared({ root: volume.root, tools: toolbox.registry }))).pipe(
       Layer.provide(Toolbox.layer(toolsConfig))

@@ -203,7 +203,7 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags]"],
     description: [
       "Serves the rx HTTP API (POST /v1/goals, GET /v1/goals/{id}/events as JSON lines or server-sent events, cancel, approvals, resume; GET /openapi.json) and a web inspector at its URL. Goals run with this command's model and tools, each in a folder inside --workspace; at start every open goal that does not wait for a person is resumed. SIGTERM or Ctrl-C drains: runs stop, their goals stay open and recorded.",
-      "Every route but /healthz needs the bearer token: RX_TOKEN, or one generated at start and written (0600) next to the database, its path printed. The other commands talk to the server with --server URL (or RX_SERVER), reading that file for a server on this machine."
+      "Every route but /healthz needs the bearer token: RX_TOKEN, or the one in the token file next to the database (rx-server.token, 0600, its path printed), kept across restarts; the first start, or --new-token, writes a new one. The tools never see that file nor reach this server. The other commands talk to the server with --server URL (or RX_SERVER), reading that file for a server on this machine."
     ].join("\n\n"),
     settings: ["db", ...model, "workspace", "tools", "noShell", "sandbox", "httpAllow"],
     flags: [
@@ -212,6 +212,7 @@ export const specs: ReadonlyArray<Spec> = [
       flag("port", "N", "the port (default 7433; 0 picks a free one)"),
       flag("concurrency", "N", "goals run at once; more wait in order (default 4)"),
       flag("cluster", "", "run no goal here: hand each to the workers (rx worker) of the Postgres log --db names; no model is needed"),
+      flag("new-token", "", "write a new token file instead of keeping the last one (clients holding the old token are refused)"),
       failoverFlag,
       mcpFlag
     ]

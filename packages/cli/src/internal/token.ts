@@ -1,0 +1,83 @@
+/**
+ * The token file of `rx serve`: kept across restarts, and written without following a link. The
+ * folder beside a log inside a workspace is one an agent could reach before its files were hidden
+ * (or with `--sandbox none`), so what is found there is trusted only when it is exactly what rx
+ * writes, and a write never goes through what is found there.
+ */
+import { Effect, Option } from "effect"
+import { randomBytes } from "node:crypto"
+import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, openSync, readSync, renameSync, unlinkSync, writeSync } from "node:fs"
+import { basename, dirname, join } from "node:path"
+import { UsageError } from "../Settings.js"
+
+/** A new token: 32 random bytes, base64url (43 characters). */
+export const generate = (): string => randomBytes(32).toString("base64url")
+
+/** What a token file holds: a token rx could have generated, on one line. */
+const tokenText = /^[A-Za-z0-9_-]{32,512}\n?$/
+
+/**
+ * The token in `file`, if the file is one rx wrote for this user: opened without following a
+ * link (and without waiting on a FIFO), a regular file with one name, owned by this user, mode
+ * 0600, holding one token. Anything else (a link, a folder, another owner, wider rights, an empty
+ * placeholder) is not reused: a new token replaces it.
+ */
+export const reuse = (file: string): Effect.Effect<Option.Option<string>> =>
+  Effect.sync(() => {
+    let fd: number
+    try {
+      fd = openSync(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+    } catch {
+      return Option.none()
+    }
+    try {
+      const info = fstatSync(fd)
+      const uid = process.getuid?.()
+      if (!info.isFile() || info.nlink !== 1 || (info.mode & 0o777) !== 0o600 || (uid !== undefined && info.uid !== uid) || info.size > 1024) {
+        return Option.none()
+      }
+      const buffer = Buffer.alloc(1025)
+      const read = readSync(fd, buffer, 0, buffer.length, 0)
+      const text = buffer.subarray(0, read).toString("utf8")
+      return tokenText.test(text) ? Option.some(text.trim()) : Option.none()
+    } catch {
+      return Option.none()
+    } finally {
+      closeSync(fd)
+    }
+  })
+
+/** A file system call, its error kept as the failure. */
+const attempt = <A>(call: () => A): Effect.Effect<A, unknown> => Effect.try({ try: call, catch: (error) => error })
+
+/**
+ * Write `token` to `file` (whose folder exists) with no link followed: a new name in the same
+ * folder, created with `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0600, written and synced, then renamed
+ * over `file`. A link planted at `file` is replaced, never written through.
+ */
+export const write = (file: string, token: string): Effect.Effect<void, UsageError> =>
+  Effect.gen(function*() {
+    const temporary = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString("hex")}.tmp`)
+    const removeTemporary = Effect.ignore(attempt(() => unlinkSync(temporary)))
+    yield* Effect.acquireUseRelease(
+      attempt(() => openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600)),
+      (fd) =>
+        attempt(() => {
+          // The mode asked for may have lost bits to the umask; exactly 0600 is what a restart reuses.
+          fchmodSync(fd, 0o600)
+          const bytes = Buffer.from(`${token}\n`)
+          let written = 0
+          while (written < bytes.length) written += writeSync(fd, bytes, written)
+          fsyncSync(fd)
+        }),
+      (fd) => Effect.ignore(attempt(() => closeSync(fd)))
+    ).pipe(Effect.zipRight(attempt(() => renameSync(temporary, file))), Effect.tapError(() => removeTemporary))
+    // The rename is durable once the folder is synced; a folder that cannot be synced still holds it.
+    yield* Effect.ignore(Effect.acquireUseRelease(
+      attempt(() => openSync(dirname(file), constants.O_RDONLY | constants.O_DIRECTORY)),
+      (dir) => attempt(() => fsyncSync(dir)),
+      (dir) => Effect.ignore(attempt(() => closeSync(dir)))
+    ))
+  }).pipe(
+    Effect.mapError((error) => new UsageError({ message: `cannot write the server token to ${file}: ${error instanceof Error ? error.message : String(error)}` }))
+  )
