@@ -14,7 +14,7 @@
  */
 import { spawn } from "node:child_process"
 import { createHash } from "node:crypto"
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
 import * as Http from "node:http"
 import { createRequire } from "node:module"
 import { basename, dirname, join, resolve } from "node:path"
@@ -219,14 +219,17 @@ const script = (steps) => {
 }
 
 const recorded = []
+/** The behaviour version the recorded rx writes (from its first goal's GoalSubmitted; 1 without the field). */
+let behaviour = 1
 
 /**
  * Run one goal: `rx run` against `steps`, with `during` acting on the live process (kill it,
  * cancel it); `after` may continue it (rx resume). Checks the script was used up exactly.
  */
-const goal = async ({ name, text, steps, sandbox = "none", flags = [], env, during, after, expect }) => {
+const goal = async ({ name, text, steps, sandbox = "none", flags = [], env, prepare, during, after, expect }) => {
   script(steps)
   const ws = workspace(name)
+  if (prepare !== undefined) prepare(ws)
   const run = start(["run", text, "--db", db, "--workspace", ws, "--base-url", baseUrl, "--model", "golden-model", "--sandbox", sandbox, "--json", ...flags], env)
   const submitted = await run.waitFor("GoalSubmitted")
   const goalId = submitted.goalId
@@ -243,6 +246,7 @@ const goal = async ({ name, text, steps, sandbox = "none", flags = [], env, duri
   if (reason !== expect) throw new Error(`${name}: expected ${expect}, the log ends with ${reason}\n${ran.stdout}${ran.stderr}`)
   writeFileSync(join(out, `${name}.jsonl`), lines.join("\n") + "\n")
   recorded.push({ name, goalId, events: lines.length, reason })
+  behaviour = JSON.parse(lines[0]).behaviour ?? 1
   process.stdout.write(`${name}: ${goalId}, ${lines.length} events, ${reason}\n`)
 }
 
@@ -292,9 +296,12 @@ await goal({
   name: "fatal-tool",
   text: "Read missing.txt, then run a command",
   expect: "fatal_error",
-  // Sandbox auto with no bubblewrap on PATH: shell calls are refused with a fatal error.
+  // Shell calls are refused with a fatal error. rx 0.1: sandbox auto with no bubblewrap on PATH.
+  // Later rx never looks bwrap up on PATH; they refuse to mount a sandbox over a workspace whose
+  // `.git` (a read-only path) is a symbolic link.
   sandbox: "auto",
   env: { PATH: "/nonexistent-rx-golden" },
+  prepare: (ws) => symlinkSync("docs", join(ws, ".git")),
   steps: [
     call("read_file", { path: "missing.txt" }), // recoverable
     call("shell", { command: "echo hi" }) // fatal
@@ -357,6 +364,12 @@ await goal({
   },
   after: async ({ goalId, ran }) => {
     if (ran.signal !== "SIGKILL") throw new Error(`crash-resumed: rx was not killed: ${ran.code} ${ran.stderr}`)
+    // rx before the 0.2 release left the empty folders it made as mount points after a SIGKILL,
+    // and refused to start beside an `rx.config.json` folder: remove them as a user had to.
+    for (const left of ["rx.config.json", ".git"]) {
+      const path = join(work, "crash-resumed", left)
+      if (existsSync(path) && statSync(path).isDirectory() && readdirSync(path).length === 0) rmdirSync(path)
+    }
     const resumed = await rx(["resume", goalId, "--db", db, "--json"])
     if (resumed.code !== 0) throw new Error(`crash-resumed: rx resume exited ${resumed.code}: ${resumed.stdout}${resumed.stderr}`)
   }
@@ -396,6 +409,84 @@ await goal({
     run.child.kill("SIGKILL")
   }
 })
+
+// Behaviour 2 and later: several calls per answer, approvals, suspension when the model is
+// unreachable; and rules later versions changed (the calls past the cap, loops whose arguments
+// vary but whose results do not, an answer withheld by a content filter), recorded as decided then.
+if (behaviour >= 2) {
+  const calls = (list) => completion({ toolCalls: list.map(([name, input]) => ({ name, arguments: JSON.stringify(input) })) })
+
+  await goal({
+    name: "calls-past-cap",
+    text: "Look at everything in one answer",
+    expect: "done",
+    flags: ["--max-calls-per-answer", "2"],
+    steps: [
+      calls([
+        ["list_dir", {}],
+        ["read_file", { path: "hello.txt" }],
+        ["read_file", { path: "docs/guide.md" }],
+        ["find_files", { pattern: "*.md" }],
+        ["search_text", { pattern: "hello" }]
+      ]),
+      done("listed and read; three calls past the cap were rejected")
+    ]
+  })
+
+  await goal({
+    name: "varying-commands",
+    text: "Echo until something happens",
+    expect: "max_iterations",
+    flags: ["--max-iterations", "4"],
+    steps: [1, 2, 3, 4].map((n) => call("shell", { command: `echo noop${n}` }))
+  })
+
+  await goal({
+    name: "growing-limit",
+    text: "Read hello.txt a little further each time",
+    expect: "max_iterations",
+    flags: ["--max-iterations", "4"],
+    steps: [5, 10, 15, 20].map((limit) => call("read_file", { path: "hello.txt", limit }))
+  })
+
+  await goal({
+    name: "content-filter",
+    text: "Read hello.txt past a content filter",
+    expect: "done",
+    steps: [
+      completion({ toolCalls: [{ name: "read_file", arguments: JSON.stringify({ path: "hello.txt" }) }], finishReason: "content_filter" }),
+      done("read hello.txt")
+    ]
+  })
+
+  await goal({
+    name: "approved",
+    text: "Run a command a person approves",
+    expect: "done",
+    flags: ["--ask", "shell"],
+    steps: [call("shell", { command: "echo approved" }), done("ran the approved command")],
+    after: async ({ goalId, ran }) => {
+      if (ran.code !== 11) throw new Error(`approved: rx run should suspend (exit 11), exited ${ran.code}: ${ran.stdout}${ran.stderr}`)
+      const approved = await rx(["approve", goalId, "--db", db, "--by", "golden"])
+      if (approved.code !== 0) throw new Error(`approved: rx approve exited ${approved.code}: ${approved.stdout}${approved.stderr}`)
+      const resumed = await rx(["resume", goalId, "--db", db, "--json"])
+      if (resumed.code !== 0) throw new Error(`approved: rx resume exited ${resumed.code}: ${resumed.stdout}${resumed.stderr}`)
+    }
+  })
+
+  await goal({
+    name: "model-unavailable",
+    text: "Read hello.txt once the model server is back",
+    expect: "done",
+    flags: ["--retries", "0"],
+    steps: [httpError(503, "The server is overloaded"), call("read_file", { path: "hello.txt" }), done("read hello.txt")],
+    after: async ({ goalId, ran }) => {
+      if (ran.code !== 11) throw new Error(`model-unavailable: rx run should suspend (exit 11), exited ${ran.code}: ${ran.stdout}${ran.stderr}`)
+      const resumed = await rx(["resume", goalId, "--db", db, "--json"])
+      if (resumed.code !== 0) throw new Error(`model-unavailable: rx resume exited ${resumed.code}: ${resumed.stdout}${resumed.stderr}`)
+    }
+  })
+}
 
 // ---------------------------------------------------------------------------------------------
 // Checks and the self-contained database
