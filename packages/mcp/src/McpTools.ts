@@ -22,7 +22,6 @@ import { Tool } from "@rx/kernel"
 import { Sandbox } from "@rx/tools"
 import { Ajv, type ErrorObject } from "ajv"
 import { Effect, Either, Option, Schema, type Scope } from "effect"
-import { rmdirSync } from "node:fs"
 import * as Names from "./internal/names.js"
 import * as Output from "./internal/output.js"
 import type * as Servers from "./Servers.js"
@@ -72,32 +71,29 @@ interface Connection {
   readonly closed: () => boolean
 }
 
-/** The stdio transport of `server`: the command in the sandbox, or why it cannot run. */
-const stdio = (server: Extract<Servers.Server, { command: unknown }>, options: Options): Either.Either<{ transport: StdioClientTransport; created: ReadonlyArray<string> }, string> => {
+/**
+ * The stdio transport of `server`: the command in the sandbox, or why it cannot run. The server
+ * lives as long as the run, so the workspace and its guards are bound by path (`Sandbox.hold`
+ * without a descriptor); nothing is created in the workspace to hold them.
+ */
+const stdio = (server: Extract<Servers.Server, { command: unknown }>, options: Options): Effect.Effect<StdioClientTransport, string> => {
   const [command, ...args] = server.command
   const sandbox = options.sandbox
   switch (sandbox._tag) {
     case "Unavailable":
-      return Either.left(`it would run without a sandbox (${sandbox.reason}); choose sandbox mode none to run it unsandboxed`)
+      return Effect.fail(`it would run without a sandbox (${sandbox.reason}); choose sandbox mode none to run it unsandboxed`)
     case "None":
-      return Either.right({
-        transport: new StdioClientTransport({ command, args, cwd: options.workspace, env: getDefaultEnvironment(), stderr: "pipe" }),
-        created: []
-      })
-    case "Bwrap": {
-      const held = Sandbox.mounts(options.workspace, options.guards ?? [])
-      if (Either.isLeft(held)) return Either.left(held.left)
-      return Either.right({
-        transport: new StdioClientTransport({
+      return Effect.succeed(new StdioClientTransport({ command, args, cwd: options.workspace, env: getDefaultEnvironment(), stderr: "pipe" }))
+    case "Bwrap":
+      return Effect.scoped(Sandbox.hold(options.workspace, options.guards ?? [])).pipe(Effect.map((held) =>
+        new StdioClientTransport({
           command: sandbox.path,
-          args: [...Sandbox.bwrapArgs(options.workspace, options.workspace, server.command, held.right.args)],
-          cwd: options.workspace,
+          args: [...Sandbox.bwrapArgs(options.workspace, server.command, held.args)],
+          cwd: "/",
           env: getDefaultEnvironment(),
           stderr: "pipe"
-        }),
-        created: held.right.created
-      })
-    }
+        })
+      ))
   }
 }
 
@@ -117,17 +113,14 @@ const connect = (server: Servers.Server, options: Options): Effect.Effect<Connec
     let closed = false
     const tail: Array<string> = []
     const stderr = () => (tail.length === 0 ? "" : ` (its stderr: ${tail.join(" | ").slice(-2_000)})`)
-    let created: ReadonlyArray<string> = []
     let client = newClient()
     if ("command" in server) {
-      const made = stdio(server, options)
-      if (Either.isLeft(made)) return yield* fail(`not started: ${made.left}`)
-      created = made.right.created
-      made.right.transport.stderr?.on("data", (chunk: Buffer) => {
+      const transport = yield* stdio(server, options).pipe(Effect.mapError((why) => fail(`not started: ${why}`)))
+      transport.stderr?.on("data", (chunk: Buffer) => {
         tail.push(...chunk.toString("utf8").split("\n").map((line) => line.trim()).filter((line) => line !== ""))
         tail.splice(0, Math.max(0, tail.length - stderrLines))
       })
-      yield* connectOver(client, made.right.transport, timeout).pipe(
+      yield* connectOver(client, transport, timeout).pipe(
         Effect.mapError((why) => fail(`cannot start ${JSON.stringify(server.command.join(" "))}: ${why}${stderr()}`))
       )
     } else {
@@ -145,19 +138,7 @@ const connect = (server: Servers.Server, options: Options): Effect.Effect<Connec
     connected.onclose = () => {
       closed = true
     }
-    yield* Effect.addFinalizer(() =>
-      Effect.promise(() => connected.close().catch(() => undefined)).pipe(
-        Effect.andThen(Effect.sync(() => {
-          for (const folder of created) {
-            try {
-              rmdirSync(folder)
-            } catch {
-              // Not empty, or gone: left as it is.
-            }
-          }
-        }))
-      )
-    )
+    yield* Effect.addFinalizer(() => Effect.promise(() => connected.close().catch(() => undefined)))
     return { client: connected, stderr, closed: () => closed }
   })
 

@@ -107,12 +107,26 @@ export const layerServices = (config: Config.Input): Layer.Layer<Services | Avai
 export const unavailable = (config: Config.Input): Effect.Effect<ReadonlyArray<Unavailable>, SetupError> =>
   Effect.scoped(Effect.map(Layer.build(layerServices(config)), (context) => Context.get(context, Availability).unavailable))
 
+/**
+ * `tool`, refusing every call while the workspace's path does not lead to the folder the tools
+ * were built for (moved, replaced, swapped for a link): a fatal failure of that call, recorded.
+ */
+const confined = <T extends Tool.Any>(tool: T, workspace: Workspace.Service): T => ({
+  ...tool,
+  run: (input, context) =>
+    Effect.matchEffect(workspace.verify, {
+      onFailure: (error) => Effect.succeed<Tool.Outcome>({ _tag: "Failure", error: { kind: "fatal", message: error.message } }),
+      onSuccess: () => tool.run(input, context)
+    })
+})
+
 /** The registry of the offered built-ins and `extra`, with the `Availability` it was built from. */
 const registryLayer = <const Extra extends ReadonlyArray<Tool.Any>>(extra: Extra) =>
   Layer.effectContext(
     Effect.gen(function*() {
       const availability = yield* Availability
-      const registry = yield* ToolRegistry.make([...availability.tools, ...extra])
+      const workspace = yield* Workspace.Workspace
+      const registry = yield* ToolRegistry.make([...availability.tools, ...extra].map((tool) => confined(tool, workspace)))
       return Context.make(ToolRegistry.ToolRegistry, registry).pipe(Context.add(Availability, availability))
     })
   )

@@ -26,9 +26,9 @@
  * found and outlives the call; and if rx itself is killed with SIGKILL, a running command
  * survives it.
  */
-import { Effect, Either, Option, Schema } from "effect"
+import { Effect, Either, Option, Schema, type Scope } from "effect"
 import { spawn, spawnSync } from "node:child_process"
-import { closeSync, constants, type Dirent, lstatSync, mkdirSync, openSync, readdirSync, readlinkSync, realpathSync, statSync } from "node:fs"
+import { closeSync, constants, type Dirent, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, statSync } from "node:fs"
 import * as NodePath from "node:path"
 import type { SandboxMode } from "./Config.js"
 
@@ -228,62 +228,162 @@ export const guardsOf = (
   ]
 }
 
-/** bwrap mounts that hold the guards, and the folders made to hold missing ones. */
-export interface Mounts {
+/**
+ * How a sandbox holds the workspace's guards. Nothing is ever created in the workspace to hold
+ * them: a mount needs an existing mount point, so only what exists is held by a mount; a
+ * protected path that does not exist is listed in `missing`, and whatever a call creates there is
+ * moved aside when the call ends (`moveAside`).
+ */
+export interface Held {
+  /** bwrap's arguments for the workspace and its guards. */
   readonly args: ReadonlyArray<string>
-  /** Folders rx created as mount points, to remove after the call when still empty. */
-  readonly created: ReadonlyArray<string>
+  /**
+   * Descriptors bwrap is given, in order from its fd 3 (`--bind-fd`, `--ro-bind-fd`): the workspace,
+   * then each read-only guard. Empty when the workspace is bound by path. bwrap closes them before it
+   * runs the command, so no descriptor of a folder outside the sandbox reaches it.
+   */
+  readonly fds: ReadonlyArray<number>
+  /** Protected paths, relative to the root, that did not exist when the call started. */
+  readonly missing: ReadonlyArray<string>
+}
+
+/** The first descriptor number a child gets beyond stdin, stdout and stderr. */
+export const firstChildFd = 3
+
+const nodeFlags = (directory: boolean) =>
+  constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | (directory ? constants.O_DIRECTORY : 0)
+
+/**
+ * Open `segments` below the folder `dirFd`, one component at a time with no link followed: the
+ * descriptor of the last one, `undefined` when a component is missing, or why it cannot be held
+ * (a link, or a component that is not a folder).
+ */
+const openBelow = (dirFd: number, segments: ReadonlyArray<string>): Either.Either<number | undefined, string> => {
+  let current = dirFd
+  try {
+    for (let i = 0; i < segments.length; i++) {
+      const at = `/proc/self/fd/${current}/${segments[i]}`
+      const last = i === segments.length - 1
+      let info
+      try {
+        info = lstatSync(at)
+      } catch (error) {
+        if (errorCode(error) === "ENOENT" || errorCode(error) === "ENOTDIR") return Either.right(undefined)
+        throw error
+      }
+      if (info.isSymbolicLink()) {
+        return Either.left(`${segments.slice(0, i + 1).join("/")} is a symbolic link, which the sandbox cannot hold (the link could be replaced); replace it by what it points to, or remove it from the config`)
+      }
+      if (!last && !info.isDirectory()) return Either.right(undefined)
+      const next = openSync(at, nodeFlags(!last || info.isDirectory()))
+      if (current !== dirFd) closeSync(current)
+      current = next
+    }
+    return Either.right(current === dirFd ? undefined : current)
+  } catch (error) {
+    if (current !== dirFd) closeSync(current)
+    return Either.left(`${segments.join("/")} cannot be opened to hold it: ${String(error)}`)
+  }
 }
 
 /**
- * The mounts holding `guards` now, or why they cannot be held. A read-only path is bound
- * read-only over itself; a missing one is first created as an empty folder, so the command cannot
- * create it (`git init` would otherwise plant hooks that run on the host). A hidden file gets
- * `/dev/null` bound over it (bwrap binds with `nodev`, so it can be neither opened nor replaced);
- * a hidden folder an empty read-only tmpfs; a missing hidden path is first created as an empty
- * file (mode 600), so the command cannot plant it (a database's `-journal` is replayed when
- * found). A guard that is a symbolic link is refused: a mount would hold its target, and the link
- * itself could be replaced.
+ * Hold `guards` of the workspace `root` for one sandboxed process. With `rootFd` (the root opened
+ * and checked by `Workspace.openRoot`), the workspace is bound from that descriptor and each
+ * existing read-only guard from a descriptor opened below it with no link followed, so a folder or
+ * link swapped in after the check is never what is mounted; the descriptors are closed with the
+ * scope. Without it (a long-lived process started once), the workspace and guards are bound by
+ * path. A read-only path is bound read-only over itself; a hidden file gets `/dev/null` bound over
+ * it (bwrap binds with `nodev`, so it can be neither opened nor replaced); a hidden folder an
+ * empty read-only tmpfs. A guard that is a symbolic link is refused (a mount would hold its
+ * target, and the link itself could be replaced).
  */
-export const mounts = (workspace: string, guards: ReadonlyArray<Guard>): Either.Either<Mounts, string> => {
-  const args: Array<string> = []
-  const created: Array<string> = []
-  for (const guard of guards) {
-    let parent: string
-    try {
-      parent = realpathSync(NodePath.dirname(guard.path))
-    } catch {
-      // Its folder does not exist: there is nothing to hold yet.
-      continue
+export const hold = (
+  root: string,
+  guards: ReadonlyArray<Guard>,
+  rootFd?: number
+): Effect.Effect<Held, string, Scope.Scope> =>
+  Effect.gen(function*() {
+    const fds: Array<number> = []
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        for (const fd of fds.slice(1)) closeSync(fd)
+      })
+    )
+    const args: Array<string> = []
+    const missing: Array<string> = []
+    if (rootFd === undefined) args.push("--bind", root, root)
+    else {
+      fds.push(rootFd)
+      args.push("--bind-fd", String(firstChildFd), root)
     }
-    if (!within(workspace, parent)) continue
-    const target = NodePath.join(parent, NodePath.basename(guard.path))
-    const relative = NodePath.relative(workspace, target)
-    let info = lstatOrUndefined(target)
-    if (info === undefined) {
-      try {
-        if (guard.kind === "read-only") {
-          mkdirSync(target, { mode: 0o755 })
-          created.push(target)
-        } else {
-          closeSync(openSync(target, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY | constants.O_NOFOLLOW, 0o600))
+    for (const guard of guards) {
+      const relative = NodePath.relative(root, guard.path)
+      if (relative === "" || relative.startsWith("..") || NodePath.isAbsolute(relative)) continue
+      const segments = relative.split(NodePath.sep)
+      if (rootFd === undefined) {
+        const info = lstatOrUndefined(guard.path)
+        if (info === undefined) {
+          if (guard.kind === "read-only") missing.push(relative)
+          continue
         }
-      } catch (error) {
-        if (errorCode(error) !== "EEXIST") return Either.left(`the ${guard.kind} path ${relative} could not be created to hold it: ${String(error)}`)
+        if (info.isSymbolicLink()) {
+          return yield* Effect.fail(
+            `the ${guard.kind} path ${relative} is a symbolic link, which the sandbox cannot hold (the link could be replaced); replace it by what it points to, or remove it from the config`
+          )
+        }
+        if (guard.kind === "read-only") args.push("--ro-bind", guard.path, guard.path)
+        else if (info.isDirectory()) args.push("--tmpfs", guard.path, "--remount-ro", guard.path)
+        else args.push("--ro-bind", "/dev/null", guard.path)
+        continue
       }
-      info = lstatOrUndefined(target)
-      if (info === undefined) return Either.left(`the ${guard.kind} path ${relative} vanished while being held`)
+      const opened = openBelow(rootFd, segments)
+      if (Either.isLeft(opened)) return yield* Effect.fail(`the ${guard.kind} path ${opened.left}`)
+      const fd = opened.right
+      if (fd === undefined) {
+        if (guard.kind === "read-only") missing.push(relative)
+        continue
+      }
+      const dest = NodePath.join(root, relative)
+      if (guard.kind === "read-only") {
+        fds.push(fd)
+        args.push("--ro-bind-fd", String(firstChildFd + fds.length - 1), dest)
+        continue
+      }
+      const directory = fstatSync(fd).isDirectory()
+      closeSync(fd)
+      if (directory) args.push("--tmpfs", dest, "--remount-ro", dest)
+      else args.push("--ro-bind", "/dev/null", dest)
     }
-    if (info.isSymbolicLink()) {
-      return Either.left(
-        `the ${guard.kind} path ${relative} is a symbolic link, which the sandbox cannot hold (the link could be replaced); replace it by what it points to, or remove it from the config`
-      )
+    return { args, fds, missing }
+  })
+
+/**
+ * After a call: move aside what it created at protected paths that were `missing` when it started,
+ * so it never stays where rx protects it (a `.git` that would run hooks on the host, a config file
+ * that would change the next run's settings). Each is renamed beside itself, to
+ * `<name>.refused-by-rx-<tag>`, through the root's descriptor with no link followed (a link planted
+ * there is moved, never followed). The paths moved, relative to the root.
+ */
+export const moveAside = (rootFd: number, missing: ReadonlyArray<string>, tag: string): ReadonlyArray<string> => {
+  const moved: Array<string> = []
+  for (const relative of missing) {
+    const segments = relative.split(NodePath.sep)
+    const name = segments[segments.length - 1] ?? relative
+    const parent = segments.length === 1 ? Either.right(rootFd) : openBelow(rootFd, segments.slice(0, -1))
+    if (Either.isLeft(parent) || parent.right === undefined) continue
+    const dir = `/proc/self/fd/${parent.right}`
+    try {
+      if (lstatOrUndefined(`${dir}/${name}`) !== undefined) {
+        renameSync(`${dir}/${name}`, `${dir}/${name}.refused-by-rx-${tag}`)
+        moved.push(relative)
+      }
+    } catch {
+      // Gone again, or not movable: nothing was moved.
+    } finally {
+      if (parent.right !== rootFd) closeSync(parent.right)
     }
-    if (guard.kind === "read-only") args.push("--ro-bind", target, target)
-    else if (info.isDirectory()) args.push("--tmpfs", target, "--remount-ro", target)
-    else args.push("--ro-bind", "/dev/null", target)
   }
-  return Either.right({ args, created })
+  return moved
 }
 
 const lstatOrUndefined = (path: string) => {
@@ -295,17 +395,61 @@ const lstatOrUndefined = (path: string) => {
 }
 
 /**
- * bwrap's arguments to run `argv` in `cwd`, with `workspace` writable but for the `guards`
- * mounts, and the private `/tmp` (held in memory) at most `tmpBytes` when given.
+ * Files and folders of the system folders that only root may read, found once per process when rx
+ * runs as root. The sandbox runs as an unprivileged uid; but it must own the workspace, which root
+ * owns, so in the kernel's eyes it is still root's files' owner: these are masked (a file by
+ * `/dev/null`, a folder by an empty tmpfs) so it reads nothing an unprivileged user could not.
+ * `/usr` outside `/usr/local` is searched three levels deep (a full walk costs most of a second).
+ */
+export const rootOnly = (): ReadonlyArray<{ readonly path: string; readonly directory: boolean }> => {
+  if (rootOnlyFound !== undefined) return rootOnlyFound
+  const found: Array<{ path: string; directory: boolean }> = []
+  const walk = (dir: string, depth: number) => {
+    let entries: Array<Dirent>
+    try {
+      entries = readdirSync(dir, { withFileTypes: true })
+    } catch {
+      return
+    }
+    for (const entry of entries) {
+      if (entry.isSymbolicLink()) continue
+      const path = NodePath.join(dir, entry.name)
+      const info = lstatOrUndefined(path)
+      if (info === undefined) continue
+      if (info.isDirectory()) {
+        if ((info.mode & 0o005) !== 0o005) found.push({ path, directory: true })
+        else if (depth > 0 || path === "/usr/local") walk(path, path === "/usr/local" ? Number.POSITIVE_INFINITY : depth - 1)
+      } else if ((info.mode & 0o004) === 0) found.push({ path, directory: false })
+    }
+  }
+  for (const path of systemPaths) {
+    const info = lstatOrUndefined(path)
+    if (info === undefined || !info.isDirectory()) continue
+    walk(path, path === "/usr" ? 3 : Number.POSITIVE_INFINITY)
+  }
+  rootOnlyFound = found
+  return found
+}
+let rootOnlyFound: ReadonlyArray<{ readonly path: string; readonly directory: boolean }> | undefined
+
+/** The unprivileged uid and gid sandboxed processes run as when rx runs as root (`nobody`). */
+export const unprivileged = 65_534
+
+/**
+ * bwrap's arguments to run `argv` in `cwd`, with the workspace (and its guards) mounted by
+ * `workspaceArgs` (`hold`), and the private `/tmp` (held in memory) at most `tmpBytes` when given.
+ * When rx runs as root, the command runs as uid and gid 65534 in a user namespace of its own and
+ * root-only system files are masked (`rootOnly`).
  */
 export const bwrapArgs = (
-  workspace: string,
   cwd: string,
   argv: ReadonlyArray<string>,
-  guards: ReadonlyArray<string> = [],
+  workspaceArgs: ReadonlyArray<string>,
   tmpBytes?: number
 ): ReadonlyArray<string> => {
   const args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+  const root = process.getuid?.() === 0
+  if (root) args.push("--unshare-user", "--uid", String(unprivileged), "--gid", String(unprivileged))
   for (const path of systemPaths) {
     try {
       const info = lstatSync(path)
@@ -315,10 +459,16 @@ export const bwrapArgs = (
       continue
     }
   }
+  if (root) {
+    for (const masked of rootOnly()) {
+      if (masked.directory) args.push("--tmpfs", masked.path, "--remount-ro", masked.path)
+      else args.push("--ro-bind", "/dev/null", masked.path)
+    }
+  }
   args.push("--proc", "/proc", "--dev", "/dev")
   if (tmpBytes !== undefined) args.push("--size", String(tmpBytes))
   args.push("--tmpfs", "/tmp")
-  args.push("--bind", workspace, workspace, ...guards, "--chdir", cwd, "--", ...argv)
+  args.push(...workspaceArgs, "--chdir", cwd, "--", ...argv)
   return args
 }
 
@@ -328,7 +478,7 @@ export const probe = (bwrap: string, workspace: string, prlimit?: string): Effec
     let stderr = ""
     let done = false
     const argv = prlimit === undefined ? ["/bin/sh", "-c", "true"] : [prlimit, "--core=0", "--", "/bin/sh", "-c", "true"]
-    const child = spawn(bwrap, [...bwrapArgs(workspace, workspace, argv)], {
+    const child = spawn(bwrap, [...bwrapArgs(workspace, argv, ["--bind", workspace, workspace])], {
       env: { PATH: "/usr/bin:/bin" },
       stdio: ["ignore", "ignore", "pipe"]
     })

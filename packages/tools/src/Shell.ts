@@ -26,11 +26,11 @@
  *   the output.
  */
 import { Tool } from "@rx/kernel"
-import { Context, Effect, Either, Layer, Option, Schema } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import { createHash, randomBytes } from "node:crypto"
-import { rmdirSync } from "node:fs"
 import { ToolsConfig } from "./Config.js"
 import * as Limits from "./internal/limits.js"
+import * as Notes from "./internal/notes.js"
 import * as Process from "./internal/process.js"
 import * as Text from "./internal/text.js"
 import * as Sandbox from "./Sandbox.js"
@@ -87,7 +87,12 @@ export const Output = Schema.Struct({
   limits: AppliedLimits,
   /** How the command was isolated. */
   sandbox: Schema.Literal("bwrap", "none"),
-  cwd: Schema.String
+  cwd: Schema.String,
+  /**
+   * Protected paths (relative to the workspace) that did not exist and that the command created:
+   * each was moved aside when the call ended, to `<path>.refused-by-rx-<tag>`.
+   */
+  moved_aside: Schema.optional(Schema.Array(Schema.String))
 })
 export type Output = typeof Output.Type
 
@@ -153,21 +158,6 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
   const cgroups = sandbox._tag === "Unavailable" ? undefined : Limits.discover()
   const guards = Sandbox.guardsOf(workspace.root, config.protectedPaths, config.hiddenPaths)
   const uid = process.getuid?.()
-  // Folders made as mount points for missing protected paths; removed when no call runs.
-  const madeFolders = new Set<string>()
-  let running = 0
-  const release = Effect.sync(() => {
-    running--
-    if (running > 0) return
-    for (const folder of madeFolders) {
-      try {
-        rmdirSync(folder)
-      } catch {
-        // Not empty (someone created it for real), or gone: leave it.
-      }
-    }
-    madeFolders.clear()
-  })
 
   const run = (command: string, timeoutMs?: number, callId?: string): Effect.Effect<Output, Tool.ToolError> =>
     Effect.gen(function*() {
@@ -191,7 +181,6 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
         cpuSeconds: config.shellMaxCpuSeconds,
         fileBytes: config.shellMaxFileBytes
       })
-      const group = cgroups === undefined ? undefined : Limits.create(cgroups, `rx-shell-${marker}`, limits.processes)
       // RLIMIT_NPROC: ignored for root; per sandbox in bwrap's user namespace; else per user.
       const nproc = uid === undefined || uid === 0 || sandbox.prlimit === undefined
         ? undefined
@@ -203,15 +192,32 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
       const argv = sandbox.prlimit === undefined ? shell : [sandbox.prlimit, ...Limits.prlimitArgs(limits, nproc), "--", ...shell]
       let file = argv[0] ?? "/bin/sh"
       let args = argv.slice(1)
-      running++
-      return yield* Effect.gen(function*() {
+      let fds: ReadonlyArray<number> = []
+      let cwd = workspace.root
+      let moved: ReadonlyArray<string> = []
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const group = cgroups === undefined ? undefined : Limits.create(cgroups, `rx-shell-${marker}`, limits.processes)
+        if (group !== undefined) yield* Effect.addFinalizer(() => removeGroup(group.dir))
         if (sandboxed) {
-          const held = Sandbox.mounts(workspace.root, guards)
-          if (Either.isLeft(held)) return yield* Tool.ToolError.fatal(`shell calls are refused: ${held.left}`)
-          for (const folder of held.right.created) madeFolders.add(folder)
+          // The folder checked now is the one mounted: bwrap binds this descriptor, not the path.
+          const rootFd = yield* workspace.openRoot.pipe(Effect.mapError((error) => Tool.ToolError.fatal(error.message)))
+          const held = yield* Sandbox.hold(workspace.root, guards, rootFd).pipe(
+            Effect.mapError((why) => Tool.ToolError.fatal(`shell calls are refused: ${why}`))
+          )
+          if (held.missing.length > 0) {
+            Notes.write(marker, { root: workspace.root, identity: workspace.identity, missing: held.missing })
+            yield* Effect.addFinalizer(() =>
+              Effect.sync(() => {
+                moved = Sandbox.moveAside(rootFd, held.missing, marker.slice(0, 8))
+                Notes.remove(marker)
+              })
+            )
+          }
+          fds = held.fds
           file = sandbox.path
+          cwd = "/"
           const tmpBytes = sandbox.tmpfsSize ? limits.memoryBytes : undefined
-          args = [...Sandbox.bwrapArgs(workspace.root, workspace.root, argv, held.right.args, tmpBytes)]
+          args = [...Sandbox.bwrapArgs(workspace.root, argv, held.args, tmpBytes)]
         }
         if (group !== undefined) {
           args = [...Limits.joinArgs(group.dir, file, args)]
@@ -220,7 +226,8 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
         const result = yield* Process.run({
           file,
           args,
-          cwd: workspace.root,
+          cwd,
+          fds,
           env,
           timeoutMs: timeout,
           graceMs: config.shellGraceMs,
@@ -233,7 +240,7 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
           Effect.mapError((error) => Tool.ToolError.fatal(`the command could not be started: ${error.message}`))
         )
         const processesBy = group?.limitsTasks === true ? "cgroup" as const : nproc !== undefined ? "rlimit" as const : null
-        return {
+        return (moved: ReadonlyArray<string>): Output => ({
           command,
           exit_code: result.exitCode,
           signal: result.signal,
@@ -255,12 +262,23 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
             max_file_bytes: limited ? limits.fileBytes : null
           },
           sandbox: sandboxed ? "bwrap" as const : "none" as const,
-          cwd: workspace.root
-        }
-      }).pipe(Effect.ensuring(Effect.andThen(release, group === undefined ? Effect.void : removeGroup(group.dir))))
+          cwd: workspace.root,
+          ...(moved.length === 0 ? {} : { moved_aside: moved })
+        })
+      })).pipe(Effect.map((output) => output(moved)))
     })
   const recover = (callId: string): Effect.Effect<void> =>
-    Effect.promise(() => Process.endMarked(`${Process.markerName}=${markerOf(callId)}`, config.shellGraceMs))
+    Effect.promise(() => Process.endMarked(`${Process.markerName}=${markerOf(callId)}`, config.shellGraceMs)).pipe(
+      // What the cut call created at protected paths is moved aside now, as it would have been.
+      Effect.andThen(Effect.sync(() => Notes.read(markerOf(callId)))),
+      Effect.flatMap((note) =>
+        note === undefined || note.root !== workspace.root ? Effect.void : Effect.scoped(Effect.gen(function*() {
+          const rootFd = yield* workspace.openRoot
+          Sandbox.moveAside(rootFd, note.missing, markerOf(callId).slice(0, 8))
+          Notes.remove(markerOf(callId))
+        })).pipe(Effect.ignore)
+      )
+    )
   return { sandbox, run, recover }
 })
 

@@ -25,6 +25,7 @@ import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
 import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
 import { randomBytes } from "node:crypto"
+import { closeSync, constants, fstatSync, lstatSync, openSync } from "node:fs"
 import * as NodePath from "node:path"
 import { ToolsConfig } from "./Config.js"
 import * as Files from "./internal/files.js"
@@ -101,6 +102,81 @@ export class InvalidWorkspace extends Schema.TaggedError<InvalidWorkspace>()("@r
   }
 }
 
+/**
+ * The workspace's path no longer leads to the folder the tools were built for: it was moved,
+ * replaced, or swapped for a symbolic link (by the agent's own command, or by another goal whose
+ * workspace contains this one). The call is refused before it does anything.
+ */
+export class WorkspaceReplaced extends Schema.TaggedError<WorkspaceReplaced>()("@rx/tools/WorkspaceReplaced", {
+  root: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `the workspace ${this.root} is no longer the folder this goal started in (${this.reason}); nothing was run. rx never follows a workspace that was moved, replaced or swapped for a link: restore the folder, or start a new goal on the folder that is there now`
+  }
+}
+
+/** A folder's identity: its device and inode, as decimal strings (64-bit on some file systems). */
+export interface Identity {
+  readonly dev: string
+  readonly ino: string
+}
+
+const identityOf = (fd: number): Identity => {
+  const info = fstatSync(fd, { bigint: true })
+  return { dev: info.dev.toString(), ino: info.ino.toString() }
+}
+
+/** Flags that open a folder itself, never what a link at its last component names. */
+const directoryFlags = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW
+
+/**
+ * Open `root` as a folder with no link followed at its last component and check it is the folder
+ * `expected` names (by device and inode): the open descriptor, which the caller closes. Any
+ * intermediate component that was swapped for a link leads to another folder, whose identity
+ * differs.
+ */
+export const openIdentified = (root: string, expected: Identity): Effect.Effect<number, WorkspaceReplaced> =>
+  Effect.suspend(() => {
+    let fd: number
+    try {
+      fd = openSync(root, directoryFlags)
+    } catch (error) {
+      const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : "unknown"
+      let link = code === "ELOOP"
+      try {
+        link ||= lstatSync(root).isSymbolicLink()
+      } catch {
+        // Gone: said below.
+      }
+      const reason = link
+        ? "its path is now a symbolic link"
+        : code === "ENOENT"
+        ? "nothing is at its path any more"
+        : code === "ENOTDIR"
+        ? "its path no longer leads to a folder"
+        : `it cannot be opened (${code})`
+      return Effect.fail(new WorkspaceReplaced({ root, reason }))
+    }
+    let found: Identity
+    try {
+      found = identityOf(fd)
+    } catch (error) {
+      closeSync(fd)
+      return Effect.fail(new WorkspaceReplaced({ root, reason: `it cannot be checked: ${String(error)}` }))
+    }
+    if (found.dev !== expected.dev || found.ino !== expected.ino) {
+      closeSync(fd)
+      return Effect.fail(
+        new WorkspaceReplaced({
+          root,
+          reason: `its path now leads to another folder (device:inode ${found.dev}:${found.ino}, not ${expected.dev}:${expected.ino})`
+        })
+      )
+    }
+    return Effect.succeed(fd)
+  })
+
 /** Any error of a workspace operation. */
 export type WorkspaceError = PathRefused | FileNotFound | WrongType | StaleFile | FileSystemFailure
 
@@ -154,6 +230,15 @@ export interface Written {
 export interface Service {
   /** The real path of the root. */
   readonly root: string
+  /** The root folder's identity when the tools were built; every call checks it (`verify`). */
+  readonly identity: Identity
+  /**
+   * The root, opened again by its path with no link followed and checked to be the same folder:
+   * a descriptor for the scope, to act on that folder and no other (the sandbox binds it).
+   */
+  readonly openRoot: Effect.Effect<number, WorkspaceReplaced, Scope.Scope>
+  /** Fail unless the root's path still leads to the folder the tools were built for. */
+  readonly verify: Effect.Effect<void, WorkspaceReplaced>
   /** Resolve a path (relative to the root, or absolute inside it) and check it. No I/O outside. */
   readonly resolve: (path: string, access?: Access) => Effect.Effect<Resolved, PathRefused | FileSystemFailure>
   /** Open a regular file for reading. */
@@ -302,7 +387,10 @@ export const defaultProtection: Protection = { protectedPaths: [".git"], hiddenP
  * Make a workspace over `root`, which must be an existing directory. `protection` defaults to
  * the `ToolsConfig`'s when one is provided, else `defaultProtection`.
  */
-export const make = (root: string, protection?: Protection): Effect.Effect<Service, InvalidWorkspace, FileSystem.FileSystem> =>
+export const make = (
+  root: string,
+  protection?: Protection
+): Effect.Effect<Service, InvalidWorkspace, FileSystem.FileSystem | Scope.Scope> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const guarded = protection ?? Option.getOrElse(yield* Effect.serviceOption(ToolsConfig), () => defaultProtection)
@@ -316,6 +404,17 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
     if (rootInfo.type !== "Directory") {
       return yield* new InvalidWorkspace({ root, reason: "it is not a directory" })
     }
+    // The root is held open for the tools' life, so its inode cannot be reused by another folder.
+    const held = yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => openSync(realRoot, directoryFlags),
+        catch: (error) => new InvalidWorkspace({ root, reason: `it cannot be opened: ${String(error)}` })
+      }),
+      (fd) => Effect.sync(() => closeSync(fd))
+    )
+    const identity = identityOf(held)
+    const openRoot = Effect.acquireRelease(openIdentified(realRoot, identity), (fd) => Effect.sync(() => closeSync(fd)))
+    const verifyRoot = Effect.scoped(openRoot)
     const hasProc = yield* fs.exists("/proc/self/fd").pipe(Effect.orElseSucceed(() => false))
     const writes = yield* Effect.makeSemaphore(1)
 
@@ -718,9 +817,9 @@ export const make = (root: string, protection?: Protection): Effect.Effect<Servi
         return removed[0] === true
       }))
 
-    return { root: realRoot, resolve, open, list, write, discardTemp }
+    return { root: realRoot, identity, openRoot, verify: verifyRoot, resolve, open, list, write, discardTemp }
   })
 
 /** A workspace over `root`. */
 export const layer = (root: string, protection?: Protection): Layer.Layer<Workspace, InvalidWorkspace, FileSystem.FileSystem> =>
-  Layer.effect(Workspace, make(root, protection))
+  Layer.scoped(Workspace, make(root, protection))

@@ -95,7 +95,7 @@ describe.skipIf(unavailable !== undefined)("bubblewrap", () => {
       const { cleanup, ws } = makeDirs()
       const bwrap = Either.getOrThrow(Sandbox.find(ws))
       const tag = String(100_000 + Math.floor(Math.random() * 899_999))
-      const args = Sandbox.bwrapArgs(ws, ws, ["/bin/sh", "-c", `sleep 50.${tag}`])
+      const args = Sandbox.bwrapArgs(ws, ["/bin/sh", "-c", `sleep 50.${tag}`], ["--bind", ws, ws])
       // A stand-in for rx: it starts the sandbox, then is killed without a chance to clean up.
       const parent = spawn(process.execPath, ["-e", `require("node:child_process").spawn(${JSON.stringify(bwrap)}, ${JSON.stringify(args)}, { stdio: "ignore" }); setInterval(() => {}, 1000)`], { stdio: "ignore" })
       for (let i = 0; i < 50 && alive(`50.${tag}`).length === 0; i++) yield* Effect.sleep("50 millis")

@@ -3,10 +3,11 @@
  * child processes, real temp folders, real git repositories.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either } from "effect"
-import { execFileSync } from "node:child_process"
+import { type Context, Effect, Either, Fiber, Layer, Option } from "effect"
+import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { ToolRegistry } from "@rx/kernel"
 import { Builtins, Sandbox } from "../src/index.js"
 import * as Limits from "../src/internal/limits.js"
 import { failed, invoke, makeDirs, ok, sha256, withTools } from "./helpers.js"
@@ -166,23 +167,35 @@ describe.skipIf(unavailable !== undefined)("protected paths in the sandbox", () 
       cleanup()
     }))
 
-  it.live("without a .git, git init cannot create one; the empty mount point is removed after the call", () =>
+  it.live("without a .git, what a call creates there is moved aside when it ends; nothing is made in the workspace to hold it", () =>
     Effect.gen(function*() {
       const { cleanup, ws } = makeDirs()
+      const before = ok(yield* withTools({ workspace: ws, sandbox: "bwrap" }, invoke("shell", { command: "ls -A; echo listed" })))
+      expect(before["stdout"]).toBe("listed\n")
+      expect(before["moved_aside"]).toBeUndefined()
       const out = ok(yield* withTools({ workspace: ws, sandbox: "bwrap" }, invoke("shell", {
-        command: "git init -q .; echo init=$?; mkdir -p .git/hooks; echo x > .git/hooks/pre-commit; ls -A .git | wc -l"
+        command: "git init -q .; mkdir -p .git/hooks; echo x > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; echo made"
       })))
-      expect(String(out["stdout"])).toMatch(/init=[1-9]/)
-      expect(String(out["stdout"])).toContain("0\n")
+      expect(out["stdout"]).toBe("made\n")
+      expect(out["moved_aside"]).toEqual([".git"])
       expect(fs.existsSync(path.join(ws, ".git"))).toBe(false)
-      // Protection is the config's: without it, git init works.
+      const entries = fs.readdirSync(ws)
+      expect(entries).toHaveLength(1)
+      expect(entries[0]).toMatch(/^\.git\.refused-by-rx-[0-9a-f]{8}$/)
+      // A link planted there is moved, never followed.
+      fs.rmSync(path.join(ws, entries[0] ?? ""), { recursive: true })
+      const linked = ok(yield* withTools({ workspace: ws, sandbox: "bwrap" }, invoke("shell", { command: "ln -s /etc .git; echo linked" })))
+      expect(linked["moved_aside"]).toEqual([".git"])
+      expect(fs.existsSync(path.join(ws, ".git"))).toBe(false)
+      expect(fs.existsSync("/etc/hostname") || fs.existsSync("/etc/passwd")).toBe(true)
+      // Protection is the config's: without it, git init works and stays.
       const free = ok(yield* withTools({ workspace: ws, sandbox: "bwrap", protectedPaths: [] }, invoke("shell", { command: "git init -q . && echo init=$?" })))
       expect(free["stdout"]).toBe("init=0\n")
       expect(fs.existsSync(path.join(ws, ".git", "HEAD"))).toBe(true)
       cleanup()
     }))
 
-  it.live("rx's database inside the workspace can be neither read, written, removed, nor given a planted journal", () =>
+  it.live("rx's database inside the workspace can be neither read, written nor removed; nothing is made to hold its missing siblings", () =>
     Effect.gen(function*() {
       const { cleanup, ws } = makeDirs()
       const db = path.join(ws, "rx.db")
@@ -196,8 +209,9 @@ describe.skipIf(unavailable !== undefined)("protected paths in the sandbox", () 
       expect(String(out["stderr"])).toContain("Permission denied")
       expect(fs.readFileSync(db, "utf8")).toBe("secret log content")
       expect(fs.readFileSync(`${db}-wal`, "utf8")).toBe("secret wal content")
-      // A missing sibling is held as an empty file: nothing can be planted there.
-      expect(fs.readFileSync(`${db}-journal`, "utf8")).toBe("")
+      // A missing sibling is not held (that would need a file made in the workspace): a planted
+      // journal is the command's, and the SQLite store refuses to open a log beside one.
+      expect(fs.readFileSync(`${db}-journal`, "utf8")).toBe("hot\n")
       expect(fs.existsSync(path.join(ws, "x.db"))).toBe(false)
       cleanup()
     }))
@@ -425,6 +439,112 @@ describe.skipIf(cgroups === undefined)("sandbox none, with a cgroup per call", (
       expect(alive(`60.${id}`)).toEqual([])
       // The call's cgroup is removed.
       expect(fs.existsSync(path.join(cgroups?.dir ?? "/", `rx-shell-${marker}`))).toBe(false)
+      cleanup()
+    }))
+})
+
+describe.skipIf(unavailable !== undefined)("a workspace held by identity", () => {
+  /** Two goals' tools at once: one on `root`, one on `root/b` inside it. */
+  const nested = <A, E>(body: (outer: Context.Context<ToolRegistry.ToolRegistry>, inner: Context.Context<ToolRegistry.ToolRegistry>, dirs: { root: string; b: string }) => Effect.Effect<A, E>) =>
+    Effect.scoped(Effect.gen(function*() {
+      const { cleanup, ws } = makeDirs()
+      const b = path.join(ws, "b")
+      fs.mkdirSync(b)
+      yield* Effect.addFinalizer(() => Effect.sync(cleanup))
+      const outer = yield* Layer.build(Builtins.layer({ workspace: ws, sandbox: "bwrap" }))
+      const inner = yield* Layer.build(Builtins.layer({ workspace: b, sandbox: "bwrap" }))
+      return yield* body(outer, inner, { root: ws, b })
+    }))
+
+  it.live("a goal whose folder another goal swaps for a link to / gets a recorded failure, never a mount of /", () =>
+    nested((outer, inner, { b, root }) =>
+      Effect.gen(function*() {
+        const inB = (tool: string, input: unknown) => Effect.provide(invoke(tool, input), inner)
+        expect(ok(yield* inB("shell", { command: "echo one > one.txt; echo ok" }))["stdout"]).toBe("ok\n")
+        // Goal A, working on the folder that holds B's, swaps B's folder for a link to /.
+        const swap = ok(yield* Effect.provide(invoke("shell", { command: "mv b b.old && ln -s / b && echo swapped" }), outer))
+        expect(swap["stdout"]).toBe("swapped\n")
+        const marker = `rx-escape-${tag()}`
+        for (const [tool, input] of [
+          ["shell", { command: `touch /${marker}; touch ${marker}; cat /etc/hostname` }],
+          ["write_file", { path: marker, content: "x" }],
+          ["read_file", { path: "etc/hostname" }],
+          ["list_dir", {}]
+        ] as const) {
+          const failure = failed(yield* inB(tool, input))
+          expect(failure.kind).toBe("fatal")
+          expect(failure.message).toContain(`the workspace ${b} is no longer the folder this goal started in`)
+          expect(failure.message).toContain("symbolic link")
+        }
+        expect(fs.existsSync(`/${marker}`)).toBe(false)
+        expect(fs.readdirSync(path.join(root, "b.old"))).toEqual(["one.txt"])
+        // A folder put back in its place is another folder: still refused.
+        fs.unlinkSync(b)
+        fs.mkdirSync(b)
+        expect(failed(yield* inB("shell", { command: "true" })).message).toContain("another folder")
+        // The folder itself, moved back, is the same folder again.
+        fs.rmdirSync(b)
+        fs.renameSync(path.join(root, "b.old"), b)
+        expect(ok(yield* inB("shell", { command: "cat one.txt" }))["stdout"]).toBe("one\n")
+      })
+    ))
+
+  it.live("a swap while a call runs cannot move the running command: it keeps the folder it was started on", () =>
+    nested((outer, inner, { b, root }) =>
+      Effect.gen(function*() {
+        const marker = `rx-escape-${tag()}`
+        const running = yield* Effect.fork(Effect.provide(
+          invoke("shell", { command: `touch started; while [ ! -e "$PWD/go" ]; do sleep 0.05; done; touch "$PWD/${marker}" "/${marker}" 2>/dev/null; ls "$PWD"` }),
+          inner
+        ))
+        while (!fs.existsSync(path.join(b, "started"))) yield* Effect.sleep("20 millis")
+        ok(yield* Effect.provide(invoke("shell", { command: "mv b b.old && ln -s / b && touch b.old/go" }), outer))
+        const out = ok(yield* Fiber.join(running))
+        expect(String(out["stdout"])).toContain(marker)
+        expect(fs.existsSync(path.join(root, "b.old", marker))).toBe(true)
+        expect(fs.existsSync(`/${marker}`)).toBe(false)
+      })
+    ))
+})
+
+describe.skipIf(unavailable !== undefined || !root)("as root", () => {
+  it.live("sandboxed commands run as an unprivileged uid and read no root-only file", () =>
+    Effect.gen(function*() {
+      const { cleanup, ws } = makeDirs()
+      const out = ok(yield* withTools({ workspace: ws, sandbox: "bwrap" }, invoke("shell", {
+        command: "id -u; id -g; cat /etc/shadow | wc -c; cat /etc/gshadow | wc -c; ls /etc/ssl/private | wc -l; touch mine; echo wrote"
+      })))
+      expect(String(out["stdout"]).split("\n")).toEqual(["65534", "65534", "0", "0", "0", "wrote", ""])
+      // What it writes in the workspace is still the user's (root's), as rx's own writes are.
+      expect(fs.statSync(path.join(ws, "mine")).uid).toBe(0)
+      expect(fs.readFileSync("/etc/shadow", "utf8").length).toBeGreaterThan(0)
+      cleanup()
+    }))
+})
+
+describe.skipIf(unavailable !== undefined)("a crash during a sandboxed call", () => {
+  it.live("what the cut call created at a protected path is moved aside by recovery; nothing of rx's stays", () =>
+    Effect.gen(function*() {
+      const { cleanup, ws } = makeDirs()
+      // A stand-in for rx, killed with SIGKILL in the middle of a call that made a .git.
+      const script = `
+        import { ToolRegistry } from "@rx/kernel"
+        import { Builtins } from "@rx/tools"
+        import { Effect, Either } from "effect"
+        const registry = await Effect.runPromise(Effect.scoped(Effect.provide(ToolRegistry.ToolRegistry, Builtins.layer({ workspace: ${JSON.stringify(ws)}, sandbox: "bwrap" }))))
+        const call = Either.getOrThrow(registry.prepare({ callId: "g:9", tool: "shell", input: { command: "git init -q .; touch started; sleep 60" } }))
+        await Effect.runPromise(call.run)
+      `
+      const rx = spawn(process.execPath, ["--input-type=module", "-e", script], { cwd: path.resolve(import.meta.dirname, ".."), stdio: "ignore" })
+      for (let i = 0; i < 600 && !fs.existsSync(path.join(ws, "started")); i++) yield* Effect.sleep("50 millis")
+      expect(fs.existsSync(path.join(ws, ".git", "HEAD"))).toBe(true)
+      rx.kill("SIGKILL")
+      yield* Effect.promise(() => new Promise((resolve) => rx.once("exit", resolve)))
+      const recovered = yield* withTools({ workspace: ws, sandbox: "bwrap" }, Effect.flatMap(ToolRegistry.ToolRegistry, (registry) =>
+        Either.getOrThrow(registry.prepare({ callId: "g:9", tool: "shell", input: { command: "anything" } })).recover))
+      expect(recovered).toEqual(Option.none())
+      expect(fs.existsSync(path.join(ws, ".git"))).toBe(false)
+      expect(fs.readdirSync(ws).sort()).toEqual([expect.stringMatching(/^\.git\.refused-by-rx-[0-9a-f]{8}$/), "started"])
       cleanup()
     }))
 })

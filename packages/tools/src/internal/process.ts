@@ -24,6 +24,8 @@ export interface Options {
   readonly file: string
   readonly args: ReadonlyArray<string>
   readonly cwd: string
+  /** Descriptors the child gets as its fds 3, 4, ... */
+  readonly fds?: ReadonlyArray<number> | undefined
   readonly env: Readonly<Record<string, string>>
   readonly timeoutMs: number
   /** After the timeout: SIGTERM, then SIGKILL this many milliseconds later. */
@@ -225,7 +227,7 @@ export const run = (options: Options): Effect.Effect<Result, SpawnFailed> => {
           cwd: options.cwd,
           env: { ...options.env, [markerName]: marker.slice(markerName.length + 1) },
           detached: true,
-          stdio: ["ignore", "pipe", "pipe"]
+          stdio: ["ignore", "pipe", "pipe", ...(options.fds ?? [])]
         }),
       catch: (error) => new SpawnFailed(error instanceof Error ? error.message : String(error))
     }),
