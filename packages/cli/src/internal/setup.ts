@@ -21,6 +21,11 @@ import * as Usage from "../Usage.js"
 /** The flags of a command's settings, as parsed: text, or `true` for a switch given. */
 export type Given = { readonly [K in Settings.Key]?: Option.Option<string> | boolean }
 
+const noted = new Set<string>()
+/** Say `line` on stderr, once per process. */
+const noteOnce = (line: string) =>
+  noted.has(line) ? Effect.void : Effect.andThen(Effect.sync(() => noted.add(line)), Console.error(line))
+
 /** The config files that apply in `workspace`, nearest first, each with what it holds (if it exists). */
 export const configFiles = (workspace: string) =>
   Effect.gen(function*() {
@@ -31,6 +36,11 @@ export const configFiles = (workspace: string) =>
       Effect.gen(function*() {
         if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) return { file, found: Option.none<Settings.Found>() }
         const info = yield* fs.stat(file).pipe(Effect.mapError((e) => new UsageError({ message: `cannot read config file ${file}: ${e.message}` })))
+        if (info.type === "Directory" && (yield* fs.readDirectory(file).pipe(Effect.orElseSucceed(() => ["?"]))).length === 0) {
+          // What rx before 0.3 could leave behind when killed mid-call: a mount point, not a setting.
+          yield* noteOnce(`rx: ${file} is an empty folder, not a config file (an older rx, killed during a sandboxed call, could leave one): ignored; remove it`)
+          return { file, found: Option.none<Settings.Found>() }
+        }
         if (info.type !== "File" || Number(info.size) > 256 * 1024) {
           return yield* new UsageError({ message: `config file ${file}: not a regular file of at most 256 KiB` })
         }
