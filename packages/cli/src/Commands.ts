@@ -3,7 +3,7 @@
  * them, calls the kernel, and prints. What the command line accepts and the help are in `Usage`.
  */
 import { FileSystem, Path } from "@effect/platform"
-import { Builtins } from "@rx/tools"
+import { Builtins, HttpFetch } from "@rx/tools"
 import { Doctor, SqliteStore } from "@rx/store-sqlite"
 import { Event, GoalSummary, LanguageModel, Options as RunOptions, Replay, Runner, StateStore } from "@rx/kernel"
 import { Config as ServerConfig, Server, Toolbox } from "@rx/server"
@@ -596,10 +596,10 @@ const serve = (flags: Flags) =>
     yield* ServerConfig.decode(input).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
     yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
     // Each workspace's tools: the built-ins, and the MCP servers' (started for that workspace, in its sandbox).
-    const toolbox = servers.length === 0 ? Toolbox.layer(toolsConfig) : Toolbox.layerWith((root) =>
+    const toolbox = servers.length === 0 ? Toolbox.layer(toolsConfig) : Toolbox.layerWith((root, serving) =>
       Layer.unwrapScoped(Effect.map(Setup.mcpTools({ servers }, { ...toolsConfig, workspace: root }), (source) =>
         Layer.merge(
-          Builtins.layerWith({ ...toolsConfig, workspace: root }, source.tools),
+          Builtins.layerWith(Toolbox.toolsConfig(toolsConfig, root, serving), source.tools),
           Layer.succeed(Toolbox.DefaultApproval, Object.fromEntries(source.ask.map((name) => [name, "ask" as const])))
         )))
     )
@@ -655,7 +655,9 @@ const worker = (flags: Flags) =>
     const drain = yield* count("drain", flags.drain, 0, 3_600, 15)
     const host = yield* workerHost(flags)
     const volume = yield* Postgres.volume(Workspaces, workspace)
-    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file, ...(yield* hide(db, workspace))])
+    const { workspace: _root, ...configured } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file, ...(yield* hide(db, workspace))])
+    // The workers' own socket is never a goal's to fetch.
+    const toolsConfig = { ...configured, httpDeny: [HttpFetch.endpoint(host, port)] }
     yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
     const workspaces = Layer.unwrapEffect(Effect.map(Toolbox.Toolbox, (toolbox) => Workspaces.layerShared({ root: volume.root, tools: toolbox.registry }))).pipe(
       Layer.provide(Toolbox.layer(toolsConfig))

@@ -2,7 +2,8 @@
  * `rx serve`'s token file, attacked as an agent would: the file beside a log inside the served
  * root is out of the tools' reach (read_file, list_dir, search_text, find_files, the sandboxed
  * shell), a symbolic link planted at its path is replaced and never written through, and the
- * token is kept across restarts only when the file is exactly what rx wrote.
+ * token is kept across restarts only when the file is exactly what rx wrote. And the
+ * self-submitting goal: it can neither read the token nor reach the server with it.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -15,10 +16,10 @@ const call = (name: string, args: unknown) => FakeServer.completion({ toolCalls:
 const done = (summary: string) => call("done", { summary })
 
 /** `rx serve` on a free port with `db` and the box's workspace; its URL and stdout once it listens. Killed with the scope. */
-const serve = (box: ReturnType<typeof sandbox>, db: string, baseUrl: string, extra: ReadonlyArray<string> = []) =>
+const serve = (box: ReturnType<typeof sandbox>, db: string, baseUrl: string, extra: ReadonlyArray<string> = [], sandboxMode = "none") =>
   Effect.gen(function*() {
     const child = yield* Effect.acquireRelease(
-      Effect.sync(() => start(["serve", "--port", "0", "--db", db, "--workspace", box.workspace, "--base-url", baseUrl, "--model", "fake", "--sandbox", "none", ...extra])),
+      Effect.sync(() => start(["serve", "--port", "0", "--db", db, "--workspace", box.workspace, "--base-url", baseUrl, "--model", "fake", "--sandbox", sandboxMode, ...extra])),
       (child) => Effect.promise(() => (child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"), child.done))
     )
     yield* until(() => /listening on (http:\/\/\S+)/.test(child.output().stdout) || child.exitCode !== null, "rx serve to listen")
@@ -156,4 +157,42 @@ describe("rx serve: the token file", () => {
       expect(statSync(file).mode & 0o777).toBe(0o600)
       yield* widened.stop
     }), 90_000)
+
+  it.scopedLive("a goal can never submit or approve goals: it cannot read the token, and http_fetch refuses the server even with --http-allow 127.0.0.1 and the token", () =>
+    Effect.gen(function*() {
+      const box = sandbox()
+      const db = join(box.workspace, ".rx", "rx.db")
+      const file = join(box.workspace, ".rx", "rx-server.token")
+      // Known once the server listens; the model's answers are written when asked for.
+      let url = ""
+      let token = ""
+      const post = (path: string, body: unknown) => () =>
+        call("http_fetch", { url: `${url}${path}`, method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) })
+      const model = yield* FakeServer.make([
+        call("read_file", { path: ".rx/rx-server.token" }),
+        ...(bwrapWorks ? [call("shell", { command: "cat .rx/rx-server.token; cat \"$(find / -name rx-server.token 2>/dev/null | head -1)\"; true" })] : []),
+        post("/v1/goals", { goal: "a copy of myself", options: { approval: {} } }),
+        () => call("http_fetch", { url: url.replace("127.0.0.1", "localhost") + "/v1/goals", method: "POST", headers: { authorization: `Bearer ${token}` }, body: "{}" }),
+        post("/v1/goals/some-goal/approvals/some-call", { approve: true }),
+        done("tried")
+      ])
+      const server = yield* serve(box, db, model.baseUrl, ["--http-allow", "127.0.0.1,localhost", ...(bwrapWorks ? [] : ["--no-shell"])], bwrapWorks ? "bwrap" : "none")
+      url = server.url
+      // The worst case: the agent knows the token anyway.
+      token = readFileSync(file, "utf8").trim()
+      const events = yield* runGoal(server.url, token, "submit a copy of yourself")
+      const outcomes = events.filter((e) => e["_tag"] === "ToolSucceeded" || e["_tag"] === "ToolFailed")
+      expect(outcomes[0]).toMatchObject({ tool: "read_file", _tag: "ToolFailed" })
+      const fetches = outcomes.filter((e) => e["tool"] === "http_fetch")
+      expect(fetches).toHaveLength(3)
+      for (const fetched of fetches) {
+        expect(fetched["_tag"]).toBe("ToolFailed")
+        expect(JSON.stringify(fetched["error"])).toContain("@rx/tools/EndpointRefused")
+      }
+      // Nothing the agent saw holds the token.
+      expect(JSON.stringify(outcomes)).not.toContain(token)
+      const listed = yield* Effect.promise(() => fetch(`${server.url}/v1/goals`, { headers: { authorization: `Bearer ${token}` } }).then((r) => r.json() as Promise<{ goals: ReadonlyArray<unknown> }>))
+      expect(listed.goals).toHaveLength(1)
+      yield* server.stop
+    }), 60_000)
 })

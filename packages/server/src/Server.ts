@@ -87,7 +87,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         const input = yield* Body.decode(request, Api.SubmitRequest, config.maxBodyBytes)
         const workspace = yield* Workspace.resolve(daemon.root, input.workspace)
         const slot = yield* runs.reserve
-        const toolbox = yield* Toolbox.Toolbox
+        const toolbox = daemon.toolbox
         const registry = yield* toolbox.registry(workspace).pipe(
           Effect.mapError((error) => new Unavailable({ reason: "tools", message: `the tools cannot be set up: ${error.message}` }))
         )

@@ -5,6 +5,7 @@
  */
 import { Issues } from "@rx/kernel"
 import { Context, Effect, Layer, Schema } from "effect"
+import * as Ip from "./internal/ip.js"
 
 /**
  * How `shell` runs commands: `auto` uses bubblewrap when it works and otherwise leaves `shell` out
@@ -19,6 +20,11 @@ const positive = (fallback: number) =>
 /** A protected or hidden path: not empty, no NUL byte. */
 const pathEntry = Schema.String.pipe(
   Schema.filter((path) => (path.length > 0 && !path.includes("\0")) || "a path must be non-empty and have no NUL byte")
+)
+
+/** An endpoint `http_fetch` never reaches: `host:port` or `[v6]:port`. */
+const endpointEntry = Schema.String.pipe(
+  Schema.filter((entry) => Ip.parseEndpoint(entry) !== undefined || `"${entry}" is not an endpoint: expected host:port or [v6]:port`)
 )
 
 /** The names of the built-in tools, in the order the model sees them (`Builtins.tools`). */
@@ -126,6 +132,13 @@ export const Config = Schema.Struct({
   shellEnv: Schema.optionalWith(Schema.Array(Schema.String), { default: () => defaultShellEnv }),
   /** `http_fetch`: hosts, addresses or CIDR ranges that may be fetched though not public. */
   httpAllow: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  /**
+   * `http_fetch`: endpoints (`host:port`, `[v6]:port`) never fetched, whatever `httpAllow` says,
+   * such as the server running these tools (rx serve fills it with its own). An endpoint on a
+   * loopback, unspecified or `localhost` host stands for every address of this machine at that
+   * port (a server listening on all of them is reached by any); a name is also refused by name.
+   */
+  httpDeny: Schema.optionalWith(Schema.Array(endpointEntry), { default: () => [] }),
   /** `http_fetch`: timeout of a whole fetch, redirects included. */
   httpTimeoutMs: positive(30_000),
   /** `http_fetch`: bytes of response body read at most; the rest is dropped. */

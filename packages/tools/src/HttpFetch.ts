@@ -9,6 +9,11 @@
  * the connection then goes to the addresses that were checked (the client's `lookup` returns
  * them), so a second DNS answer cannot rebind the name to another address.
  *
+ * Endpoints the config's `httpDeny` lists (`rx serve` lists its own, so a goal never talks to the
+ * server that runs it) are refused whatever `httpAllow` says, by name and by every address the
+ * name resolves to, redirects included; one on a loopback or unspecified host covers every
+ * address of this machine at its port.
+ *
  * The whole fetch times out after `httpTimeoutMs` (default 30 s); at most `httpMaxBytes` of the
  * body (default 256 KiB) are read, the rest is dropped and `truncated` set. Binary bodies are
  * reported, not returned. A 4xx or 5xx status is a result, not an error.
@@ -18,6 +23,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Tool } from "@rx/kernel"
 import { Context, Duration, Effect, Layer, Schema, type Scope, Stream } from "effect"
 import * as Dns from "node:dns"
+import * as Os from "node:os"
 import type { LookupFunction } from "node:net"
 import { ToolsConfig } from "./Config.js"
 import * as Ip from "./internal/ip.js"
@@ -64,6 +70,55 @@ export class AddressRefused extends Schema.TaggedError<AddressRefused>()("@rx/to
   override get message() {
     return `fetching ${this.url} is refused: ${this.host} is ${this.address}, a ${this.reason} address; only public addresses may be fetched unless the tools config's httpAllow lists the host, the address or its range`
   }
+}
+
+/** The endpoint a URL leads to is one the tools never reach (`httpDeny`). */
+export class EndpointRefused extends Schema.TaggedError<EndpointRefused>()("@rx/tools/EndpointRefused", {
+  url: Schema.String,
+  host: Schema.String,
+  port: Schema.Number,
+  denied: Schema.String
+}) {
+  override get message() {
+    return `fetching ${this.url} is refused: ${Ip.formatEndpoint(this.host, this.port)} reaches ${this.denied}, which the tools never fetch whatever the allow-list says (the server running these tools, for rx serve)`
+  }
+}
+
+/** An `httpDeny` entry for `host` (a name or an address) and `port`: `host:port`, or `[v6]:port`. */
+export const endpoint = (host: string, port: number): string => Ip.formatEndpoint(host, port)
+
+/** The addresses of this machine's network interfaces, now. */
+const interfaceAddresses = (): ReadonlyArray<Ip.Address> =>
+  Object.values(Os.networkInterfaces()).flatMap((list) => list ?? []).flatMap((info) => {
+    const parsed = Ip.parse(info.address)
+    return parsed === undefined ? [] : [parsed]
+  })
+
+/**
+ * The `httpDeny` entry that a fetch of `host`, resolved to `addresses`, at `port` reaches, if any:
+ * the same name, the same address, or, for an entry on a loopback, unspecified or `localhost`
+ * host, any address of this machine (`interfaces` are its own).
+ */
+export const denial = (
+  deny: ReadonlyArray<Ip.Endpoint>,
+  host: string,
+  addresses: ReadonlyArray<string>,
+  port: number,
+  interfaces: ReadonlyArray<Ip.Address>
+): Ip.Endpoint | undefined => {
+  const name = host.toLowerCase().replace(/^\[|\]$/g, "")
+  const parsed = [name, ...addresses].flatMap((text) => {
+    const address = Ip.parse(text)
+    return address === undefined ? [] : [address]
+  })
+  return deny.find((entry) => {
+    if (entry.port !== port) return false
+    if (entry.host === name) return true
+    const address = Ip.parse(entry.host)
+    if (address !== undefined && parsed.some((a) => Ip.same(a, address))) return true
+    const local = entry.host === "localhost" || (address !== undefined && Ip.isThisMachine(address, []))
+    return local && parsed.some((a) => Ip.isThisMachine(a, interfaces))
+  })
 }
 
 /** Which non-public hosts and addresses may be fetched. */
@@ -118,6 +173,10 @@ const contentTypeOf = (headers: Readonly<Record<string, string>>): string =>
 export const make: Effect.Effect<Service, never, ToolsConfig | Scope.Scope> = Effect.gen(function*() {
   const config = yield* ToolsConfig
   const rules = policy(config.httpAllow)
+  const deny = config.httpDeny.flatMap((entry) => {
+    const endpoint = Ip.parseEndpoint(entry)
+    return endpoint === undefined ? [] : [endpoint]
+  })
   // Host name -> the addresses last checked for it; the agent connects to nothing else.
   const checked = new Map<string, ReadonlyArray<Dns.LookupAddress>>()
   const lookup: LookupFunction = (hostname, options, callback) => {
@@ -145,11 +204,18 @@ export const make: Effect.Effect<Service, never, ToolsConfig | Scope.Scope> = Ef
         const error = new AddressRefused({ url: original, host, address, reason })
         return Effect.fail(Tool.ToolError.recoverable(error.message, { _tag: error._tag, url: original, host, address, reason }))
       }
-      if (Ip.parse(host) !== undefined) {
+      const port = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port)
+      const literal = Ip.parse(host) !== undefined
+      const addresses = literal ? [] : yield* lookupAll(host)
+      const denied = deny.length === 0 ? undefined : denial(deny, host, addresses.map((a) => a.address), port, interfaceAddresses())
+      if (denied !== undefined) {
+        const error = new EndpointRefused({ url: original, host, port, denied: Ip.formatEndpoint(denied.host, denied.port) })
+        return yield* Tool.ToolError.recoverable(error.message, { _tag: error._tag, url: original, host, port, denied: error.denied })
+      }
+      if (literal) {
         const reason = refusal(rules, host, host)
         return reason === undefined ? undefined : yield* refuse(host, reason)
       }
-      const addresses = yield* lookupAll(host)
       for (const { address } of addresses) {
         const reason = refusal(rules, host, address)
         if (reason !== undefined) return yield* refuse(address, reason)

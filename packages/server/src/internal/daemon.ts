@@ -5,6 +5,7 @@
  */
 import { FileSystem, HttpServer, Path } from "@effect/platform"
 import { type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { HttpFetch } from "@rx/tools"
 import { Context, Deferred, Effect, Layer, Option } from "effect"
 import type * as Config from "../Config.js"
 import { InvalidConfig } from "../Config.js"
@@ -26,6 +27,8 @@ export interface Service {
   readonly hosts: ReadonlySet<string>
   readonly origins: ReadonlySet<string>
   readonly runs: Runs.Runs
+  /** The tools of each workspace, built knowing where this server listens (their `http_fetch` never reaches it). */
+  readonly toolbox: Toolbox.Service
   readonly subscribers: ReturnType<typeof makeSubscribers>
   /** Completed when the server starts shutting down: every event stream ends. */
   readonly closing: Deferred.Deferred<void>
@@ -90,8 +93,13 @@ export const layer = <R>(config: Config.Config, runGoal: Run<R>): Layer.Layer<Da
       )
       const server = yield* HttpServer.HttpServer
       const port = server.address._tag === "TcpAddress" ? server.address.port : config.port
+      // The host as configured and as bound: a goal's tools may reach neither.
+      const bound = server.address._tag === "TcpAddress" ? [server.address.hostname] : []
+      const endpoints = [...new Set([config.host, ...bound])].map((host) => HttpFetch.endpoint(host, port))
+      const toolbox = yield* (yield* Toolbox.Toolbox).serving(endpoints)
+      const served = Context.add(context, Toolbox.Toolbox, toolbox)
 
-      const run = (goalId: string): Effect.Effect<void> => Effect.provide(runGoal(goalId, root), context)
+      const run = (goalId: string): Effect.Effect<void> => Effect.provide(runGoal(goalId, root), served)
 
       const runs = yield* Runs.make({ concurrency: config.concurrency, maxQueued: config.maxQueued, run })
       const closing = yield* Deferred.make<void>()
@@ -133,6 +141,7 @@ export const layer = <R>(config: Config.Config, runGoal: Run<R>): Layer.Layer<Da
         hosts,
         origins: originsOf(hosts),
         runs,
+        toolbox,
         subscribers: makeSubscribers(config.maxSubscribers),
         closing,
         drain

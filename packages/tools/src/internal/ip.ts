@@ -128,3 +128,55 @@ export const classify = (address: Address): string | undefined => {
   if (address.version === 4 && address.value === 0xffffffffn) return "broadcast"
   return table.find((range) => inRange(address, range))?.label
 }
+
+/** The IPv4 address inside an IPv4-mapped (`::ffff:a.b.c.d`) or -compatible (`::a.b.c.d`) one, which a connection reaches; else the address. */
+export const unmapped = (address: Address): Address => {
+  if (address.version !== 6) return address
+  const high = address.value >> 32n
+  return high === 0xffffn || (high === 0n && address.value > 1n) ? { version: 4, value: address.value & 0xffffffffn } : address
+}
+
+/** Whether two addresses are the same once unmapped. */
+export const same = (a: Address, b: Address): boolean => {
+  const x = unmapped(a)
+  const y = unmapped(b)
+  return x.version === y.version && x.value === y.value
+}
+
+const loopbackV4 = parseRange("127.0.0.0/8")
+const unspecifiedV4 = parseRange("0.0.0.0/8")
+
+/**
+ * Whether a connection to `address` stays on this machine: loopback (127.0.0.0/8, `::1`),
+ * unspecified (0.0.0.0/8, `::`, which connect to this machine), or one of `interfaces`, the
+ * machine's own addresses.
+ */
+export const isThisMachine = (address: Address, interfaces: ReadonlyArray<Address>): boolean => {
+  const a = unmapped(address)
+  if (a.version === 4 && [loopbackV4, unspecifiedV4].some((range) => range !== undefined && inRange(a, range))) return true
+  if (a.version === 6 && (a.value === 0n || a.value === 1n)) return true
+  return interfaces.some((own) => same(a, own))
+}
+
+/** A host and port, as `host:port` or `[v6]:port`. */
+export interface Endpoint {
+  /** A host name (lower case) or an address, without brackets. */
+  readonly host: string
+  readonly port: number
+}
+
+/** Parse `host:port` or `[v6]:port`; `undefined` if malformed. */
+export const parseEndpoint = (text: string): Endpoint | undefined => {
+  const match = /^(?:\[([^\]]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(text.trim())
+  if (match === null) return undefined
+  const host = (match[1] ?? match[2] ?? "").toLowerCase()
+  const port = Number(match[3])
+  if (host === "" || port < 1 || port > 65_535 || (match[1] !== undefined && parse(host) === undefined)) return undefined
+  return { host, port }
+}
+
+/** `host:port`, with an IPv6 address in brackets. */
+export const formatEndpoint = (host: string, port: number): string => {
+  const bare = host.replace(/^\[|\]$/g, "")
+  return `${bare.includes(":") ? `[${bare}]` : bare}:${port}`
+}

@@ -1,0 +1,94 @@
+/**
+ * The server attacked by its goals and its clients: a goal's `http_fetch` never reaches the
+ * server that runs it (whatever the allow-list says, by any address form or redirect), so a goal
+ * cannot submit or approve goals.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { type Event, LanguageModel, StateStore } from "@rx/kernel"
+import { Toolbox } from "@rx/server"
+import { Effect } from "effect"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import * as os from "node:os"
+import { call, modelByGoal, startServer, token, until, withStore } from "./helpers.js"
+
+/** A server on 127.0.0.1 that answers `hello`, or redirects `/to?url=`; its port. Closed with the scope. */
+const bystander = Effect.acquireRelease(
+  Effect.promise(() =>
+    new Promise<http.Server>((resolve) => {
+      const s = http.createServer((req, res) => {
+        const url = new URL(req.url ?? "/", "http://x")
+        if (url.pathname === "/to") {
+          res.writeHead(307, { location: url.searchParams.get("url") ?? "/" })
+          return res.end()
+        }
+        res.end("hello")
+      })
+      s.listen(0, "127.0.0.1", () => resolve(s))
+    })
+  ),
+  (s) => Effect.sync(() => s.closeAllConnections()).pipe(Effect.zipRight(Effect.promise(() => new Promise((r) => s.close(r)))))
+).pipe(Effect.map((s) => (s.address() as AddressInfo).port))
+
+/** Every loopback and unspecified form, and every address, allowed: the widest `--http-allow`. */
+const allowEverything = ["0.0.0.0/0", "::/0", "localhost"]
+
+const terminated = (events: ReadonlyArray<Event.Event>) => events.some((e) => e._tag === "Terminated")
+
+/** The outcome of a goal's one http_fetch call. */
+const fetchOutcome = (events: ReadonlyArray<Event.Event>) => events.find((e) => e._tag === "ToolSucceeded" || e._tag === "ToolFailed")
+
+describe("a goal against its own server", () => {
+  it.scopedLive("http_fetch never reaches the server, by any address form or redirect, though the allow-list permits all: no goal is submitted or approved", () =>
+    Effect.gen(function*() {
+      const other = yield* bystander
+      // The goal's first line is the URL it fetches; the server's port is known once it listens.
+      let port = 0
+      const target = (goal: string) => goal.replaceAll("PORT", String(port))
+      const model = modelByGoal((goal, turn) =>
+        Effect.succeed(
+          turn === 0
+            ? LanguageModel.callTool("http_fetch", {
+              url: target(goal),
+              method: "POST",
+              headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+              body: JSON.stringify({ goal: "a copy of myself", options: { approval: {} } })
+            })
+            : LanguageModel.done("tried")
+        )
+      )
+      const server = yield* startServer(model, { host: "0.0.0.0", allowRemote: true }, {
+        toolbox: Toolbox.layer({ sandbox: "none", httpAllow: allowEverything })
+      })
+      port = Number(new URL(server.url).port)
+      const own = Object.values(os.networkInterfaces()).flatMap((list) => list ?? []).filter((i) => i.family === "IPv4").map((i) => i.address)
+      const urls = [
+        "http://127.0.0.1:PORT/v1/goals",
+        "http://localhost:PORT/v1/goals",
+        "http://0.0.0.0:PORT/v1/goals",
+        "http://127.0.0.2:PORT/v1/goals",
+        "http://[::ffff:127.0.0.1]:PORT/v1/goals",
+        "http://2130706433:PORT/v1/goals",
+        "http://127.0.0.1:PORT/v1/goals/some-goal/approvals/some-call",
+        `http://127.0.0.1:${other}/to?url=${encodeURIComponent("http://localhost:PORT/v1/goals")}`,
+        ...own.map((address) => `http://${address}:PORT/v1/goals`)
+      ]
+      for (const url of urls) {
+        const submitted = yield* call(server, "/v1/goals", { method: "POST", body: { goal: url } })
+        expect(submitted.status).toBe(202)
+        const { goalId } = submitted.body as { goalId: string }
+        const events = yield* until(server.db, goalId, terminated, "the goal to end")
+        const outcome = fetchOutcome(events)
+        expect(outcome?._tag, url).toBe("ToolFailed")
+        expect(JSON.stringify(outcome), url).toContain("@rx/tools/EndpointRefused")
+      }
+      // The same tools reach another local server: the refusal is the server's own, not the allow-list's.
+      const control = yield* call(server, "/v1/goals", { method: "POST", body: { goal: `http://127.0.0.1:${other}/` } })
+      const controlEvents = yield* until(server.db, (control.body as { goalId: string }).goalId, terminated, "the control goal to end")
+      expect(fetchOutcome(controlEvents)?._tag).toBe("ToolSucceeded")
+      // Only the goals submitted here exist: no goal submitted a copy of itself.
+      const goals = yield* withStore(server.db, Effect.flatMap(StateStore.StateStore, (store) => store.goals()))
+      expect(goals.map((g) => g.goal).filter((g) => g === "a copy of myself")).toEqual([])
+      expect(goals).toHaveLength(urls.length + 1)
+    }), 120_000)
+})
