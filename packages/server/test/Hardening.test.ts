@@ -1,7 +1,7 @@
 /**
  * The server attacked by its goals and its clients: a goal's `http_fetch` never reaches the
  * server that runs it (whatever the allow-list says, by any address form or redirect), so a goal
- * cannot submit or approve goals.
+ * cannot submit or approve goals. A body nested thousands deep is a 400.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { type Event, LanguageModel, StateStore } from "@rx/kernel"
@@ -91,4 +91,33 @@ describe("a goal against its own server", () => {
       expect(goals.map((g) => g.goal).filter((g) => g === "a copy of myself")).toEqual([])
       expect(goals).toHaveLength(urls.length + 1)
     }), 120_000)
+})
+
+describe("request bodies", () => {
+  it.scopedLive("JSON nested 5,000 deep is a 400 that says so, wherever the nesting is; the server goes on", () =>
+    Effect.gen(function*() {
+      const server = yield* startServer(modelByGoal(() => Effect.succeed(LanguageModel.done("ok"))))
+      const deep = (n: number) => `${"[".repeat(n)}${"]".repeat(n)}`
+      const deepObject = (n: number) => `${"{\"a\":".repeat(n)}1${"}".repeat(n)}`
+      const bodies = [
+        deep(5_000),
+        deepObject(5_000),
+        `{"goal": ${deep(5_000)}}`,
+        `{"goal": "x", "options": {"approval": ${deepObject(5_000)}}}`,
+        `{"goal": "x", "workspace": ${deep(5_000)}}`,
+        `{"goal": "x", "options": ${deepObject(100_000)}}`
+      ]
+      for (const raw of bodies) {
+        const reply = yield* call(server, "/v1/goals", { method: "POST", raw })
+        expect(reply.status, raw.slice(0, 60)).toBe(400)
+        expect(reply.body, raw.slice(0, 60)).toMatchObject({ _tag: "@rx/server/BadRequest", field: "body" })
+        expect(String((reply.body as { message: string }).message)).toContain("nested")
+      }
+      // A decision's body is read the same way.
+      const decision = yield* call(server, "/v1/goals/g1/approvals/g1:1", { method: "POST", raw: deepObject(5_000) })
+      expect(decision.status).toBe(400)
+      // Brackets inside strings are text, not nesting.
+      const fine = yield* call(server, "/v1/goals", { method: "POST", body: { goal: `${"[{\\\"".repeat(1_000)} is just text` } })
+      expect(fine.status).toBe(202)
+    }), 60_000)
 })

@@ -53,13 +53,39 @@ export const badRequest = (error: ParseResult.ParseError, prefix: ReadonlyArray<
   return new BadRequest({ field, message: `${field}: ${issue?.message ?? "invalid"}` })
 }
 
-/** The JSON body decoded with `schema`; unknown fields are refused, so a misspelt option is not silently ignored. */
+/** How deep a request body's JSON may nest: rx's requests need a few levels; thousands overflow the decoder's stack. */
+export const maxDepth = 64
+
+/** Whether JSON `text` nests arrays and objects deeper than `limit` (brackets inside strings are text). */
+export const nestsDeeper = (text: string, limit: number): boolean => {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 0x5c) i++ // backslash: the next character is escaped
+      else if (c === 0x22) inString = false
+    } else if (c === 0x22) inString = true
+    else if (c === 0x5b || c === 0x7b) {
+      if (++depth > limit) return true
+    } else if (c === 0x5d || c === 0x7d) depth--
+  }
+  return false
+}
+
+/**
+ * The JSON body decoded with `schema`; unknown fields are refused, so a misspelt option is not
+ * silently ignored. A body nested deeper than `maxDepth` is refused before it is parsed.
+ */
 export const decode = <A, I>(
   request: HttpServerRequest.HttpServerRequest,
   schema: Schema.Schema<A, I>,
   limit: number
 ): Effect.Effect<A, PayloadTooLarge | BadRequest> =>
   Effect.flatMap(text(request, limit), (body) => {
+    if (nestsDeeper(body, maxDepth)) {
+      return Effect.fail(new BadRequest({ field: "body", message: `the request body is JSON nested more than ${maxDepth} levels deep; no request of this API needs more than a few` }))
+    }
     const json = Either.try({ try: (): unknown => JSON.parse(body === "" ? "{}" : body), catch: (e) => (e instanceof Error ? e.message : String(e)) })
     if (Either.isLeft(json)) return Effect.fail(new BadRequest({ field: "body", message: `the request body is not JSON: ${json.left}` }))
     return Schema.decodeUnknown(schema, { onExcessProperty: "error" })(json.right).pipe(Effect.mapError((error) => badRequest(error)))
