@@ -34,12 +34,15 @@ const probe = (filename: string) =>
     try: () => {
       const stat = fs.statSync(filename, { throwIfNoEntry: false })
       if (stat === undefined) return undefined
-      if (!stat.isFile()) return { size: stat.size, file: false, head: Buffer.alloc(0) }
-      const head = Buffer.alloc(sqliteHeader.length)
+      if (!stat.isFile()) return { size: stat.size, file: false, head: Buffer.alloc(0), wal: false }
+      const head = Buffer.alloc(sqliteHeader.length + 4)
       const fd = fs.openSync(filename, "r")
       const read = Either.try(() => fs.readSync(fd, head, 0, head.length, 0))
       fs.closeSync(fd)
-      return { size: stat.size, file: true, head: Either.isRight(read) ? head.subarray(0, read.right) : Buffer.alloc(0) }
+      const bytes = Either.isRight(read) ? read.right : 0
+      // Header bytes 18 and 19, the file format's write and read versions: 2 in WAL mode.
+      const wal = bytes >= 20 && head[18] === 2 && head[19] === 2
+      return { size: stat.size, file: true, head: head.subarray(0, Math.min(bytes, sqliteHeader.length)), wal }
     },
     catch: (error) => new StateStore.StoreError({ message: `cannot read ${filename}: ${error instanceof Error ? error.message : String(error)}` })
   })
@@ -52,6 +55,7 @@ const probe = (filename: string) =>
 export const prepare = (options: Options): Effect.Effect<Prepared, StateStore.StoreError | DatabaseRefused> =>
   Effect.gen(function*() {
     const { filename } = options
+    if (!options.readonly) yield* Effect.sync(() => sweep(filename))
     const found = yield* probe(filename)
     if (found === undefined) {
       if (options.readonly || !options.create) {
@@ -74,6 +78,7 @@ export const prepare = (options: Options): Effect.Effect<Prepared, StateStore.St
         message: `${filename} is an empty file (0 bytes), not an rx log; rx will not turn it into a new, empty log. If it was your log, it was truncated: restore it from a backup; otherwise remove it`
       })
     }
+    if (!options.readonly && found.wal) yield* Effect.sync(() => journalAside(filename))
     if (!found.head.equals(sqliteHeader)) {
       return yield* new DatabaseRefused({
         filename,
@@ -85,6 +90,42 @@ export const prepare = (options: Options): Effect.Effect<Prepared, StateStore.St
   })
 
 let created = 0
+
+const creatingName = /^\.(.+)\.(\d+)\.\d+\.creating(?:-wal|-shm|-journal)?$/
+
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return errnoOf(error) === "EPERM"
+  }
+}
+
+/**
+ * Remove what a process killed while creating the log beside `filename` left (its temporary
+ * database, `.<name>.<pid>.<n>.creating`, and its journal), once that process is gone.
+ */
+const sweep = (filename: string): void => {
+  const dir = path.dirname(filename)
+  const names = Either.getOrElse(Either.try(() => fs.readdirSync(dir)), () => [])
+  for (const name of names) {
+    const match = creatingName.exec(name)
+    if (match === null || match[1] !== path.basename(filename) || alive(Number(match[2]))) continue
+    Either.try(() => fs.rmSync(path.join(dir, name), { force: true }))
+  }
+}
+
+/**
+ * A rollback journal beside a WAL log was not written by rx (WAL mode writes none), so it may
+ * have been planted to be "rolled back" into the log when SQLite next opens it: it is renamed
+ * aside, `<name>-journal.refused-by-rx`, before SQLite can see it.
+ */
+const journalAside = (filename: string): void => {
+  const journal = `${filename}-journal`
+  if (fs.lstatSync(journal, { throwIfNoEntry: false }) === undefined) return
+  Either.try(() => fs.renameSync(journal, `${journal}.refused-by-rx`))
+}
 
 /** Build a new log under a temporary name beside `filename`, then link it into place (unless someone was first). */
 const create = (options: Options) =>
