@@ -28,6 +28,17 @@ export const SubmitRequest = Schema.Struct({
 }).annotations({ identifier: "SubmitRequest" })
 export type SubmitRequest = typeof SubmitRequest.Type
 
+/**
+ * `Idempotency-Key` (1 to 255 visible ASCII characters, such as a UUID): a retry with the same key
+ * and the same body answers the goal the first attempt recorded, even after a restart; the same
+ * key with another body is a 409.
+ */
+export const SubmitHeaders = Schema.Struct({
+  "idempotency-key": Schema.optional(Schema.String.annotations({
+    description: "Makes a retried submission safe: the same key and body answer the goal recorded first, never a second goal"
+  }))
+})
+
 /** A goal recorded (its `GoalSubmitted` is durable) and queued to run. */
 export const Submitted = Schema.Struct({ goalId: Schema.String }).annotations({ identifier: "Submitted" })
 export type Submitted = typeof Submitted.Type
@@ -155,7 +166,7 @@ export class HealthGroup extends HttpApiGroup.make("health").add(
 ) {}
 
 export class GoalsGroup extends HttpApiGroup.make("goals")
-  .add(HttpApiEndpoint.post("submit", "/v1/goals").setPayload(SubmitRequest).addSuccess(Submitted, { status: 202 }))
+  .add(HttpApiEndpoint.post("submit", "/v1/goals").setPayload(SubmitRequest).setHeaders(SubmitHeaders).addSuccess(Submitted, { status: 202 }))
   .add(HttpApiEndpoint.get("list", "/v1/goals").setUrlParams(ListParams).addSuccess(GoalPage))
   .add(HttpApiEndpoint.get("get")`/v1/goals/${goalId}`.addSuccess(Goal))
   .add(

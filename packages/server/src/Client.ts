@@ -40,7 +40,13 @@ export interface Service {
    * Submit a goal: its id once its `GoalSubmitted` is durable on the server. `options` need only
    * the limits to set; a request that does not decode fails here (`BadRequest`), unsent.
    */
-  readonly submit: (request: typeof Api.SubmitRequest.Encoded) => Effect.Effect<Api.Submitted, Failure>
+  readonly submit: (
+    request: typeof Api.SubmitRequest.Encoded,
+    options?: {
+      /** Sent as `Idempotency-Key`: submitting again with the same key and request answers the goal recorded first. */
+      readonly idempotencyKey?: string
+    }
+  ) => Effect.Effect<Api.Submitted, Failure>
   /** One page of goals, newest first. */
   readonly list: (params?: { readonly status?: Api.GoalStatus; readonly limit?: number; readonly cursor?: string }) => Effect.Effect<Api.GoalPage, Failure>
   /** Every goal (with `status`), newest first, a page at a time. */
@@ -166,10 +172,12 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
 
     return {
       url,
-      submit: (request) =>
+      submit: (request, options = {}) =>
         decodeSubmit(request).pipe(
           Effect.mapError((error) => new ApiError.BadRequest({ field: fieldOf(error), message: Issues.format(error) })),
-          Effect.flatMap((payload) => call(api.goals.submit({ payload })))
+          Effect.flatMap((payload) =>
+            call(api.goals.submit({ payload, headers: options.idempotencyKey === undefined ? {} : { "idempotency-key": options.idempotencyKey } }))
+          )
         ),
       list,
       goals: (params = {}) =>

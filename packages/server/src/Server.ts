@@ -29,6 +29,7 @@ import * as Body from "./internal/body.js"
 import * as Daemon from "./internal/daemon.js"
 import * as Events from "./internal/events.js"
 import * as Guard from "./internal/guard.js"
+import * as Idempotency from "./internal/idempotency.js"
 import { shuttingDown } from "./internal/runs.js"
 import * as Views from "./internal/views.js"
 import * as Workspace from "./internal/workspace.js"
@@ -85,6 +86,13 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
       Effect.gen(function*() {
         if (!runs.accepting()) return yield* shuttingDown()
         const input = yield* Body.decode(request, Api.SubmitRequest, config.maxBodyBytes)
+        // A retry of a submission with the same Idempotency-Key answers the goal its first attempt recorded.
+        const key = yield* Idempotency.keyOf(request.headers)
+        const digest = Idempotency.digestOf(input)
+        if (Option.isSome(key)) {
+          const found = yield* Idempotency.recorded(key.value, digest)
+          if (Option.isSome(found)) return { goalId: found.value }
+        }
         const workspace = yield* Workspace.resolve(daemon.root, input.workspace)
         const slot = yield* runs.reserve
         const toolbox = daemon.toolbox
@@ -96,7 +104,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         const options = {
           ...input.options,
           ...(Object.keys(approval).length === 0 ? {} : { approval: { ...approval, ...input.options?.approval } }),
-          metadata: { ...config.metadata, workspace }
+          metadata: { ...config.metadata, workspace, ...(Option.isSome(key) ? Idempotency.recordOf(digest) : {}) }
         }
         const instructions = input.instructions === undefined ? {} : { instructions: input.instructions }
         const base = Runner.deriveGoalId(input.goal, yield* Clock.currentTimeMillis)
@@ -105,8 +113,19 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
             Effect.catchTag("@rx/kernel/GoalBusy", (busy) => (n + 1 < idAttempts ? attempt(n + 1) : Effect.fail(busy))),
             Effect.provideService(ToolRegistry.ToolRegistry, registry)
           )
+        /** With a key: the goal it names, recorded now, or by an attempt that came first (then not queued again). */
+        const keyed = (key: string) =>
+          Runner.submit({ goal: input.goal, options, ...instructions, goalId: Idempotency.goalIdOf(key) }).pipe(
+            Effect.map((goalId) => ({ goalId, fresh: true })),
+            Effect.catchTag("@rx/kernel/GoalBusy", (busy) =>
+              Effect.flatMap(
+                Idempotency.recorded(key, digest),
+                Option.match({ onNone: () => Effect.fail(busy), onSome: (goalId) => Effect.succeed({ goalId, fresh: false }) })
+              )),
+            Effect.provideService(ToolRegistry.ToolRegistry, registry)
+          )
         // Recorded (durable) before the reply; the run starts now or waits in the queue.
-        const goalId = yield* attempt(0).pipe(
+        const { fresh, goalId } = yield* (Option.isSome(key) ? keyed(key.value) : Effect.map(attempt(0), (goalId) => ({ goalId, fresh: true }))).pipe(
           Effect.catchTags({
             "@rx/kernel/InvalidGoal": (error) => Effect.fail(new BadRequest({ field: "goal", message: error.message })),
             "@rx/kernel/InvalidOptions": (error) => Effect.fail(new BadRequest({ field: "options", message: error.message })),
@@ -115,7 +134,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
             "@rx/kernel/StoreError": (error) => Effect.fail(storeFailed(error))
           })
         )
-        yield* runs.admit(goalId, { slot }).pipe(Effect.ignore)
+        if (fresh) yield* runs.admit(goalId, { slot }).pipe(Effect.ignore)
         return { goalId }
       }).pipe(Effect.scoped)
 

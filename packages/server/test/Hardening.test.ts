@@ -1,7 +1,8 @@
 /**
  * The server attacked by its goals and its clients: a goal's `http_fetch` never reaches the
  * server that runs it (whatever the allow-list says, by any address form or redirect), so a goal
- * cannot submit or approve goals. A body nested thousands deep is a 400.
+ * cannot submit or approve goals. A body nested thousands deep is a 400. A submission retried
+ * with its `Idempotency-Key` answers the goal recorded first, even after a restart.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { type Event, LanguageModel, StateStore } from "@rx/kernel"
@@ -10,7 +11,8 @@ import { Effect } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as os from "node:os"
-import { call, modelByGoal, startServer, token, until, withStore } from "./helpers.js"
+import * as path from "node:path"
+import { call, modelByGoal, startServer, tempDir, token, until, withStore } from "./helpers.js"
 
 /** A server on 127.0.0.1 that answers `hello`, or redirects `/to?url=`; its port. Closed with the scope. */
 const bystander = Effect.acquireRelease(
@@ -119,5 +121,72 @@ describe("request bodies", () => {
       // Brackets inside strings are text, not nesting.
       const fine = yield* call(server, "/v1/goals", { method: "POST", body: { goal: `${"[{\\\"".repeat(1_000)} is just text` } })
       expect(fine.status).toBe(202)
+    }), 60_000)
+})
+
+describe("Idempotency-Key", () => {
+  const doneAtOnce = modelByGoal(() => Effect.succeed(LanguageModel.done("ok")))
+  const goalsIn = (db: string) => withStore(db, Effect.flatMap(StateStore.StateStore, (store) => store.goals()))
+  const submit = (server: { readonly url: string; readonly root: string; readonly db: string }, body: unknown, key?: string) =>
+    call(server, "/v1/goals", { method: "POST", body, headers: key === undefined ? {} : { "idempotency-key": key } })
+
+  it.scopedLive("a retry with the same key and body answers the same goal, at once or in parallel; another body is a 409; no key, a new goal each time", () =>
+    Effect.gen(function*() {
+      const server = yield* startServer(doneAtOnce)
+      const body = { goal: "write the report", options: { maxIterations: 5 } }
+      const first = yield* submit(server, body, "retry-me-0001")
+      expect(first.status).toBe(202)
+      const { goalId } = first.body as { goalId: string }
+      yield* until(server.db, goalId, terminated, "the goal to end")
+      // The same request, its keys in another order: the same goal, not run again.
+      const again = yield* call(server, "/v1/goals", { method: "POST", raw: JSON.stringify({ options: { maxIterations: 5 }, goal: "write the report" }), headers: { "idempotency-key": "retry-me-0001" } })
+      expect(again.status).toBe(202)
+      expect(again.body).toEqual({ goalId })
+      const events = yield* withStore(server.db, Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId)))
+      expect(events.filter((e) => e._tag === "Terminated")).toHaveLength(1)
+      expect(events.filter((e) => e._tag === "ModelResponded")).toHaveLength(1)
+
+      const changed = yield* submit(server, { ...body, goal: "write another report" }, "retry-me-0001")
+      expect(changed.status).toBe(409)
+      expect(changed.body).toMatchObject({ _tag: "@rx/server/Conflict", goalId })
+      expect((changed.body as { message: string }).message).toContain("was used for another request")
+
+      // Ten attempts at once with a new key: one goal.
+      const parallel = yield* Effect.forEach(Array.from({ length: 10 }, () => 0), () => submit(server, { goal: "once only" }, "parallel-key"), { concurrency: "unbounded" })
+      expect(parallel.map((r) => r.status)).toEqual(Array(10).fill(202))
+      expect(new Set(parallel.map((r) => (r.body as { goalId: string }).goalId)).size).toBe(1)
+
+      // Without a key, each POST is a goal of its own.
+      expect((yield* submit(server, body)).status).toBe(202)
+      expect((yield* submit(server, body)).status).toBe(202)
+      expect((yield* goalsIn(server.db)).map((g) => g.goal).sort()).toEqual(["once only", "write the report", "write the report", "write the report"])
+
+      for (const bad of ["has space", "x".repeat(256), ""]) {
+        const refused = yield* submit(server, body, bad)
+        expect(refused.status, bad).toBe(400)
+        expect(refused.body, bad).toMatchObject({ _tag: "@rx/server/BadRequest", field: "idempotency-key" })
+      }
+      expect(yield* goalsIn(server.db)).toHaveLength(4)
+    }), 60_000)
+
+  it.scopedLive("is durable: after a restart on the same log, a retry finds the goal recorded before", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("rx-server-root-")
+      const db = path.join(yield* tempDir("rx-server-db-"), "rx.db")
+      const body = { goal: "survive a restart" }
+      const goalId = yield* Effect.scoped(Effect.gen(function*() {
+        const server = yield* startServer(doneAtOnce, {}, { root, db })
+        const first = yield* submit(server, body, "3f2b1c9e-restart")
+        expect(first.status).toBe(202)
+        const { goalId } = first.body as { goalId: string }
+        yield* until(db, goalId, terminated, "the goal to end")
+        return goalId
+      }))
+      const server = yield* startServer(doneAtOnce, {}, { root, db })
+      const retried = yield* submit(server, body, "3f2b1c9e-restart")
+      expect(retried.status).toBe(202)
+      expect(retried.body).toEqual({ goalId })
+      expect(yield* goalsIn(db)).toHaveLength(1)
+      expect((yield* submit(server, { goal: "something else" }, "3f2b1c9e-restart")).status).toBe(409)
     }), 60_000)
 })
