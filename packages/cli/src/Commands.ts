@@ -467,9 +467,15 @@ const cancel = (flags: Flags) =>
     })
   ))
 
-/** A value as `rx config` shows it: the key never. */
+/** A value as `rx config` shows it: the key never, nor a base URL's user and password. */
 const showValue = (key: Settings.Key, value: Settings.Value) =>
-  key === "apiKey" ? "(set)" : Array.isArray(value) ? value.join(",") : String(value)
+  key === "apiKey"
+    ? "(set)"
+    : Array.isArray(value)
+    ? value.join(",")
+    : key === "baseUrl" || key === "server"
+    ? Settings.redactUserinfo(String(value))
+    : String(value)
 
 const config = (flags: Flags) =>
   Effect.gen(function*() {

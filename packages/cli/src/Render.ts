@@ -4,6 +4,7 @@
  */
 import { Audit, Event, GoalSummary, Options, State } from "@rx/kernel"
 import type { Doctor } from "@rx/store-sqlite"
+import { redactUserinfo } from "./Settings.js"
 
 /**
  * Characters a terminal would act on rather than show: C0 controls but tab and newline, DEL,
@@ -143,14 +144,15 @@ export const goalLine = (
   event: Event.Of<"GoalSubmitted">,
   m: { readonly model?: string | undefined; readonly baseUrl?: string | undefined; readonly modelFile?: string | undefined; readonly workspace?: string | undefined; readonly sandbox?: string | undefined }
 ) =>
-  `goal ${event.goalId}: ${oneLine(event.goal, 2_000)}\n  model ${oneLine(m.model ?? "?", 200)} ${m.modelFile === undefined ? `at ${oneLine(m.baseUrl ?? "?", 200)}` : `in rx, from ${oneLine(m.modelFile, 500)}`}, workspace ${oneLine(m.workspace ?? "?", 500)}, sandbox ${m.sandbox ?? "auto"}${
+  `goal ${event.goalId}: ${oneLine(event.goal, 2_000)}\n  model ${oneLine(m.model ?? "?", 200)} ${m.modelFile === undefined ? `at ${oneLine(redactUserinfo(m.baseUrl ?? "?"), 200)}` : `in rx, from ${oneLine(m.modelFile, 500)}`}, workspace ${oneLine(m.workspace ?? "?", 500)}, sandbox ${m.sandbox ?? "auto"}${
     event.instructions === undefined ? "" : `\n  instructions ${event.instructions.length} characters: ${oneLine(event.instructions, 100)}`
   }${policy(event.options) === "" ? "" : `\n  approval ${policy(event.options)}`}`
 
 /** The approval policy of a run's options, `shell=ask, http_fetch=deny`; empty when every tool runs. */
 const policy = (options: Options.Options) => Object.entries(options.approval).map(([tool, p]) => `${oneLine(tool, 40)}=${p}`).join(", ")
 
-const show = (value: unknown) => oneLine(typeof value === "string" ? value : json(value), 200)
+/** A recorded setting as shown; a URL's user and password never (a log of an older rx may hold them). */
+const show = (value: unknown) => oneLine(typeof value === "string" ? redactUserinfo(value) : json(value), 200)
 
 /**
  * What changed between two options, one `name value (was old)` per field: the limits, and each

@@ -417,6 +417,15 @@ export const isPostgres = (value: string) => /^postgres(ql)?:\/\//i.test(value.t
 /** The password of a Postgres URL hidden. */
 export const redactUrl = (url: string) => url.replace(/^(postgres(?:ql)?:\/\/[^:/@\s]*:)[^@\s]*@/i, "$1***@")
 
+/** The user and password part of a URL (`https://user:pass@host/v1`), up to its last `@` before the host ends. */
+const userinfo = /^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i
+
+/** A URL without its user and password: what a goal records of its base URL (the credentials are used, never stored). */
+export const withoutUserinfo = (url: string) => url.replace(userinfo, "$1")
+
+/** A URL as shown: its user and password, if any, as `***`. */
+export const redactUserinfo = (url: string) => url.replace(userinfo, "$1***@")
+
 /** The log: `--db`, else `RX_DB` (empty counts as unset), else `defaultDb`. A `postgres://` URL names a Postgres log. */
 export const database = (flag: Option.Option<string>): Effect.Effect<Database, UsageError, Path.Path> =>
   Effect.gen(function*() {

@@ -6,7 +6,7 @@
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Issues, LanguageModel } from "@rx/kernel"
-import { Duration, Effect, Either, Layer, Redacted, Schema } from "effect"
+import { Duration, Effect, Either, Encoding, Layer, Redacted, Schema } from "effect"
 import * as ChatCompletions from "./ChatCompletions.js"
 import * as Attempt from "./internal/attempt.js"
 import * as Retrying from "./internal/retrying.js"
@@ -164,12 +164,27 @@ const responseAttributes = (response: ChatCompletions.ChatResponse): Record<stri
   ...(response.id === undefined ? {} : { "gen_ai.response.id": response.id })
 })
 
+/**
+ * A base URL's user and password (`https://user:pass@host/v1`) taken out: the URL without them is
+ * what requests go to and what messages, errors and traces name; they go as Basic credentials
+ * (an API key, when set, is sent instead).
+ */
+const credentialsOf = (baseUrl: string): { readonly server: string; readonly basic: string | undefined } => {
+  const found = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)@/i.exec(baseUrl)
+  if (found === null) return { server: baseUrl, basic: undefined }
+  const userinfo = found[2] ?? ""
+  const colon = userinfo.indexOf(":")
+  const decode = (text: string) => Either.getOrElse(Either.try(() => decodeURIComponent(text)), () => text)
+  const [user, password] = colon < 0 ? [userinfo, ""] : [userinfo.slice(0, colon), userinfo.slice(colon + 1)]
+  return { server: baseUrl.replace(found[0], found[1] ?? ""), basic: Encoding.encodeBase64(`${decode(user)}:${decode(password)}`) }
+}
+
 /** A `LanguageModel` that speaks Chat Completions through the `HttpClient` in context. */
 export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["Type"], InvalidConfig, HttpClient.HttpClient> =>
   Effect.gen(function*() {
     const cfg = yield* config(input)
     const client = yield* HttpClient.HttpClient
-    const server = trimSlashes(cfg.baseUrl)
+    const { basic, server } = credentialsOf(trimSlashes(cfg.baseUrl))
     const url = `${server}/chat/completions`
     const idle = Duration.millis(cfg.idleTimeoutMs)
     const settings: Retrying.Settings = { server, policy: cfg.retry, timeoutMs: cfg.timeoutMs }
@@ -186,7 +201,12 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
     const base = HttpClientRequest.post(url).pipe(
       HttpClientRequest.setHeader("accept", cfg.stream ? "text/event-stream" : "application/json"),
       HttpClientRequest.setHeaders(cfg.headers ?? {}),
-      (request) => cfg.apiKey === undefined ? request : HttpClientRequest.bearerToken(request, Redacted.value(cfg.apiKey))
+      (request) =>
+        cfg.apiKey !== undefined
+          ? HttpClientRequest.bearerToken(request, Redacted.value(cfg.apiKey))
+          : basic === undefined
+          ? request
+          : HttpClientRequest.setHeader(request, "authorization", `Basic ${basic}`)
     )
     /** The request could not be built or encoded: no later attempt would do better. */
     const fail = (message: string) => Effect.fail(new LanguageModel.ModelError({ message, server, permanent: true }))

@@ -447,6 +447,31 @@ describe("OpenAiCompatible (resilience)", () => {
     assert.strictEqual(OpenAiCompatible.likelyServer("https://api.example.com:11434/v1"), "the model server")
   })
 
+  it.live("a user and password in the base URL go as Basic credentials, and no message, error or trace names them", () =>
+    Effect.gen(function*() {
+      const server = yield* Fake.make([Fake.completion({ content: "hi" }), Fake.error(400, "no")])
+      const withUser = server.baseUrl.replace("http://", "http://alice:s3cr%40t@")
+      const model = yield* OpenAiCompatible.make({ baseUrl: withUser, model: "m", retry: { maxAttempts: 1, baseDelayMs: 10, maxDelayMs: 10 } })
+      yield* model.generate(first)
+      assert.strictEqual(server.received[0]?.headers.authorization, `Basic ${Buffer.from("alice:s3cr@t").toString("base64")}`)
+      assert.strictEqual(server.received[0]?.path, "/v1/chat/completions")
+      const error = failure(yield* Effect.exit(model.generate(first)))
+      assert.strictEqual(error.server, server.baseUrl)
+      assert.notInclude(error.message, "s3cr")
+      assert.notInclude(error.message, "alice")
+      // Nothing listening: the message names the server without them too.
+      const port = yield* Fake.freePort
+      const unreachable = yield* OpenAiCompatible.make({ baseUrl: `http://bob:hunter2@127.0.0.1:${port}/v1`, model: "m", retry: { maxAttempts: 1, baseDelayMs: 10, maxDelayMs: 10 } })
+      const refused = failure(yield* Effect.exit(unreachable.generate(first)))
+      assert.include(refused.message, `cannot reach http://127.0.0.1:${port}/v1`)
+      assert.notInclude(JSON.stringify(refused), "hunter2")
+      // An API key, when set, is sent instead.
+      const keyed = yield* Fake.make([Fake.completion({ content: "hi" })])
+      const both = yield* OpenAiCompatible.make({ baseUrl: keyed.baseUrl.replace("http://", "http://alice:pw@"), model: "m", apiKey: Redacted.make("sk-1") })
+      yield* both.generate(first)
+      assert.strictEqual(keyed.received[0]?.headers.authorization, "Bearer sk-1")
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici), Effect.scoped))
+
   it.live("says the server cannot be reached when nothing listens", () =>
     Effect.gen(function*() {
       const port = yield* Fake.freePort

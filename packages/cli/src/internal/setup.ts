@@ -79,13 +79,14 @@ export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorde
 
 /**
  * What a goal records of the settings it runs with (its limits are in its options): the server
- * and mode, or the model file (as an absolute path) and how it runs.
+ * (without the user and password a base URL may hold: a resume takes them from --base-url or
+ * RX_BASE_URL again) and mode, or the model file (as an absolute path) and how it runs.
  */
 export const recordedSettings = (v: Partial<Settings.Values>, workspace: string, model: string): Settings.Recorded => ({
   workspace,
   sandbox: v.sandbox ?? "auto",
   ...(v.modelFile === undefined
-    ? { baseUrl: v.baseUrl ?? Settings.defaultBaseUrl }
+    ? { baseUrl: Settings.withoutUserinfo(v.baseUrl ?? Settings.defaultBaseUrl) }
     : {
       modelFile: resolvePath(v.modelFile),
       ...(v.threads === undefined ? {} : { threads: v.threads }),
