@@ -33,11 +33,11 @@ const serve = (box: ReturnType<typeof sandbox>, db: string, baseUrl: string, ext
 const statusWith = (url: string, token: string) =>
   Effect.promise(() => fetch(`${url}/v1/goals`, { headers: { authorization: `Bearer ${token}` } }).then((response) => response.status))
 
-/** Submit a goal and follow its events to the end. */
-const runGoal = (url: string, token: string, goal: string) =>
+/** Submit a goal (in `workspace`, a folder of the served root) and follow its events to the end. */
+const runGoal = (url: string, token: string, goal: string, workspace?: string) =>
   Effect.gen(function*() {
     const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" }
-    const submitted = yield* Effect.promise(() => fetch(`${url}/v1/goals`, { method: "POST", headers, body: JSON.stringify({ goal }) }))
+    const submitted = yield* Effect.promise(() => fetch(`${url}/v1/goals`, { method: "POST", headers, body: JSON.stringify({ goal, workspace }) }))
     expect(submitted.status).toBe(202)
     const { goalId } = (yield* Effect.promise(() => submitted.json())) as { goalId: string }
     const text = yield* Effect.promise(() => fetch(`${url}/v1/goals/${goalId}/events`, { headers }).then((response) => response.text()))
@@ -45,7 +45,7 @@ const runGoal = (url: string, token: string, goal: string) =>
   })
 
 describe("rx serve: the token file", () => {
-  it.scopedLive("beside a log inside the served root, no file tool reads, lists or finds it", () =>
+  it.scopedLive("beside a log inside the served root, no file tool reads, lists or finds it, from the root or from the log's folder as a goal's workspace", () =>
     Effect.gen(function*() {
       const box = sandbox()
       const db = join(box.workspace, ".rx", "rx.db")
@@ -55,6 +55,10 @@ describe("rx serve: the token file", () => {
         call("search_text", { pattern: "[A-Za-z0-9_-]{43}", path: ".rx" }),
         call("search_text", { pattern: "[A-Za-z0-9_-]{43}" }),
         call("find_files", { pattern: "*token*" }),
+        done("tried"),
+        // A goal whose workspace is the log's folder itself.
+        call("read_file", { path: "rx-server.token" }),
+        call("list_dir", {}),
         done("tried")
       ])
       const server = yield* serve(box, db, model.baseUrl)
@@ -73,6 +77,11 @@ describe("rx serve: the token file", () => {
         expect(JSON.stringify(outcome)).not.toContain(token)
         expect(JSON.stringify(outcome["output"] ?? null)).not.toContain("rx-server.token")
       }
+      const inner = (yield* runGoal(server.url, token, "read the server's token from its folder", ".rx"))
+        .filter((e) => e["_tag"] === "ToolSucceeded" || e["_tag"] === "ToolFailed")
+      expect(inner.map((e) => [e["tool"], e["_tag"]])).toEqual([["read_file", "ToolFailed"], ["list_dir", "ToolSucceeded"]])
+      expect(JSON.stringify(inner)).not.toContain(token)
+      expect(JSON.stringify(inner[1]?.["output"])).not.toContain("rx-server.token")
       yield* server.stop
     }), 60_000)
 
