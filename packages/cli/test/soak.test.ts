@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import { mkdirSync, readdirSync } from "node:fs"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
-import { busyModel, bwrapWorks, jsonLines, rx, sandbox, start } from "./helpers.js"
+import { busyModel, bwrapWorks, jsonLines, rx, sandbox, start, until } from "./helpers.js"
 
 const call = (name: string, args: unknown) => FakeServer.completion({ toolCalls: [{ name, arguments: JSON.stringify(args) }] })
 const body = (reply: FakeServer.Reply) => (reply.kind === "json" ? reply.body : null)
@@ -32,7 +32,14 @@ const loops = 50
 describe.skipIf(!bwrapWorks)("rx run killed at random, then resumed", () => {
   it.scopedLive(`${loops} loops: each kill is followed by a successful resume; the workspace holds only what the tools wrote`, () =>
     Effect.gen(function*() {
-      const model = yield* busyModel(20, (request) => body(script[Math.min(results(request), script.length - 1)] ?? call("done", { summary: "x" })))
+      // The loops whose goal reached the model: kills are timed from there, so a loaded machine's
+      // slow start-up does not push them all before the goal is recorded.
+      const asked = new Set<number>()
+      const model = yield* busyModel(20, (request) => {
+        const loop = /soak (\d+)/.exec(JSON.stringify(request))
+        if (loop !== null) asked.add(Number(loop[1]))
+        return body(script[Math.min(results(request), script.length - 1)] ?? call("done", { summary: "x" }))
+      })
       const kills = { beforeGoal: 0, open: 0, finished: 0 }
       const loop = (i: number) =>
         Effect.gen(function*() {
@@ -42,11 +49,15 @@ describe.skipIf(!bwrapWorks)("rx run killed at random, then resumed", () => {
           const db = inside ? join(box.workspace, ".rx", "rx.db") : box.db
           if (inside) mkdirSync(join(box.workspace, ".rx"))
           const common = ["--db", db, "--base-url", model.baseUrl, "--model", "fake"]
-          const run = start(["run", `soak ${i}`, "--workspace", box.workspace, "--sandbox", "bwrap", ...common])
-          yield* Effect.sleep(`${Math.floor(Math.random() * 2_500)} millis`)
+          const run = start(["run", `soak ${i}`, "--json", "--workspace", box.workspace, "--sandbox", "bwrap", ...common])
+          // One loop in ten is killed while starting; the others at a random moment of the goal.
+          if (i % 10 !== 0) yield* until(() => asked.has(i) || run.exitCode !== null, `loop ${i} to reach the model`, 600_000)
+          yield* Effect.sleep(`${Math.floor(Math.random() * (i % 10 === 0 ? 500 : 1_500))} millis`)
           run.kill("SIGKILL")
           const ran = yield* Effect.promise(() => run.done)
-          const listed = jsonLines((yield* rx(["list", "--json", "--db", db])).stdout)
+          // The goal's id as the run printed it, or from the log when it was killed before printing.
+          const printed = jsonLines(ran.stdout).find((e) => e["_tag"] === "GoalSubmitted")
+          const listed = printed !== undefined ? [printed] : jsonLines((yield* rx(["list", "--json", "--db", db])).stdout)
           if (listed.length === 0) {
             // Killed before the goal was recorded: nothing to resume, nothing may be left either.
             kills.beforeGoal++
@@ -57,22 +68,23 @@ describe.skipIf(!bwrapWorks)("rx run killed at random, then resumed", () => {
             const goalId = String(listed[0]?.["goalId"])
             const resumed = yield* rx(["resume", goalId, ...common])
             expect(resumed.code, `loop ${i}: ${resumed.stderr}`).toBe(0)
-            expect((yield* rx(["replay", goalId, "--db", db])).code).toBe(0)
+            if (i % 5 === 1) expect((yield* rx(["replay", goalId, "--db", db])).code).toBe(0)
           }
           const left = readdirSync(box.workspace).sort()
           const allowed = new Set(["hello.txt", "a.txt", "b.txt", "c.txt", ...(inside ? [".rx"] : [])])
           expect(left.filter((name) => !allowed.has(name)), `loop ${i} left ${left.join(", ")}`).toEqual([])
-          if (listed.length > 0) expect(left).toContain("c.txt")
           if (inside) {
             const logFiles = readdirSync(join(box.workspace, ".rx"))
             expect(logFiles.filter((name) => !["rx.db", "rx.db-wal", "rx.db-shm"].includes(name)), `loop ${i}`).toEqual([])
           }
-          // Nothing an earlier rx left stops the next command here.
-          const config = yield* rx(["config"], {}, box.workspace)
-          expect(config.code, config.stderr).toBe(0)
+          // Nothing an earlier rx left stops the next command here (the resume showed it too).
+          if (i % 5 === 2) {
+            const config = yield* rx(["config"], {}, box.workspace)
+            expect(config.code, config.stderr).toBe(0)
+          }
         })
       yield* Effect.forEach(Array.from({ length: loops }, (_, i) => i), loop, { concurrency: 2, discard: true })
       // The kills must have landed in the middle of goals, not only around them.
-      expect(kills.open, JSON.stringify(kills)).toBeGreaterThanOrEqual(loops / 4)
+      expect(kills.open, JSON.stringify(kills)).toBeGreaterThanOrEqual(loops / 2)
     }), 900_000)
 })
