@@ -5,7 +5,10 @@
  * writable), a private `/tmp`, fresh `/proc` and `/dev`; it has no network (a new, empty network
  * namespace), no capabilities (even when rx runs as root), a new PID namespace and session, and
  * it dies with rx (`--die-with-parent`). bwrap itself is started with the scrubbed environment,
- * so its init process (`/proc/1/environ` inside) shows nothing more.
+ * so its init process (`/proc/1/environ` inside) shows nothing more. The workspace is bound from
+ * a descriptor checked to be the goal's folder (`hold`), and nothing is created in it to hold
+ * its guards. As root, the command runs as uid 65534 with root-only system files masked
+ * (`rootOnly`).
  *
  * bwrap is only ever run from a trusted location: `/usr/bin/bwrap`, `/usr/local/bin/bwrap`,
  * `/bin/bwrap` or the configured `bwrapPath`, never looked up on PATH (a workspace's
