@@ -178,7 +178,7 @@ describe("rx doctor", () => {
       expect(doctor.stdout).toMatch(/\n  problem  integrity /)
       expect(doctor.stdout).toMatch(/\nNOT healthy: \d+ problems? .*\(exit 10\)/)
 
-      // One event's JSON is no longer JSON: SQLite sees nothing wrong; doctor names it.
+      // One event's JSON is no longer JSON: SQLite sees nothing wrong; its checksum does, and doctor names it.
       const marker = Buffer.from(`{"iteration":1,"at":`)
       const event = damagedCopy(file, (bytes) => {
         // The ToolSucceeded row's payload is the first one of iteration 1 that has an output.
@@ -190,10 +190,10 @@ describe("rx doctor", () => {
       expect(report.code).toBe(10)
       expect(JSON.parse(report.stdout)).toMatchObject({
         healthy: false,
-        findings: [{ check: "decode", severity: "problem", goalId, seq: outcome }]
+        findings: [{ check: "checksum", severity: "problem", goalId, seq: outcome }]
       })
       const inspected = yield* rx(["inspect", goalId, "--db", event])
       expect(inspected.code).toBe(1)
-      expect(inspected.stderr).toContain(`goal ${goalId}, seq ${outcome}: the stored event`)
+      expect(inspected.stderr).toContain(`goal ${goalId}, seq ${outcome}: its payload does not match the checksum rx stored with it`)
     }))
 })

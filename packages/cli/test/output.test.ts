@@ -8,6 +8,7 @@ import Database from "better-sqlite3"
 import { Effect } from "effect"
 import { writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { crc32 } from "node:zlib"
 import * as FakeServer from "../../llm/test/FakeServer.js"
 import { jsonLines, rx, sandbox } from "./helpers.js"
 
@@ -83,7 +84,9 @@ describe("huge values", () => {
       const db = new Database(box.db)
       const row = db.prepare("SELECT seq, payload FROM events WHERE goal_id = ? AND tag = 'ToolSucceeded'").get(goalId) as { seq: number; payload: string }
       const payload = JSON.parse(row.payload) as Record<string, unknown>
-      db.prepare("UPDATE events SET payload = ? WHERE goal_id = ? AND seq = ?").run(JSON.stringify({ ...payload, output: { text: "z".repeat(5_000_000) } }), goalId, row.seq)
+      const huge = JSON.stringify({ ...payload, output: { text: "z".repeat(5_000_000) } })
+      // With its checksum (CRC-32 of the payload), as a program writing rows of its own would store it.
+      db.prepare("UPDATE events SET payload = ?, checksum = ? WHERE goal_id = ? AND seq = ?").run(huge, crc32(huge) | 0, goalId, row.seq)
       db.close()
       const inspected = yield* rx(["inspect", goalId, "--db", box.db])
       expect(inspected.code).toBe(0)

@@ -3,6 +3,7 @@ import Database from "better-sqlite3"
 import { Effect } from "effect"
 import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
+import { crc32 } from "node:zlib"
 import * as FakeServer from "../../llm/test/FakeServer.js"
 import { jsonLines, rx, sandbox, start, until } from "./helpers.js"
 
@@ -115,10 +116,11 @@ describe("rx inspect, list, events, replay", () => {
       const replayed = yield* rx(["replay", goalId, "--db", box.db])
       expect(replayed.code).toBe(0)
       expect(replayed.stdout).toContain("identical")
-      // Tamper with a recorded output: replay names the first event that no longer follows.
+      // Tamper with a recorded output (its checksum, CRC-32 of the payload, made to match): replay names the first event that no longer follows.
       const db = new Database(box.db)
       const row = db.prepare("SELECT seq, payload FROM events WHERE goal_id = ? AND tag = 'ToolSucceeded'").get(goalId) as { seq: number; payload: string }
-      db.prepare("UPDATE events SET payload = ? WHERE goal_id = ? AND seq = ?").run(row.payload.replace("hello from the workspace", "tampered"), goalId, row.seq)
+      const tampered = row.payload.replace("hello from the workspace", "tampered")
+      db.prepare("UPDATE events SET payload = ?, checksum = ? WHERE goal_id = ? AND seq = ?").run(tampered, crc32(tampered) | 0, goalId, row.seq)
       db.close()
       const diverged = yield* rx(["replay", goalId, "--db", box.db])
       expect(diverged.code).toBe(8)

@@ -61,13 +61,21 @@ const createLog = Effect.gen(function*() {
   )`
 })
 
+const addChecksum = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // CRC-32 of each row's payload (`internal/checksum.ts`), checked on every read. Rows written
+  // before this column have none (NULL) and are read as before; none is rewritten.
+  yield* sql`ALTER TABLE rx_events ADD COLUMN checksum integer`
+})
+
 /** Every migration, by `<id>_<name>`. */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
-  "0001_create_log": createLog
+  "0001_create_log": createLog,
+  "0002_event_checksum": addChecksum
 }
 
 /** The schema version this rx writes: the highest migration id. */
-export const latest = 1
+export const latest = 2
 
 /** The tables each schema version has; one missing means the database was damaged. */
 const tables = ["rx_events", "rx_goals", "rx_snapshots", "rx_leases"]

@@ -15,6 +15,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Chunk, Context, Effect, Either, Layer, Option, Queue, Redacted, Schema, type Scope, Stream } from "effect"
 import { Event, GoalSummary, State, StateStore } from "@rx/kernel"
 import * as Config from "./Config.js"
+import { checksum } from "./internal/checksum.js"
 import { corrupt, decodeRows, eventColumns } from "./internal/codec.js"
 import { DatabaseRefused, isUniqueViolation, toStoreError } from "./internal/errors.js"
 import * as Lease from "./internal/lease.js"
@@ -131,6 +132,7 @@ export const makeWithClient = (
       expectedSeq: number,
       events: ReadonlyArray<Event.Event>,
       payloads: ReadonlyArray<string>,
+      checksums: ReadonlyArray<number>,
       snapshot: ReadonlyArray<unknown> | undefined
     ): Effect.Effect<void, StateStore.AppendConflict | StoreError | SqlError> =>
       Effect.gen(function*() {
@@ -148,7 +150,8 @@ export const makeWithClient = (
           events.map((e) => e._tag),
           payloads,
           ...summaryParams(next),
-          Listener.payloadOf(goalId)
+          Listener.payloadOf(goalId),
+          checksums
         ], undefined)
         if (snapshot !== undefined) yield* conn.execute(upsertSnapshotSql, snapshot, undefined)
       })
@@ -156,6 +159,7 @@ export const makeWithClient = (
     const append: Service["append"] = (goalId, expectedSeq, events, state) =>
       Effect.gen(function*() {
         const payloads: Array<string> = []
+        const checksums: Array<number> = []
         for (const event of events) {
           const payload = Either.try({ try: () => Event.encodeJson(event), catch: (error) => String(error) })
           if (Either.isLeft(payload)) {
@@ -166,13 +170,14 @@ export const makeWithClient = (
             })
           }
           payloads.push(payload.right)
+          checksums.push(checksum(payload.right))
         }
         // Appends without a State (from outside a runner) never save a snapshot.
         const snapshot = state !== undefined && events.length > 0 && snapshotDue(expectedSeq, events.length)
           ? yield* snapshotParams(goalId, expectedSeq + events.length, state)
           : undefined
         const where = `appending to goal ${goalId} at seq ${expectedSeq}`
-        yield* transaction(pg, (conn) => appendIn(conn, goalId, expectedSeq, events, payloads, snapshot)).pipe(
+        yield* transaction(pg, (conn) => appendIn(conn, goalId, expectedSeq, events, payloads, checksums, snapshot)).pipe(
           Effect.catchIf(
             (error): error is SqlError => error._tag === "SqlError",
             (error) =>
@@ -371,11 +376,14 @@ ON CONFLICT (goal_id) DO UPDATE SET seq = excluded.seq, state_version = excluded
 
 /**
  * The events, the goal's new summary and the notification, in one statement: $1 goal, $2 encoding
- * version, $3-$5 the events' seqs, tags and payloads, $6-$13 the summary, $14 the payload.
+ * version, $3-$5 the events' seqs, tags and payloads, $6-$13 the summary, $14 the notification's
+ * payload, $15 the events' checksums. The events are arrays, so a batch of any size binds these 15
+ * parameters (Postgres allows 65,535 a statement).
  */
 const appendSql = `WITH inserted AS (
-  INSERT INTO rx_events (goal_id, seq, tag, version, payload)
-  SELECT $1, e.seq, e.tag, $2, e.payload FROM unnest($3::integer[], $4::text[], $5::text[]) AS e(seq, tag, payload)
+  INSERT INTO rx_events (goal_id, seq, tag, version, payload, checksum)
+  SELECT $1, e.seq, e.tag, $2, e.payload, e.checksum
+  FROM unnest($3::integer[], $4::text[], $5::text[], $15::integer[]) AS e(seq, tag, payload, checksum)
 ), summary AS (
   INSERT INTO rx_goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, submitted_at, updated_at)
   VALUES ($1, $6, $7, $8, $9, $10, $11, $12, $13)

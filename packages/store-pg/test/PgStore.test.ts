@@ -1,8 +1,11 @@
-/** Opening a Postgres store: migrations raced by many openers, refusals, configuration errors. */
+/**
+ * Opening a Postgres store: migrations raced by many openers, refusals, configuration errors; what
+ * it reads back (checksums, a batch of any size).
+ */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, layer } from "@effect/vitest"
 import { Context, Effect, Either, Fiber, Layer } from "effect"
-import { StateStore, StoreConformance } from "@rx/kernel"
+import { type Event, StateStore, StoreConformance } from "@rx/kernel"
 import { Migrations, PgStore } from "@rx/store-pg"
 import * as TestDatabase from "./database.js"
 
@@ -50,6 +53,43 @@ describe("opening a Postgres store", () => {
         expect(error.message).toContain("goal g-corrupt, seq 2")
         expect((yield* store.load("g-corrupt", 3)).length).toBe(log.length - 3)
       }), 60_000)
+
+    it.scoped("a byte changed in a stored payload that still decodes is refused by its checksum, naming goal and seq, on every read; a row without one reads as before", () =>
+      Effect.gen(function*() {
+        const { url } = yield* TestDatabase.TestDatabase
+        const ctx = yield* Layer.build(PgStore.layerWithClient({ url }))
+        const store = Context.get(ctx, StateStore.StateStore)
+        const sql = Context.get(ctx, SqlClient.SqlClient)
+        const log = StoreConformance.sampleLog("g-flipped")
+        yield* store.append("g-flipped", 0, log)
+        // One bit of the goal's text: "say hi" becomes "say hI", still a GoalSubmitted that decodes.
+        yield* sql`UPDATE rx_events SET payload = replace(payload, '"say hi"', '"say hI"') WHERE goal_id = 'g-flipped' AND seq = 0`
+        for (const read of [store.load("g-flipped"), Effect.map(StateStore.first(store, "g-flipped", 0, ["GoalSubmitted"]), (e) => [e])]) {
+          const result = yield* Effect.either(read)
+          if (Either.isRight(result)) return expect.fail(`the changed event was read: ${JSON.stringify(result.right[0])}`)
+          expect(result.left).toMatchObject({ _tag: "@rx/kernel/StoreError", goalId: "g-flipped", seq: 0 })
+          expect(result.left.message).toContain("goal g-flipped, seq 0: its payload does not match the checksum rx stored with it")
+        }
+        // Rows an older rx wrote have no checksum: read as they are.
+        yield* sql`UPDATE rx_events SET checksum = NULL WHERE goal_id = 'g-flipped' AND seq = 0`
+        const [first] = yield* store.load("g-flipped")
+        expect(first?._tag === "GoalSubmitted" && first.goal).toBe("say hI")
+      }), 60_000)
+
+    it.scoped("a batch of 70,000 events, past Postgres's 65,535 parameters a statement, is appended whole", () =>
+      Effect.gen(function*() {
+        const { url } = yield* TestDatabase.TestDatabase
+        const store = Context.get(yield* Layer.build(PgStore.layer({ url })), StateStore.StateStore)
+        const [submitted] = StoreConformance.sampleLog("g-huge")
+        if (submitted === undefined) return expect.fail("the sample log is empty")
+        const batch: Array<Event.Event> = [submitted]
+        for (let seq = 1; seq < 70_000; seq++) {
+          batch.push({ _tag: "ActionRejected", goalId: "g-huge", seq, iteration: 1, at: 1_000, kind: "too_many_calls", reason: "past the cap", index: seq, raw: "{}" })
+        }
+        yield* store.append("g-huge", 0, batch)
+        const loaded = yield* store.load("g-huge")
+        expect([loaded.length, loaded[69_999]?.seq]).toEqual([70_000, 69_999])
+      }), 120_000)
 
     it.scoped("a read interrupted while it waits for a pooled connection leaves the pool whole", () =>
       Effect.gen(function*() {

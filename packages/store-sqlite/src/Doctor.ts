@@ -1,12 +1,14 @@
 /**
  * A health check of an rx database, read-only: SQLite's `integrity_check`, then every goal's
- * log (seqs contiguous from 0, exactly one `Terminated` and last, every event decodes), the
- * `goals` summaries against the logs, and leases whose holder is gone. A damaged database is
- * a finding in the report, never a failure of the check; nothing is repaired.
+ * log (seqs contiguous from 0, exactly one `Terminated` and last, every event's checksum matches
+ * and it decodes, a behaviour version this rx knows), the `goals` summaries against the logs, and
+ * leases whose holder is gone. A damaged database is a finding in the report, never a failure of
+ * the check; nothing is repaired.
  */
 import { Cause, Clock, Effect, Either, Exit, Schema } from "effect"
+import { Behaviour } from "@rx/kernel"
 import * as Config from "./Config.js"
-import { decodeRow, eventColumns } from "./internal/codec.js"
+import { checksumProblem, decodeRow, eventColumns } from "./internal/codec.js"
 import * as Database from "./internal/database.js"
 import { toStoreError } from "./internal/errors.js"
 import { prepare } from "./internal/file.js"
@@ -15,7 +17,7 @@ import { field } from "./internal/sql.js"
 import * as Migrations from "./Migrations.js"
 
 /** What a finding is about. */
-export const Check = Schema.Literal("open", "integrity", "seq", "terminated", "decode", "summary", "lease")
+export const Check = Schema.Literal("open", "integrity", "seq", "terminated", "checksum", "decode", "behaviour", "summary", "lease")
 export type Check = typeof Check.Type
 
 /** One thing found: a `problem` makes the database unhealthy; a `warning` does not. */
@@ -168,9 +170,19 @@ const scanGoal = (tx: Database.Tx, schema: number, goalId: string, add: (finding
       if (seq !== expected) {
         found("seq", expected === seq - 1 ? `no event at seq ${expected} (the log jumps to ${seq})` : `no events at seqs ${expected} to ${seq - 1} (the log jumps to ${seq})`, expected)
       }
-      const decoded = decodeRow(goalId, seq, row)
-      if (Either.isLeft(decoded)) found("decode", `seq ${seq}: ${decoded.left}`, seq)
+      // A payload changed since rx wrote it is reported as such, not as whatever its decoding then says.
+      const changed = checksumProblem(row)
+      const decoded = changed === undefined ? decodeRow(goalId, seq, row) : Either.left(changed)
+      if (changed !== undefined) found("checksum", `seq ${seq}: ${changed}`, seq)
+      else if (Either.isLeft(decoded)) found("decode", `seq ${seq}: ${decoded.left}`, seq)
       else if (seq === 0 && decoded.right._tag !== "GoalSubmitted") found("seq", `the log starts with ${decoded.right._tag}, not GoalSubmitted`, 0)
+      else if (decoded.right._tag === "GoalSubmitted" && !Behaviour.isSupported(decoded.right.behaviour)) {
+        found(
+          "behaviour",
+          `seq ${seq}: GoalSubmitted says behaviour version ${decoded.right.behaviour}, which this rx does not know (it runs 1 to ${Behaviour.current}): a newer rx wrote the goal, and this one can neither resume nor replay it; upgrade rx`,
+          seq
+        )
+      }
       if (row[1] === "Terminated" || (Either.isRight(decoded) && decoded.right._tag === "Terminated")) terminated.push(seq)
       expected = seq + 1
       last = seq

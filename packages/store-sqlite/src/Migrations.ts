@@ -70,20 +70,29 @@ const addPayloadFormat = Effect.gen(function*() {
   yield* sql`ALTER TABLE events ADD COLUMN format INTEGER NOT NULL DEFAULT 2`
 })
 
+const addChecksum = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // CRC-32 of each row's payload (`internal/checksum.ts`), checked on every read and by Doctor.
+  // Rows written before this column have none (NULL) and are read as before; none is rewritten.
+  yield* sql`ALTER TABLE events ADD COLUMN checksum INTEGER`
+})
+
 /** Every migration, by `<id>_<name>`. */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_create_log": createLog,
   "0002_create_leases": createLeases,
-  "0003_payload_format": addPayloadFormat
+  "0003_payload_format": addPayloadFormat,
+  "0004_event_checksum": addChecksum
 }
 
 /** The schema version this rx writes: the highest migration id. */
-export const latest = 3
+export const latest = 4
 
 /**
  * The oldest schema a read-only store reads as is: later migrations added a table reading does not
- * use (`leases`) and the `format` column, whose value rows of older schemas all have (2, slim), so
- * reads supply it. Raise it with a migration whose effect reads cannot supply.
+ * use (`leases`), the `format` column, whose value rows of older schemas all have (2, slim), and
+ * the `checksum` column, which older rows lack anyway, so reads supply both. Raise it with a
+ * migration whose effect reads cannot supply.
  */
 export const readableFrom = 1
 

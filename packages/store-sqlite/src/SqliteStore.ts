@@ -13,6 +13,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Chunk, Clock, Context, Effect, Either, Layer, Option, PubSub, Queue, Schema, type Scope, Stream } from "effect"
 import { Event, GoalSummary, State, StateStore } from "@rx/kernel"
 import * as Config from "./Config.js"
+import { checksum } from "./internal/checksum.js"
 import { decodeRows, eventColumns, Format, slimJson } from "./internal/codec.js"
 import * as Database from "./internal/database.js"
 import { DatabaseRefused, toStoreError } from "./internal/errors.js"
@@ -210,7 +211,7 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
               seq: event.seq
             })
           }
-          params.push(goalId, event.seq, event._tag, Event.version, Format.slim, payload.right)
+          params.push(goalId, event.seq, event._tag, Event.version, Format.slim, payload.right, checksum(payload.right))
         }
         const invalid = StateStore.validateBatch(goalId, expectedSeq, events)
         const write = (snapshot: ReadonlyArray<unknown> | undefined) =>
@@ -537,7 +538,7 @@ ON CONFLICT (goal_id) DO UPDATE SET seq = excluded.seq, state_version = excluded
 const selectSnapshotSql = "SELECT seq, state_version, state FROM snapshots WHERE goal_id = ?"
 
 /** The parameters of one event's row in `insertSql`. */
-const rowParams = 6
+const rowParams = 7
 
 /**
  * Events per `INSERT` statement at most: a batch of any size (an answer of thousands of calls) is
@@ -552,8 +553,8 @@ const insertSqls = new Map<number, string>()
 const insertSql = (n: number): string => {
   const cached = insertSqls.get(n)
   if (cached !== undefined) return cached
-  const sql = `INSERT INTO events (goal_id, seq, tag, version, format, payload) VALUES ${
-    Array.from({ length: n }, () => "(?, ?, ?, ?, ?, ?)").join(", ")
+  const sql = `INSERT INTO events (goal_id, seq, tag, version, format, payload, checksum) VALUES ${
+    Array.from({ length: n }, () => "(?, ?, ?, ?, ?, ?, ?)").join(", ")
   }`
   insertSqls.set(n, sql)
   return sql

@@ -85,7 +85,7 @@ describe("an rx 0.1 database", () => {
       }).pipe(Effect.provide(Layer.fresh(layerWithClient({ filename }))))
       expect(schemaOf(filename)).toEqual({
         version: { id: Migrations.latest },
-        columns: ["goal_id", "seq", "tag", "version", "payload", "format"].map((name) => ({ name }))
+        columns: ["goal_id", "seq", "tag", "version", "payload", "format", "checksum"].map((name) => ({ name }))
       })
 
       // And read-only again, with the appended event.
@@ -127,7 +127,8 @@ describe("an rx 0.1 database", () => {
       )
       const running = lines.filter((line) => line.message === "Running migration")
       expect(running).toEqual([
-        { message: "Running migration", annotations: { caller: "test", migration_id: "3", migration_name: "payload_format" }, locked: true }
+        { message: "Running migration", annotations: { caller: "test", migration_id: "3", migration_name: "payload_format" }, locked: true },
+        { message: "Running migration", annotations: { caller: "test", migration_id: "4", migration_name: "event_checksum" }, locked: true }
       ])
       expect(schemaOf(filename).version).toEqual({ id: Migrations.latest })
     }))

@@ -1,17 +1,21 @@
 /**
  * What the store opens, and `Doctor`: a 0-byte, foreign or damaged file is refused (and left
  * as it was), a new log is created only where no file exists, and `Doctor.check` reports
- * SQLite damage, gaps, misplaced `Terminated`s, events that do not decode, stale summaries and
- * leases, on real files with real bytes flipped.
+ * SQLite damage, gaps, misplaced `Terminated`s, events whose checksum does not match or that do
+ * not decode, behaviour versions this rx does not know, stale summaries and leases, on real files
+ * with real bytes flipped.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer } from "effect"
+import { Effect, Either, FastCheck as fc, Layer } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Runner, StateStore } from "@rx/kernel"
+import * as zlib from "node:zlib"
+import Sqlite from "better-sqlite3"
+import { Behaviour, Runner, StateStore } from "@rx/kernel"
 import { Doctor, Migrations, SqliteStore } from "@rx/store-sqlite"
+import { checksum, crc32Js } from "../src/internal/checksum.js"
 import { echoRun } from "./fixtures.js"
 import { exec, tempDb, tempDir } from "./helpers.js"
 
@@ -137,7 +141,7 @@ describe("flipped bytes", () => {
       expect(yield* Doctor.check(filename)).toMatchObject({ healthy: true, findings: [], goals: 1 })
     }))
 
-  it.scoped("a payload byte: SQLite sees nothing, doctor and load name the goal and seq", () =>
+  it.scoped("a payload byte: SQLite sees nothing, the checksum does; doctor and load name the goal and seq", () =>
     Effect.gen(function*() {
       const filename = yield* realLog(60)
       // The JSON of iteration 6's ToolSucceeded (seq 23), made into something that is not JSON.
@@ -155,12 +159,54 @@ describe("flipped bytes", () => {
       const report = yield* Doctor.check(copy)
       expect(report.healthy).toBe(false)
       expect(problems(report, "integrity")).toEqual([])
-      const bad = problems(report, "decode")
+      expect(problems(report, "decode")).toEqual([])
+      const bad = problems(report, "checksum")
       expect(bad).toMatchObject([{ goalId: "g", seq: 23 }])
-      expect(bad[0]?.message).toMatch(/^goal g: seq 23: the stored event \(encoding version \d+\) does not decode: not JSON/)
+      expect(bad[0]?.message).toMatch(/^goal g: seq 23: its payload does not match the checksum rx stored with it \(stored -?\d+, the payload gives -?\d+\)/)
       const failed = yield* Effect.flip(loadAll("g").pipe(Effect.provide(SqliteStore.layer({ filename: copy, readonly: true }))))
       expect(failed).toMatchObject({ _tag: "@rx/kernel/StoreError", goalId: "g", seq: 23 })
+      // A row written before checksums (none stored) is decoded as before: the JSON error is the finding.
+      yield* exec("UPDATE events SET checksum = NULL WHERE goal_id = 'g' AND seq = 23").pipe(Effect.provide(SqliteStore.layerClient({ filename: copy })))
+      const unchecked = yield* Doctor.check(copy)
+      expect(problems(unchecked, "checksum")).toEqual([])
+      expect(problems(unchecked, "decode")[0]?.message).toMatch(/^goal g: seq 23: the stored event \(encoding version \d+\) does not decode: not JSON/)
     }))
+
+  it.scoped("one bit flipped in a tool's schema in GoalSubmitted: still JSON that decodes, but the checksum names goal and seq 0, to doctor and to every read", () =>
+    Effect.gen(function*() {
+      const filename = yield* realLog(3)
+      // The echo tool's `"required":["text"]`, with one bit of the `t` flipped: `["dext"]`.
+      const marker = Buffer.from("\"required\":[\"text\"]")
+      let copies = 0
+      const copy = damagedCopy(filename, "schema.db", (bytes) => {
+        for (let at = bytes.indexOf(marker); at >= 0; at = bytes.indexOf(marker, at + 1)) {
+          const t = at + "\"required\":[\"".length
+          bytes[t] = (bytes[t] ?? 0) ^ 0x10
+          copies++
+        }
+      })
+      expect(copies).toBeGreaterThan(0)
+      const report = yield* Doctor.check(copy)
+      expect(report.healthy).toBe(false)
+      expect(report.findings.filter((f) => f.severity === "problem").map((f) => [f.check, f.goalId, f.seq])).toEqual([["checksum", "g", 0]])
+      for (const readonly of [true, false]) {
+        const failed = yield* Effect.flip(loadAll("g").pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename: copy, readonly })))))
+        expect(failed).toMatchObject({ _tag: "@rx/kernel/StoreError", goalId: "g", seq: 0 })
+        expect(failed.message).toContain("goal g, seq 0: its payload does not match the checksum rx stored with it")
+      }
+      // Without its checksum (a row an older rx wrote), the changed schema would be read as if rx had recorded it.
+      yield* exec("UPDATE events SET checksum = NULL WHERE goal_id = 'g' AND seq = 0").pipe(Effect.provide(SqliteStore.layerClient({ filename: copy })))
+      const [first] = yield* loadAll("g").pipe(Effect.provide(SqliteStore.layer({ filename: copy, readonly: true })))
+      expect(first?._tag === "GoalSubmitted" && JSON.stringify(first.tools[0]?.parameters)).toContain("\"required\":[\"dext\"]")
+    }))
+
+  it.prop("the checksum is zlib's CRC-32 of the payload's UTF-8 bytes, as a signed 32-bit integer; the fallback for Node before 20.15 gives the same", [
+    // Any code points, and any UTF-16 code units (lone surrogates too).
+    fc.oneof(fc.string({ unit: "binary" }), fc.array(fc.integer({ min: 0, max: 0xffff })).map((units) => String.fromCharCode(...units)))
+  ], ([text]) => {
+    expect(checksum(text)).toBe(zlib.crc32(text) | 0)
+    expect(crc32Js(text)).toBe(checksum(text))
+  })
 
   it.scoped("30 random bit flips in data pages: doctor always answers with a report, never fails", () =>
     Effect.gen(function*() {
@@ -190,6 +236,23 @@ describe("doctor", () => {
     Effect.gen(function*() {
       const filename = yield* realLog(3)
       expect(yield* Doctor.check(filename)).toEqual({ filename, healthy: true, opened: true, goals: 1, events: 16, findings: [] })
+    }))
+
+  it.scoped("a goal of a behaviour version this rx does not know (a newer rx wrote it) is a problem, named by goal and seq", () =>
+    Effect.gen(function*() {
+      const filename = yield* realLog(3)
+      // As a newer rx would write it: behaviour 99, with its checksum (zlib's CRC-32 of the payload).
+      const db = new Sqlite(filename)
+      const payload = String(db.prepare("SELECT payload FROM events WHERE goal_id = 'g' AND seq = 0").pluck().get())
+      const newer = JSON.stringify({ ...(JSON.parse(payload) as object), behaviour: Behaviour.current + 97 })
+      db.prepare("UPDATE events SET payload = ?, checksum = ? WHERE goal_id = 'g' AND seq = 0").run(newer, zlib.crc32(newer) | 0)
+      db.close()
+      const report = yield* Doctor.check(filename)
+      expect(report.healthy).toBe(false)
+      expect(report.findings.map((f) => [f.check, f.severity, f.goalId, f.seq])).toEqual([["behaviour", "problem", "g", 0]])
+      expect(report.findings[0]?.message).toBe(
+        `goal g: seq 0: GoalSubmitted says behaviour version ${Behaviour.current + 97}, which this rx does not know (it runs 1 to ${Behaviour.current}): a newer rx wrote the goal, and this one can neither resume nor replay it; upgrade rx`
+      )
     }))
 
   it.scopedLive("a gap, a second Terminated, a stale summary and stale leases", () =>

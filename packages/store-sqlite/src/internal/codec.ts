@@ -8,6 +8,7 @@
  */
 import { Effect, Either, Schema } from "effect"
 import { Event, StateStore } from "@rx/kernel"
+import { checksum } from "./checksum.js"
 
 /** The payload formats a row may name in its `format` column. */
 export const Format = { full: 1, slim: 2 } as const
@@ -58,12 +59,28 @@ const encodingOf = (format: unknown, value: unknown, tag: unknown, goalId: strin
   return Either.left(`the row names payload format ${String(format)}, which this rx does not know (1: full, 2: slim); if a newer rx wrote it, upgrade rx`)
 }
 
-/** An `events` row as column values, in the order of `eventColumns`: seq, tag, version, format, payload. */
+/** An `events` row as column values, in the order of `eventColumns`: seq, tag, version, format, payload, checksum. */
 export type EventRow = ReadonlyArray<unknown>
 
 /**
+ * Why the row's payload is not what rx wrote, by its checksum; undefined when it matches, or the
+ * row has none (written before the column existed) or no payload (which decoding reports).
+ */
+export const checksumProblem = (row: EventRow): string | undefined => {
+  const stored = row[5]
+  const payload = row[4]
+  if (stored === null || stored === undefined || typeof payload !== "string") return undefined
+  if (typeof stored !== "number") return `the row's checksum is not a number (${String(stored)})`
+  const actual = checksum(payload)
+  return actual === stored
+    ? undefined
+    : `its payload does not match the checksum rx stored with it (stored ${stored}, the payload gives ${actual}): its bytes changed after rx wrote them (a flipped bit on disk, or an edit by hand)`
+}
+
+/**
  * One row of `events` expected at `seq`, decoded; or why it cannot be read (a gap, no payload, a
- * payload that does not match its format or does not decode, ids that differ from the row).
+ * checksum that does not match, a payload that does not match its format or does not decode, ids
+ * that differ from the row).
  */
 export const decodeRow = (goalId: string, seq: number, row: EventRow): Either.Either<Event.Event, string> => {
   const stored = row[0]
@@ -71,6 +88,8 @@ export const decodeRow = (goalId: string, seq: number, row: EventRow): Either.Ei
   const version = row[2]
   const payload = row[4]
   if (typeof version !== "number" || typeof payload !== "string") return Either.left("the row has no version or payload")
+  const changed = checksumProblem(row)
+  if (changed !== undefined) return Either.left(changed)
   const value = parse(payload)
   const encoded = Either.isLeft(value) ? value : encodingOf(row[3], value.right, row[1], goalId, seq)
   const decoded = Either.isLeft(encoded) ? encoded : Event.decode(encoded.right, version)
@@ -105,10 +124,17 @@ export const decodeRows = (
 /** The schema version that added the `format` column. */
 export const formatColumnSince = 3
 
+/** The schema version that added the `checksum` column. */
+export const checksumColumnSince = 4
+
 /**
  * The columns `decodeRow` reads, in its order, from a schema of `version`. Schemas before the
  * `format` column hold slim payloads only (rx 0.1 wrote them so), which the migration records as
- * format 2 too.
+ * format 2 too; rows of schemas before the `checksum` column have none.
  */
 export const eventColumns = (version: number): string =>
-  version >= formatColumnSince ? "seq, tag, version, format, payload" : `seq, tag, version, ${Format.slim} AS format, payload`
+  version >= checksumColumnSince
+    ? "seq, tag, version, format, payload, checksum"
+    : version >= formatColumnSince
+    ? "seq, tag, version, format, payload, NULL AS checksum"
+    : `seq, tag, version, ${Format.slim} AS format, payload, NULL AS checksum`
