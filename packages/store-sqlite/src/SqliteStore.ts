@@ -20,6 +20,7 @@ import { DatabaseRefused, toStoreError } from "./internal/errors.js"
 import { prepare } from "./internal/file.js"
 import { decodeHolder, describeHolder, isAlive, isRunning, newToken, processLeases, thisHost } from "./internal/lease.js"
 import { connection, field, query } from "./internal/sql.js"
+import * as Wal from "./internal/wal.js"
 import * as Migrations from "./Migrations.js"
 
 export { DatabaseRefused }
@@ -91,8 +92,11 @@ const open = (input: Config.Input): Effect.Effect<Opened, StoreError | DatabaseR
     if (!config.readonly && config.quickCheck) yield* quickCheck(db, config)
     const schema = yield* Migrations.run(db.sql, { ...config, create: false })
     // WAL: readers never block the writer, so other processes read while a run appends.
-    if (!config.readonly) yield* db.read((tx) => Either.right(tx.all("PRAGMA journal_mode = WAL"))).pipe(Effect.mapError(opening))
-    return { db, store: yield* makeStore(db, config, schema) }
+    const mode = config.readonly
+      ? undefined
+      : yield* db.read((tx) => Either.right(field(tx.get("PRAGMA journal_mode = WAL"), "journal_mode"))).pipe(Effect.mapError(opening))
+    const wal = typeof mode === "string" && mode.toLowerCase() === "wal" ? Wal.watch(config.filename) : undefined
+    return { db, store: yield* makeStore(db, config, schema, wal) }
   })
 
 interface Opened {
@@ -131,8 +135,16 @@ interface Appended {
   readonly events: ReadonlyArray<Event.Event>
 }
 
-/** The store's operations over an open database of schema version `schema`. */
-const makeStore = (db: Database.Database, config: Config.Config, schema: number): Effect.Effect<Service, never, Scope.Scope> =>
+/**
+ * The store's operations over an open database of schema version `schema`; `wal` watches its
+ * `-wal` file when it is in WAL mode and writable.
+ */
+const makeStore = (
+  db: Database.Database,
+  config: Config.Config,
+  schema: number,
+  wal: Wal.Watch | undefined
+): Effect.Effect<Service, never, Scope.Scope> =>
   Effect.gen(function*() {
     const failed = (what: string, goalId?: string, seq?: number) => (error: SqlError) => toStoreError({ ...config, what, goalId, seq }, error)
     const columns = eventColumns(schema)
@@ -199,8 +211,26 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
       })
     }
 
+    /**
+     * Why the store no longer writes, once the `-wal` file was found deleted or replaced: every
+     * later append fails with it, before writing anything.
+     */
+    let walLost: string | undefined
+    /** After a commit of goal `goalId` at `expectedSeq`: the error if the `-wal` it went to is no longer the log's. */
+    const checkWal = (goalId: string, expectedSeq: number): StoreError | undefined => {
+      const problem = wal?.check()
+      if (wal === undefined || problem === undefined) return undefined
+      const which = expectedSeq === 0 ? "" : ` after seq ${expectedSeq - 1}`
+      walLost =
+        `the log's -wal file ${wal.path} was deleted or replaced by another process while rx had ${config.filename} open (it ${problem}, seen after committing goal ${goalId}'s events from seq ${expectedSeq}): the events of goal ${goalId}${which} may be lost, and so may any other commit SQLite had not yet copied from that file into ${config.filename} (SQLite copies them when rx closes the log, unless another process opened it meanwhile). rx stops writing to this log: find what removes files beside it and stop it, then check the log with rx doctor --db ${config.filename} and resume the goal`
+      return new StoreError({ message: walLost, goalId, seq: expectedSeq })
+    }
+
     const append: Service["append"] = (goalId, expectedSeq, events, state) =>
       Effect.suspend(() => {
+        if (walLost !== undefined) {
+          return new StoreError({ message: `goal ${goalId}: nothing appended at seq ${expectedSeq}: ${walLost}`, goalId, seq: expectedSeq })
+        }
         const params: Array<unknown> = []
         for (const event of events) {
           const payload = Either.try({ try: () => slimJson(event), catch: (error) => String(error) })
@@ -219,6 +249,9 @@ const makeStore = (db: Database.Database, config: Config.Config, schema: number)
             Effect.catchTag("SqlError", (error) => Effect.fail(failed(`appending to goal ${goalId} at seq ${expectedSeq}`, goalId, expectedSeq)(error))),
             Effect.flatMap((summary) => {
               summaries.delete(goalId)
+              // Committed, but perhaps to a -wal file no longer in the folder: say so and stop.
+              const lost = events.length > 0 ? checkWal(goalId, expectedSeq) : undefined
+              if (lost !== undefined) return Effect.fail(lost)
               if (summary !== undefined && summary.status === "open") {
                 summaries.set(goalId, summary)
                 if (summaries.size > maxCachedSummaries) {

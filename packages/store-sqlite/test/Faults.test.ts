@@ -1,19 +1,20 @@
 /**
- * Disk full and a read-only database: a clear error, nothing half-recorded, and the goal
- * resumes once the cause is gone. SQLITE_FULL comes from `PRAGMA max_page_count` (and from a
+ * Disk full, a read-only database, and the `-wal` file deleted or replaced by another process
+ * while a goal runs: a clear error, nothing half-recorded, and the goal resumes once the cause is
+ * gone. SQLITE_FULL comes from `PRAGMA max_page_count` (and from a
  * real full tmpfs where this process may mount one); read-only from `PRAGMA query_only`, from
  * the store's `readonly` option, and from `chattr +i` where the filesystem supports it.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Either, Layer, Schema } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Event, LanguageModel, Replay, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
-import { contiguous, endsOnce } from "./fixtures.js"
+import { contiguous, endsOnce, submitted } from "./fixtures.js"
 import { exec, layerWithClient, tempDb, tempDir } from "./helpers.js"
 
 const big = (i: number) => `${i}:`.padEnd(6_000, "x")
@@ -243,4 +244,51 @@ describe("faults", () => {
       const events = yield* Effect.flatMap(StateStore.StateStore, (s) => s.load("fresh")).pipe(Effect.provide(SqliteStore.layer({ filename })))
       expect(events).toEqual([])
     }))
+})
+
+describe("the -wal file removed by another process while a goal runs", () => {
+  for (const how of ["deleted", "replaced"] as const) {
+    it.scoped(`${how} during a call: the run stops with an error saying so, the store writes nothing more, and the goal resumes`, () =>
+      Effect.gen(function*() {
+        const filename = yield* tempDb
+        const wal = `${filename}-wal`
+        // During iteration 3's call, as `rm rx.db-wal` (or a copy moved over it) from another process would.
+        const remove = (i: number) =>
+          Effect.sync(() => {
+            if (i !== 3) return
+            if (how === "deleted") return fs.rmSync(wal)
+            fs.copyFileSync(wal, `${wal}.copy`)
+            fs.renameSync(`${wal}.copy`, wal)
+          })
+        const failed = yield* Effect.gen(function*() {
+          const run = yield* Effect.either(Runner.run({ goal: "big", goalId: "g" }).pipe(Effect.provide(services(none, remove))))
+          if (Either.isRight(run)) return yield* Effect.die(`the run went on to ${run.right.reason} with its -wal file ${how}`)
+          // Nothing more is written through this store, for any goal.
+          const store = yield* StateStore.StateStore
+          const other = yield* Effect.flip(store.append("h", 0, [submitted("h")]))
+          expect(other.message).toContain("goal h: nothing appended at seq 0: the log's -wal file")
+          return run.left
+        }).pipe(Effect.provide(SqliteStore.layer({ filename })))
+        if (failed._tag !== "@rx/kernel/StoreError") return expect.fail(`the run failed with ${failed._tag}: ${failed.message}`)
+        expect(failed.message).toContain(`the log's -wal file ${wal} was deleted or replaced by another process while rx had ${filename} open (it ${how === "deleted" ? "was deleted" : "was replaced by another file"}`)
+        expect(failed.message).toContain(`the events of goal g after seq ${(failed.seq ?? 0) - 1} may be lost`)
+        expect(failed.message).toContain("rx stops writing to this log")
+
+        // This process was the log's only user, so closing it copied the deleted file's commits in:
+        // the log ends with the batch the error was raised after (the call's outcome), and resumes.
+        const writable = SqliteStore.layer({ filename })
+        const load = (goalId: string) => Effect.flatMap(StateStore.StateStore, (s) => s.load(goalId)).pipe(Effect.provide(writable))
+        const partial = yield* load("g")
+        expect(contiguous(partial) && atBoundary(partial)).toBe(true)
+        expect(partial.filter((e) => e._tag === "IterationCompleted")).toHaveLength(3)
+        expect(partial.find((e) => e._tag === "ToolSucceeded" && e.iteration === 3)?.seq).toBe(failed.seq)
+        expect(yield* load("h")).toEqual([])
+        const result = yield* Runner.resume("g").pipe(Effect.provide(Layer.merge(writable, services(none, none))))
+        expect(result.reason).toBe("done")
+        const events = yield* load("g")
+        expect(events.slice(0, partial.length)).toEqual(partial)
+        expect(contiguous(events) && endsOnce(events)).toBe(true)
+        expect((yield* Replay.verify(events)).reason).toBe("done")
+      }))
+  }
 })
