@@ -45,12 +45,24 @@ export interface Limits {
   /** Every call of an answer is decided; otherwise only the first. */
   readonly multiCall: boolean
   readonly maxCallsPerAnswer: number
+  /** The calls past `maxCallsPerAnswer` are one rejection (`dropped`), not one each. */
+  readonly boundedAnswer?: boolean | undefined
+  /** An answer stopped by a content filter is rejected, never run. */
+  readonly withheldRejected?: boolean | undefined
 }
 
 const defaultLimits: Limits = { maxInputDepth: 64, multiCall: false, maxCallsPerAnswer: 1 }
 
-/** The calls an answer makes, each parsed or rejected on its own; or why the answer as a whole is not executed. */
-export type Plan = Reject | { readonly _tag: "Calls"; readonly calls: ReadonlyArray<Parsed> }
+/**
+ * The calls an answer makes, each parsed or rejected on its own, and how many calls past the cap
+ * it dropped as a whole (`dropped`, then one rejection says so); or why the answer as a whole is
+ * not executed.
+ */
+export type Plan = Reject | { readonly _tag: "Calls"; readonly calls: ReadonlyArray<Parsed>; readonly dropped: number }
+
+/** What the model is told of the calls past the cap, dropped as a whole. */
+export const droppedReason = (calls: number, cap: number): string =>
+  `your reply made ${calls} tool calls, but only the first ${cap} of an answer run: the other ${calls - cap} (calls ${cap + 1} to ${calls}) were not run; send at most ${cap} calls per answer`
 
 /** Read an answer's calls, in order. */
 export const plan = (response: LanguageModel.Response, limits: Limits = defaultLimits): Plan => {
@@ -68,14 +80,25 @@ export const plan = (response: LanguageModel.Response, limits: Limits = defaultL
       response.toolCalls[0]?.arguments ?? response.text
     )
   }
+  if (response.finishReason === "content_filter" && limits.withheldRejected === true) {
+    return reject(
+      "cut_off",
+      "your reply was stopped by the server's content filter (finish_reason content_filter), so none of it was executed; take another approach",
+      response.toolCalls[0]?.arguments ?? response.text
+    )
+  }
   const [first] = response.toolCalls
   if (first === undefined) {
     const action = parseTextAction(response.text)
-    return Either.isLeft(action) ? action.left : { _tag: "Calls", calls: [action] }
+    return Either.isLeft(action) ? action.left : { _tag: "Calls", calls: [action], dropped: 0 }
   }
   if (!limits.multiCall) {
     const call = parseArguments(first)
-    return Either.isLeft(call) ? call.left : { _tag: "Calls", calls: [call] }
+    return Either.isLeft(call) ? call.left : { _tag: "Calls", calls: [call], dropped: 0 }
+  }
+  if (limits.boundedAnswer === true) {
+    const kept = response.toolCalls.slice(0, limits.maxCallsPerAnswer)
+    return { _tag: "Calls", calls: kept.map(parseArguments), dropped: response.toolCalls.length - kept.length }
   }
   return {
     _tag: "Calls",
@@ -86,7 +109,8 @@ export const plan = (response: LanguageModel.Response, limits: Limits = defaultL
           ...reject("too_many_calls", `only the first ${limits.maxCallsPerAnswer} calls of an answer run; send this one again later`, call.arguments),
           tool: call.name
         })
-    )
+    ),
+    dropped: 0
   }
 }
 
@@ -200,16 +224,45 @@ export const withoutArguments = (response: LanguageModel.Response, index: number
 
 /** Characters of each text an oversized answer keeps in the log. */
 const oversizeKept = 2_000
+/** Characters of each call's id and name an oversized answer keeps (bounded answers). */
+const oversizeNameKept = 200
+/** Calls an oversized answer keeps in the log (bounded answers); it is rejected whole anyway. */
+export const oversizeCallsKept = 8
+/** What a call's framing in the log costs beyond its id, name and arguments (bounded answers count it). */
+export const callFraming = 48
 
-/** An answer longer than `max` characters, cut to what the log keeps and marked, so it is rejected. */
-export const cap = (response: LanguageModel.Response, max: number): LanguageModel.Response => {
-  let size = response.text.length
-  for (const call of response.toolCalls) size += call.name.length + call.arguments.length
-  if (size <= max) return response
+/**
+ * The size of an answer as `maxAnswerChars` counts it: its text and each call's name and
+ * arguments; with `bounded`, also each call's id and framing, so the recorded answer is bounded.
+ */
+export const size = (response: LanguageModel.Response, bounded = false): number => {
+  let total = response.text.length
+  for (const call of response.toolCalls) {
+    total += call.name.length + call.arguments.length
+    if (bounded) total += call.id.length + callFraming
+  }
+  return total
+}
+
+/**
+ * An answer longer than `max` characters, cut to what the log keeps and marked, so it is rejected.
+ * With `bounded` (behaviour 3), ids and framing count too, and only the first calls are kept, so
+ * what is recorded is bounded however many calls the answer made. An answer already cut (marked)
+ * is returned as it is, so cutting again (a replay) changes nothing.
+ */
+export const cap = (response: LanguageModel.Response, max: number, bounded = false): LanguageModel.Response => {
+  if (response.oversize !== undefined) return response
+  const total = size(response, bounded)
+  if (total <= max) return response
+  const calls = bounded ? response.toolCalls.slice(0, oversizeCallsKept) : response.toolCalls
   return {
     ...response,
     text: truncate(response.text, oversizeKept),
-    toolCalls: response.toolCalls.map((call) => ({ ...call, arguments: truncate(call.arguments, oversizeKept) })),
-    oversize: size
+    toolCalls: calls.map((call) =>
+      bounded
+        ? { ...call, id: truncate(call.id, oversizeNameKept), name: truncate(call.name, oversizeNameKept), arguments: truncate(call.arguments, oversizeKept) }
+        : { ...call, arguments: truncate(call.arguments, oversizeKept) }
+    ),
+    oversize: total
   }
 }

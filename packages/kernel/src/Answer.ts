@@ -57,7 +57,13 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
   if (answer.next >= answer.calls) return close()
   if (!decide) return { batch, after: draft }
   const rules = Behaviour.rules(draft.behaviour)
-  const limits: Action.Limits = { maxInputDepth: rules.maxInputDepth, multiCall: rules.multiCall, maxCallsPerAnswer: draft.options.maxCallsPerAnswer }
+  const limits: Action.Limits = {
+    maxInputDepth: rules.maxInputDepth,
+    multiCall: rules.multiCall,
+    maxCallsPerAnswer: draft.options.maxCallsPerAnswer,
+    boundedAnswer: rules.boundedAnswer,
+    withheldRejected: rules.withheldRejected
+  }
   const planned = Action.plan(answer.response, limits)
   if (planned._tag === "Reject") {
     const { kind, raw, reason } = planned
@@ -101,6 +107,13 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
     const elided = rules.inputOnce ? elide(batch, index) : batch
     // The draft was folded from the events as drafted; an elided answer is folded again as recorded.
     return { batch: elided, after: elided === batch ? draft : undefined, call: decision.prepared }
+  }
+  // The calls past the cap, all in one rejection: what one answer records stays bounded.
+  const dropped = planned._tag === "Calls" ? planned.dropped : 0
+  if (dropped > 0 && draft.answer !== null && draft.answer.next < draft.answer.calls) {
+    const { maxCallsPerAnswer } = draft.options
+    const reason = Action.droppedReason(maxCallsPerAnswer + dropped, maxCallsPerAnswer)
+    push({ _tag: "ActionRejected", goalId, seq: draft.seq, iteration, at: now(), kind: "too_many_calls", reason, raw: "", dropped })
   }
   return close()
 }

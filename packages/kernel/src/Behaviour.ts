@@ -8,7 +8,7 @@
 import { Schema } from "effect"
 
 /** The version this rx writes. 1 is rx 0.1 (logs without the field). */
-export const current = 2
+export const current = 3
 
 /** What a version decides differently. */
 export interface Rules {
@@ -26,6 +26,15 @@ export interface Rules {
   readonly suspendWhenUnavailable: boolean
   /** An empty goal, or one longer than a prompt shows of it, is refused at submission (rx 0.1 cut it silently). */
   readonly goalChecked: boolean
+  /**
+   * The calls of an answer past `maxCallsPerAnswer` are one rejection saying how many were
+   * dropped (before: one per call, each with its arguments again); an answer's size counts its
+   * call ids and each call's framing too, and an oversized answer keeps a bounded number of
+   * calls, so what one iteration records is bounded whatever the model sends.
+   */
+  readonly boundedAnswer: boolean
+  /** An answer a content filter stopped (`finish_reason: content_filter`) is rejected like a cut-off one, never run. */
+  readonly withheldRejected: boolean
 }
 
 const v1: Rules = {
@@ -35,12 +44,25 @@ const v1: Rules = {
   inputOnce: false,
   multiCall: false,
   suspendWhenUnavailable: false,
-  goalChecked: false
+  goalChecked: false,
+  boundedAnswer: false,
+  withheldRejected: false
 }
-const v2: Rules = { answerCap: true, maxInputDepth: 64, cycles: true, inputOnce: true, multiCall: true, suspendWhenUnavailable: true, goalChecked: true }
+const v2: Rules = {
+  answerCap: true,
+  maxInputDepth: 64,
+  cycles: true,
+  inputOnce: true,
+  multiCall: true,
+  suspendWhenUnavailable: true,
+  goalChecked: true,
+  boundedAnswer: false,
+  withheldRejected: false
+}
+const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
-export const rules = (version: number): Rules => (version === 1 ? v1 : v2)
+export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : v3)
 
 /** A log written by a newer rx than this one. */
 export class UnsupportedBehaviour extends Schema.TaggedError<UnsupportedBehaviour>()("@rx/kernel/UnsupportedBehaviour", {

@@ -102,6 +102,11 @@ export const ActionRejected = Schema.TaggedStruct("ActionRejected", {
   /** For one call of an answer: which, and the tool it named. */
   index,
   tool: Schema.optional(Schema.String),
+  /**
+   * For `too_many_calls` of the answer as a whole (behaviour 3): how many calls past the cap were
+   * dropped, all in this one rejection (their arguments are in the answer's `ModelResponded`).
+   */
+  dropped: Schema.optional(Schema.Int.pipe(Schema.positive())),
   /** The rejected text or arguments, capped. */
   raw: Schema.String
 })

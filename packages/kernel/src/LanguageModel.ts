@@ -42,7 +42,7 @@ export const Request = Schema.Struct({
 })
 export type Request = typeof Request.Type
 
-/** Why the model stopped. `length` means the answer was cut off and is never executed. */
+/** Why the model stopped. `length` means the answer was cut off and is never executed; `content_filter` (behaviour 3 on) that the server withheld it, likewise never executed. */
 export const FinishReason = Schema.Literal("stop", "tool_calls", "length", "content_filter", "other")
 export type FinishReason = typeof FinishReason.Type
 

@@ -159,7 +159,9 @@ const render = (turn: State.Turn, cap: number): ReadonlyArray<LanguageModel.Mess
       const base = { role: "tool" as const, toolCallId: ids[index] ?? "", name: call.tool, content }
       return call.result?.status === "ok" ? base : { ...base, isError: true }
     })
-    return [{ role: "assistant", content: text, toolCalls }, ...results]
+    // Calls of the answer that were dropped as a whole (past the cap) are not shown as calls: a note says so.
+    const note: ReadonlyArray<LanguageModel.Message> = turn.result === null ? [] : [{ role: "user", content: `Not all of your reply was executed: ${result}` }]
+    return [{ role: "assistant", content: text, toolCalls }, ...results, ...note]
   }
   return [
     { role: "assistant", content: text.length > 0 ? text : "(no text)", toolCalls: [] },

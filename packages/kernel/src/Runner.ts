@@ -77,7 +77,7 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
         continue
       }
       const rules = Behaviour.rules(state.behaviour)
-      const response = rules.answerCap ? Action.cap(answer.right, state.options.maxAnswerChars) : answer.right
+      const response = rules.answerCap ? Action.cap(answer.right, state.options.maxAnswerChars, rules.boundedAnswer) : answer.right
       yield* advance(run, [{ _tag: "ModelResponded", goalId, seq, iteration, at: run.now(), response }])
     }
     return result(run.state)

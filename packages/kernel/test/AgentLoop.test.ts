@@ -54,10 +54,33 @@ describe("Several calls in one answer", () => {
     }).pipe(Effect.provide(StateStore.layerMemory))
   })
 
-  it.effect("calls past maxCallsPerAnswer are rejected, not run", () =>
+  it.effect("calls past maxCallsPerAnswer are not run: one rejection says how many were dropped, and the model is told", () => {
+    const requests: Array<LanguageModel.Request> = []
+    return Effect.gen(function*() {
+      const ledger = yield* Ref.make<ReadonlyArray<string>>([])
+      const many = calls(["append", { line: "a" }], ["append", { line: "b" }], ["append", { line: "c" }], ["append", { line: "d" }])
+      yield* Runner.run({ goal: "many", goalId: "many", options: { maxCallsPerAnswer: 2 } }).pipe(
+        Effect.provide(services(ledger, [many, capture(requests, done("ok"))]))
+      )
+      expect((yield* Ref.get(ledger)).length).toBe(2)
+      const events = yield* eventsOf("many")
+      const rejected = events.filter((e) => e._tag === "ActionRejected")
+      expect(rejected).toHaveLength(1)
+      expect(rejected[0]).toMatchObject({ kind: "too_many_calls", dropped: 2, raw: "" })
+      expect(rejected[0]).not.toHaveProperty("index")
+      expect(rejected[0]?._tag === "ActionRejected" ? rejected[0].reason : "").toContain("made 4 tool calls, but only the first 2")
+      // The prompt shows the two calls that ran, each with its result, then a note on the others.
+      const messages = requests[0]?.messages ?? []
+      expect(messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "tool", "user"])
+      expect(messages[4]?.content).toContain("the other 2 (calls 3 to 4) were not run")
+      expect((yield* Replay.verify(events)).reason).toBe("done")
+    }).pipe(Effect.provide(StateStore.layerMemory))
+  })
+
+  it.effect("behaviour 2 still rejects each call past maxCallsPerAnswer on its own (its logs keep their rules)", () =>
     Effect.gen(function*() {
       const ledger = yield* Ref.make<ReadonlyArray<string>>([])
-      yield* Runner.run({ goal: "many", goalId: "many", options: { maxCallsPerAnswer: 2 } }).pipe(
+      yield* Runner.run({ goal: "many", goalId: "many", behaviour: 2, options: { maxCallsPerAnswer: 2 } }).pipe(
         Effect.provide(services(ledger, [calls(["append", { line: "a" }], ["append", { line: "b" }], ["append", { line: "c" }]), done("ok")]))
       )
       expect((yield* Ref.get(ledger)).length).toBe(2)

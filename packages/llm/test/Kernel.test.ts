@@ -132,6 +132,32 @@ describe("the adapter under the kernel's Runner", () => {
         })
     ))
 
+  // A server's content filter withholds an answer: a complete call in it is still never run.
+  for (const stream of [false, true]) {
+    it.live(`never executes a complete tool call in an answer a content filter stopped${stream ? " (streamed)" : ""}`, () =>
+      withKernel(
+        [
+          stream
+            ? { kind: "sse", events: Fake.streamed({ toolCalls: [{ id: "call_1", name: "write_note", arguments: "{\"text\":\"hi\"}" }], finishReason: "content_filter" }) }
+            : Fake.completion({ toolCalls: [{ name: "write_note", arguments: "{\"text\":\"hi\"}" }], finishReason: "content_filter" }),
+          done
+        ],
+        stream ? { stream: true } : {},
+        (server, { notes }) =>
+          Effect.gen(function*() {
+            const result = yield* Runner.run({ goal: "g", goalId: "filtered" })
+            assert.strictEqual(result.reason, "done")
+            assert.deepStrictEqual(yield* Ref.get(notes), [])
+            const events = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load("filtered"))
+            assert.deepStrictEqual(events.filter((e) => e._tag === "ToolStarted"), [])
+            const rejected = events.find((e) => e._tag === "ActionRejected")
+            assert.strictEqual(rejected?._tag === "ActionRejected" ? rejected.kind : undefined, "cut_off")
+            assert.include(JSON.stringify(messagesOf(server.received[1])), "content filter")
+            assertAllValid(server)
+          })
+      ))
+  }
+
   it.live("retries a 429 with Retry-After and a 503 within one model call", () =>
     withKernel(
       [Fake.error(429, "rate limited", { "retry-after": "0" }), Fake.error(503, "loading model"), done],
