@@ -150,6 +150,10 @@ interface Flags {
   readonly drain: Option.Option<string>
   /** Each `--mcp NAME=COMMAND|URL` given. */
   readonly mcp: ReadonlyArray<string>
+  /** Each `--mcp-env NAME=VAR=VALUE` given. */
+  readonly mcpEnv: ReadonlyArray<string>
+  /** Each `--mcp-sandbox NAME[=network]` given. */
+  readonly mcpSandbox: ReadonlyArray<string>
 }
 
 const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
@@ -179,7 +183,9 @@ const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
     newToken: on("new-token"),
     failover: text("failover"),
     drain: text("drain"),
-    mcp: line.lists.get("mcp") ?? []
+    mcp: line.lists.get("mcp") ?? [],
+    mcpEnv: line.lists.get("mcp-env") ?? [],
+    mcpSandbox: line.lists.get("mcp-sandbox") ?? []
   }
 }
 
@@ -205,18 +211,25 @@ const local = <A, E, R, A2, E2, R2>(
     })
   )
 
+/** `--mcp` and its companions do not apply against a server, which runs goals with its own tools. */
+const noMcp = (flags: Flags, command: string) =>
+  flags.mcp.length + flags.mcpEnv.length + flags.mcpSandbox.length === 0
+    ? Effect.void
+    : new UsageError({ message: `--mcp, --mcp-env and --mcp-sandbox do not apply to ${command}: the server runs goals with its own MCP servers (rx serve --mcp)` })
+
 /** Say what is not offered and why, once, at the start of a run. */
 const tell = (notes: ReadonlyArray<string>) => Effect.forEach(notes, note, { discard: true })
 
 const run = (flags: Flags) =>
-  local(flags, (server) => Remote.run(server, flags.goal, flags.goalFile), Effect.scoped(Effect.gen(function*() {
+  local(flags, (server) => Effect.andThen(noMcp(flags, "rx run --server"), Remote.run(server, flags.goal, flags.goalFile)), Effect.scoped(Effect.gen(function*() {
       // Everything is checked and built first: a run refused for its settings creates no database and records nothing.
       const db = yield* database(dbFlag(flags.settings))
-      const { values: v, workspace } = yield* Setup.resolve(flags.settings, Usage.runSettings)
+      const { values: v, workspace, mcp } = yield* Setup.resolve(flags.settings, Usage.runSettings)
       const model = yield* Setup.modelName(v)
       const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace))
-      const servers = yield* Setup.mcpServers(flags.mcp)
-      const services = yield* Setup.services(v, model, tools, v.tools !== undefined, { servers })
+      const servers = yield* Setup.mcpServers(flags, mcp)
+      const launch = yield* Setup.mcpLaunch(servers, flags.mcpEnv, mcp)
+      const services = yield* Setup.services(v, model, tools, v.tools !== undefined, { servers, launch })
       const mcpNames = services.mcp.names
       const chosen = yield* Settings.approval(v.ask ?? [], v.deny ?? [], [...Setup.builtinNames, ...mcpNames], [...services.offered, ...mcpNames])
       // An MCP server's destructive tools ask a person, unless --deny names them.
@@ -225,8 +238,10 @@ const run = (flags: Flags) =>
         ...Setup.recordedSettings(v, workspace, model),
         // The tools offered, when not all the built-ins: a resume offers the same ones.
         ...(services.offered.length === Setup.builtinNames.length ? {} : { tools: services.offered }),
-        // The MCP servers: a resume starts them again.
-        ...(servers.length === 0 ? {} : { mcp: servers.map((server) => Setup.encodeServer(server)) })
+        // The MCP servers: a resume starts them again. Their variables' values are never recorded.
+        ...(servers.length === 0 ? {} : { mcp: servers.map((server) => Setup.encodeServer(server)) }),
+        // What they listed and were not offered.
+        ...(services.mcp.leftOut.length === 0 ? {} : { mcpLeftOut: services.mcp.leftOut })
       }
       const options: RunOptions.Input = {
         ...Setup.runOptions(v),
@@ -249,12 +264,12 @@ const run = (flags: Flags) =>
 const recordedKeys = Object.keys(Settings.Recorded.fields).filter((key): key is Exclude<keyof Settings.Recorded, "tools"> => key !== "tools")
 
 const resume = (flags: Flags) =>
-  local(flags, (server) => Remote.resume(server, flags.goalId), withLog(dbFlag(flags.settings), "write")((db) =>
+  local(flags, (server) => Effect.andThen(noMcp(flags, "rx resume --server"), Remote.resume(server, flags.goalId)), withLog(dbFlag(flags.settings), "write")((db) =>
     Effect.scoped(Effect.gen(function*() {
       const state = yield* Runner.restore(flags.goalId)
       if (state.seq === 0) return yield* new UsageError({ message: `no goal with id ${flags.goalId} in this database (rx list shows the goals)` })
       const recorded = Settings.recorded(state.options.metadata)
-      const { values: v, workspace } = yield* Setup.resolve(flags.settings, Usage.resumeSettings, recorded)
+      const { values: v, workspace, mcp } = yield* Setup.resolve(flags.settings, Usage.resumeSettings, recorded)
       const volume = state.options.metadata["volume"]
       if (typeof volume === "string") yield* Postgres.onVolume(flags.goalId, volume, workspace)
       // The limits of a goal are in its options; only a flag changes them.
@@ -282,7 +297,9 @@ const resume = (flags: Flags) =>
       const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
       const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* hide(db, workspace))
       // The goal's MCP servers again; their tools as the goal recorded them.
-      const services = yield* Setup.services(v, model, tools, false, { servers: Setup.recordedMcp(state.options.metadata), pinned: state.tools })
+      const servers = Setup.recordedMcp(state.options.metadata)
+      const launch = yield* Setup.mcpLaunch(servers, flags.mcpEnv, mcp)
+      const services = yield* Setup.services(v, model, tools, false, { servers, launch, pinned: state.tools })
       const settings = Setup.recordedSettings(v, workspace, model)
       yield* tell(services.notes)
       // Other settings or limits than recorded: record what this resume uses before it runs, so
@@ -572,7 +589,7 @@ const serve = (flags: Flags) =>
   Effect.scoped(Effect.gen(function*() {
     const db = yield* database(dbFlag(flags.settings))
     const spec = Usage.spec("serve")
-    const { values: v, workspace } = yield* Setup.resolve(flags.settings, spec?.settings ?? [])
+    const { values: v, workspace, mcp } = yield* Setup.resolve(flags.settings, spec?.settings ?? [])
     const cluster = flags.cluster ? Option.some(yield* clusterOf(flags, db, "rx serve --cluster")) : Option.none()
     if (Option.isNone(cluster) && Option.isSome(flags.failover)) return yield* new UsageError({ message: "--failover applies with --cluster" })
     if (Option.isSome(cluster) && flags.mcp.length > 0) {
@@ -591,7 +608,8 @@ const serve = (flags: Flags) =>
     const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, hidden)
     const { kept, token } = yield* serverToken(db, flags.newToken)
     const { workspace: _recordedRoot, ...settings } = Option.isSome(cluster) ? Setup.recordedTools(v, workspace) : Setup.recordedSettings(v, workspace, model)
-    const servers = yield* Setup.mcpServers(flags.mcp)
+    const servers = yield* Setup.mcpServers(flags, mcp)
+    const launch = yield* Setup.mcpLaunch(servers, flags.mcpEnv, mcp)
     const metadata = {
       ...settings,
       ...(servers.length === 0 ? {} : { mcp: servers.map((server) => Setup.encodeServer(server)) }),
@@ -603,7 +621,7 @@ const serve = (flags: Flags) =>
     yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
     // Each workspace's tools: the built-ins, and the MCP servers' (started for that workspace, in its sandbox).
     const toolbox = servers.length === 0 ? Toolbox.layer(toolsConfig) : Toolbox.layerWith((root, serving) =>
-      Layer.unwrapScoped(Effect.map(Setup.mcpTools({ servers }, { ...toolsConfig, workspace: root }), (source) =>
+      Layer.unwrapScoped(Effect.map(Setup.mcpTools({ servers, launch }, { ...toolsConfig, workspace: root }, v), (source) =>
         Layer.merge(
           Builtins.layerWith(Toolbox.toolsConfig(toolsConfig, root, serving), source.tools),
           Layer.succeed(Toolbox.DefaultApproval, Object.fromEntries(source.ask.map((name) => [name, "ask" as const])))

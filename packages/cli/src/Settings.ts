@@ -5,7 +5,8 @@
  * recorded (on resume), the workspace's `rx.config.json`, the user's config file, the default.
  */
 import { Path } from "@effect/platform"
-import { Config, Effect, Either, Option, Schema } from "effect"
+import { Servers } from "@rx/mcp"
+import { Config, Effect, Either, Option, ParseResult, Schema } from "effect"
 import * as os from "node:os"
 
 /** A usage problem: printed as `rx: <message>`, exit 1. */
@@ -221,6 +222,24 @@ export const table = {
     shownDefault: "public addresses only",
     inWorkspaceFile: false
   }),
+  mcpStartTimeout: setting("mcp-start-timeout", integer(1, 3_600), {
+    placeholder: "SECONDS",
+    description: "time an MCP server may take to start and list its tools; a server's own startTimeout in the config file wins (give one that downloads itself more)",
+    shownDefault: "10"
+  }),
+  mcpMaxTools: setting("mcp-max-tools", integer(1, 10_000), {
+    placeholder: "N",
+    description: "tools one MCP server may offer, in its order; the rest are left out, recorded and said",
+    shownDefault: "100",
+    // A repository could raise what a hostile server may put in every prompt.
+    inWorkspaceFile: false
+  }),
+  mcpMaxSchema: setting("mcp-max-schema", integer(256, 1_048_576), {
+    placeholder: "CHARS",
+    description: "characters of one MCP tool's description and input schema; a larger tool is left out, recorded and said",
+    shownDefault: "8192",
+    inWorkspaceFile: false
+  }),
   ask: setting("ask", list, { placeholder: "LIST", description: "tools whose calls wait for a person's approval, comma-separated (e.g. shell,write_file)" }),
   deny: setting("deny", list, { placeholder: "LIST", description: "tools never allowed in this goal; the model is told" }),
   instructions: setting("instructions", text("a file path"), {
@@ -349,6 +368,11 @@ export const fromFile = (
   const found: Record<string, { value: Value; source: Source }> = {}
   for (const [name, raw] of Object.entries(json)) {
     if (name === "$schema") continue
+    // Read apart (`mcpServersOf`): the user's own file alone may name what MCP servers get.
+    if (name === mcpServersKey) {
+      if (place === "user") continue
+      return fail(`${mcpServersKey} cannot be set in a workspace's config file, which a repository or an earlier goal may have written: it gives MCP servers variables, a sandbox and trust (set it in your own config file)`)
+    }
     const key = allowed.find((k) => k === name)
     if (key === undefined) {
       const known = keys.find((k) => k === name)
@@ -366,6 +390,19 @@ export const fromFile = (
     found[key] = { value: (key === "instructions" || key === "modelFile") && typeof given === "string" ? resolve(given) : given, source: { _tag: "file", file } }
   }
   return Either.right(found as Found)
+}
+
+/** The key of the user's config file that holds each MCP server's settings, by the server's name. */
+export const mcpServersKey = "mcpServers"
+
+/** The MCP servers' settings of the user's config file (`mcpServers`): each server's, by its name. */
+export const mcpServersOf = (file: string, json: unknown): Either.Either<Readonly<Record<string, Servers.Settings>>, UsageError> => {
+  const raw = typeof json === "object" && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>)[mcpServersKey] : undefined
+  if (raw === undefined) return Either.right({})
+  return Either.mapLeft(
+    Schema.decodeUnknownEither(Schema.Record({ key: Servers.Name, value: Servers.Settings }))(raw, { onExcessProperty: "error" }),
+    (error) => new UsageError({ message: `config file ${file}: ${mcpServersKey}: ${ParseResult.TreeFormatter.formatErrorSync(error).replace(/\s*\n\s*/g, " ")}` })
+  )
 }
 
 /** The first place that has each key: earlier places win. */

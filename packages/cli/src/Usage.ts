@@ -64,11 +64,13 @@ export const limits: ReadonlyArray<Settings.Key> = [
   "maxAnswerChars"
 ]
 const tools: ReadonlyArray<Settings.Key> = ["workspace", "tools", "noShell", "sandbox", "httpAllow", "ask", "deny", "instructions", "agentsMd"]
+/** How MCP servers are started and bounded. */
+export const mcp: ReadonlyArray<Settings.Key> = ["mcpStartTimeout", "mcpMaxTools", "mcpMaxSchema"]
 
 /** The settings of `rx run` (and what `rx config` shows). */
-export const runSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limits, ...tools]
+export const runSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limits, ...tools, ...mcp]
 /** What a resume may change: the model, the server, the workspace, the sandbox and the limits. */
-export const resumeSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limits, "workspace", "sandbox"]
+export const resumeSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limits, "workspace", "sandbox", ...mcp]
 
 const failoverFlag = flag(
   "failover",
@@ -79,7 +81,23 @@ const callFlag = flag("call", "CALL", "the call to decide, as rx inspect names i
 const byFlag = flag("by", "NAME", "who decides, as recorded (default: your user name)")
 const goalFile = flag("goal-file", "FILE", "read the goal from a text file (a long goal cannot be an argument)")
 const mcpFlag: Flag = {
-  ...flag("mcp", "NAME=CMD|URL", "an MCP server whose tools the model may call, as NAME__tool: a command started over stdio in the sandbox, or an http(s) URL; repeatable"),
+  ...flag(
+    "mcp",
+    "NAME=CMD|URL",
+    "an MCP server whose tools the model may call, as NAME__tool: a command started over stdio, or an http(s) URL; repeatable. A command runs as you would run it in a terminal (your PATH and home, the network: it is a program you chose; what rx guards against is the model's calls to it), in the workspace, with PATH, HOME, LANG, TMPDIR and the like, plus its --mcp-env, and none of rx's other variables (RX_TOKEN, the API key); --mcp-sandbox runs it in bubblewrap instead"
+  ),
+  repeatable: true
+}
+const mcpEnvFlag: Flag = {
+  ...flag("mcp-env", "NAME=VAR=VALUE", "a variable for the MCP server NAME (NAME=VAR takes VAR's value from rx's environment); never recorded: rx resume needs it again; repeatable"),
+  repeatable: true
+}
+const mcpSandboxFlag: Flag = {
+  ...flag(
+    "mcp-sandbox",
+    "NAME[=network]",
+    "run the MCP server NAME in bubblewrap: the system folders read-only, the workspace writable, no home folder, no network unless =network (the folders it may read: \"sandbox\": {\"read\": [...]} in your config file's mcpServers); recorded; repeatable"
+  ),
   repeatable: true
 }
 
@@ -94,7 +112,7 @@ export const specs: ReadonlyArray<Spec> = [
     ].join("\n\n"),
     arg: { name: "goal", optional: true },
     settings: [...runSettings, "server"],
-    flags: [goalFile, mcpFlag, json]
+    flags: [goalFile, mcpFlag, mcpEnvFlag, mcpSandboxFlag, json]
   },
   {
     name: "resume",
@@ -104,7 +122,7 @@ export const specs: ReadonlyArray<Spec> = [
       "Continues a goal that is suspended or was stopped by a crash. Flags override the recorded model, server, workspace, sandbox and limits; each change is recorded before the goal goes on. A terminated goal's log is closed: start a new goal. An approved call runs exactly as stored, with no new model call.",
     arg: { name: "goal-id" },
     settings: [...resumeSettings, "server"],
-    flags: [json]
+    flags: [mcpEnvFlag, json]
   },
   {
     name: "approve",
@@ -192,7 +210,8 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags]"],
     description: [
       `Each setting comes from the first of: its flag, its RX_ variable, the workspace's ${Settings.workspaceFile}, your config file (${"$XDG_CONFIG_HOME/rx/config.json, or ~/.config/rx/config.json"}), the default. On rx resume, what the goal recorded comes before the config files.`,
-      `A config file is a JSON object of settings by their camelCase names, e.g. {"model": "qwen2.5-coder:7b", "maxIterations": 30, "ask": ["shell"]}. The workspace's file cannot set the sandbox, the http allow-list, the base URL or an instructions file (a repository could have written it), and the agent cannot change it: the tools may read it, never write it.`
+      `A config file is a JSON object of settings by their camelCase names, e.g. {"model": "qwen2.5-coder:7b", "maxIterations": 30, "ask": ["shell"]}. The workspace's file cannot set the sandbox, the http allow-list, the base URL or an instructions file (a repository could have written it), and the agent cannot change it: the tools may read it, never write it.`,
+      `Your own config file may also hold ${"\"mcpServers\""}: the settings of each MCP server by the name --mcp gives it, e.g. {"mcpServers": {"fs": {"startTimeout": 120}, "api": {"env": {"API_KEY": "..."}, "sandbox": {"network": true, "read": ["~/tools/api"]}, "safeToRepeat": true}}}: variables for it, seconds it may take to start, to run it in bubblewrap (with the network, and folders it may read), and that its tools may run again when a crash cut a call (its own readOnlyHint or idempotentHint is not trusted for that).`
     ].join("\n\n"),
     settings: runSettings,
     flags: [flag("json", "", "the settings as one JSON object")]
@@ -205,7 +224,7 @@ export const specs: ReadonlyArray<Spec> = [
       "Serves the rx HTTP API (POST /v1/goals, GET /v1/goals/{id}/events as JSON lines or server-sent events, cancel, approvals, resume; GET /openapi.json) and a web inspector at its URL. Goals run with this command's model and tools, each in a folder inside --workspace; at start every open goal that does not wait for a person is resumed. SIGTERM or Ctrl-C drains: runs stop, their goals stay open and recorded.",
       "Every route but /healthz needs the bearer token: RX_TOKEN, or the one in the token file next to the database (rx-server.token, 0600, its path printed), kept across restarts; the first start, or --new-token, writes a new one. The tools never see that file nor reach this server. The other commands talk to the server with --server URL (or RX_SERVER), reading that file for a server on this machine."
     ].join("\n\n"),
-    settings: ["db", ...model, "workspace", "tools", "noShell", "sandbox", "httpAllow"],
+    settings: ["db", ...model, "workspace", "tools", "noShell", "sandbox", "httpAllow", ...mcp],
     flags: [
       flag("host", "ADDR", "the address to listen on (default 127.0.0.1: this machine only)"),
       flag("allow-remote", "", "allow a --host other machines can reach (then put TLS in front)"),
@@ -214,7 +233,9 @@ export const specs: ReadonlyArray<Spec> = [
       flag("cluster", "", "run no goal here: hand each to the workers (rx worker) of the Postgres log --db names; no model is needed"),
       flag("new-token", "", "write a new token file instead of keeping the last one (clients holding the old token are refused)"),
       failoverFlag,
-      mcpFlag
+      mcpFlag,
+      mcpEnvFlag,
+      mcpSandboxFlag
     ]
   },
   {
@@ -285,7 +306,7 @@ const settingRow = (key: Settings.Key): readonly [string, string] => {
   return [flagRow(s.flag, s.placeholder), `${s.description} (${notes.join("; ")})`]
 }
 
-const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["log", ["db"]], ["server", ["server"]]]
+const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["MCP servers", mcp], ["log", ["db"]], ["server", ["server"]]]
 
 /** `rx <command> --help`. */
 export const commandHelp = (s: Spec, style: Style): string => {

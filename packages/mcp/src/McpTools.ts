@@ -1,20 +1,27 @@
 /**
  * MCP servers as a source of rx tools, on the official `@modelcontextprotocol/sdk` client.
  *
- * Each server is started (stdio, in the run's sandbox) or reached (streamable HTTP, else SSE)
- * once, its `tools/list` read, and each of its tools becomes an rx tool named `NAME__tool`:
- * its JSON Schema checks a call before it is sent (a call that fails it is rejected, not sent),
- * `readOnlyHint`/`idempotentHint` make it idempotent, `destructiveHint` puts it in `ask`. A call
- * has a timeout that cancels the request; an `isError` result, a protocol error, a timeout or a
- * server that died are recorded failures the model sees, never defects. Output is capped. The
- * servers are stopped when the scope closes.
+ * Each server is started (stdio) or reached (streamable HTTP, else SSE) once, its `tools/list`
+ * read, and each of its tools becomes an rx tool named `NAME__tool`: its JSON Schema checks a call
+ * before it is sent (a call that fails it is rejected, not sent), `destructiveHint` puts it in
+ * `ask`. The server's hints are claims, not facts: a tool is idempotent (run again when a crash
+ * cut a call) only when the user marked its server `safeToRepeat`. A call has a timeout that
+ * cancels the request; an `isError` result, a protocol error, a timeout or a server that died are
+ * recorded failures the model sees, never defects. Output is capped, and so are the tools a
+ * server may offer and the size of each. The servers are stopped when the scope closes.
+ *
+ * A stdio server is a program the user chose: it runs as the user would run it from a terminal
+ * (their PATH and home, the network), in the workspace, with an environment built for it (a small
+ * base and the variables the user gives it, never the rest of rx's, which holds rx's own secrets).
+ * On request (`sandbox` in its settings) it runs in bubblewrap instead: the workspace writable,
+ * the system folders and the chosen ones readable, no home folder, the network only if asked.
  *
  * On resume, `pinned` (the tools the goal recorded) keeps the goal's tool set: a server's tool
  * is offered with its recorded schema, new tools are not offered, and what changed is said.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
-import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { type CallToolResult, ErrorCode, McpError as ProtocolError, type Tool as McpTool } from "@modelcontextprotocol/sdk/types.js"
@@ -22,6 +29,8 @@ import { Tool } from "@rx/kernel"
 import { Sandbox } from "@rx/tools"
 import { Ajv, type ErrorObject } from "ajv"
 import { Effect, Either, Option, Schema, type Scope } from "effect"
+import { closeSync, constants, openSync, statSync } from "node:fs"
+import * as NodePath from "node:path"
 import * as Names from "./internal/names.js"
 import * as Output from "./internal/output.js"
 import type * as Servers from "./Servers.js"
@@ -32,23 +41,52 @@ export class McpError extends Schema.TaggedError<McpError>()("@rx/mcp/McpError",
   message: Schema.String
 }) {}
 
+/** How one server is started, beside what is recorded of it: never recorded (its variables may be secrets). */
+export interface Launch {
+  /** Variables given to this server, added to its base environment (`baseEnvironment`). */
+  readonly env?: Readonly<Record<string, string>>
+  /** Time it may take to start and list its tools (a server that downloads itself may need minutes). */
+  readonly startTimeoutMs?: number
+}
+
 export interface Options {
   /** The folder stdio servers run in (and, sandboxed, the only one they may write). */
   readonly workspace: string
-  /** The run's sandbox (`Sandbox.resolve`): stdio servers run in it; none are started without one. */
-  readonly sandbox: Sandbox.Sandbox
-  /** Protected and hidden paths of the workspace (`Sandbox.guardsOf`), held in the sandbox. */
+  /**
+   * The sandbox of servers sandboxed on request (`Sandbox.resolve("bwrap", ...)`): such a server
+   * is not started unless it is bubblewrap. Other servers run as the user.
+   */
+  readonly sandbox?: Sandbox.Sandbox
+  /** Protected and hidden paths of the workspace (`Sandbox.guardsOf`), held for sandboxed servers. */
   readonly guards?: ReadonlyArray<Sandbox.Guard>
   /** The tools a resumed goal recorded: offered as recorded, and compared with the servers'. */
   readonly pinned?: ReadonlyArray<Tool.Spec>
+  /** Each server's variables and start timeout, by name. */
+  readonly launch?: Readonly<Record<string, Launch>>
+  /** Where the base environment is taken from (default `process.env`). */
+  readonly environment?: Readonly<Record<string, string | undefined>>
   /** Time one call may take; then it is cancelled (default 60 s). */
   readonly timeoutMs?: number
-  /** Time a server may take to start and list its tools (default 30 s). */
+  /** Time a server may take to start and list its tools, unless its `Launch` says (default 10 s). */
   readonly startTimeoutMs?: number
+  /** Tools one server may offer, in the order it lists them (default 100); the rest are left out, and said so. */
+  readonly maxTools?: number
+  /** Characters of one tool's description and input schema, as JSON (default 8,192); a larger tool is left out. */
+  readonly maxSchemaChars?: number
   /** Characters of text a result keeps (default 65,536); the rest is cut, and said so. */
   readonly maxOutputChars?: number
   /** rx's version, as the client introduces itself. */
   readonly version?: string
+}
+
+/** What a server listed and was not offered. */
+export interface LeftOut {
+  readonly server: string
+  /** Tools it listed, and how many of them are offered. */
+  readonly listed: number
+  readonly offered: number
+  /** The first of those left out, by their MCP names, each with why. */
+  readonly tools: ReadonlyArray<string>
 }
 
 export interface Source {
@@ -57,80 +95,187 @@ export interface Source {
   readonly ask: ReadonlyArray<string>
   /** What a person should know: tools not offered and why, what changed since the goal recorded its tools. */
   readonly notes: ReadonlyArray<string>
+  /** The servers that listed more than was offered (past the caps), for the record. */
+  readonly leftOut: ReadonlyArray<LeftOut>
 }
 
 /** Lines of a stdio server's stderr kept, to say why it failed. */
-const stderrLines = 20
+const stderrLines = 5
+
+/** Names of left-out tools kept for the record and the notes. */
+const keptNames = 20
 
 const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+/** `names`, at most `n` of them, then how many more. */
+const some = (names: ReadonlyArray<string>, n = 5): string =>
+  names.length <= n ? names.join(", ") : `${names.slice(0, n).join(", ")} and ${names.length - n} more`
+
+/** Variables a stdio server gets from rx's environment: what programs need to run as the user, and no secret of rx's. */
+const inherited = new Set([
+  "HOME",
+  "USER",
+  "LOGNAME",
+  "SHELL",
+  "TERM",
+  "LANG",
+  "LANGUAGE",
+  "TZ",
+  "TMPDIR",
+  "XDG_CONFIG_HOME",
+  "XDG_CACHE_HOME",
+  "XDG_DATA_HOME",
+  "XDG_STATE_HOME",
+  "XDG_RUNTIME_DIR",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+  "ALL_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
+  "all_proxy",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "NODE_EXTRA_CA_CERTS"
+])
+
+const within = (root: string, path: string) => path === root || path.startsWith(root.endsWith("/") ? root : `${root}/`)
+
+/**
+ * The base environment of a stdio server: PATH, HOME, the user and locale (`LANG`, `LC_*`), TMPDIR,
+ * the XDG folders, proxies and CA files, from `environment`. Nothing else of rx's: not RX_TOKEN,
+ * not the model's API key, not OTEL_* headers. PATH keeps only absolute folders outside the
+ * workspace, so a program the agent wrote there is never what a server's command finds.
+ */
+export const baseEnvironment = (environment: Readonly<Record<string, string | undefined>>, workspace: string): Record<string, string> => {
+  const env: Record<string, string> = {}
+  for (const [name, value] of Object.entries(environment)) {
+    // A value starting with "()" is a shell function, which a shell would run.
+    if (value === undefined || value.startsWith("()")) continue
+    if (inherited.has(name) || name.startsWith("LC_")) env[name] = value
+  }
+  const path = (environment["PATH"] ?? "").split(":").filter((folder) => NodePath.isAbsolute(folder) && !within(workspace, NodePath.resolve(folder)))
+  env["PATH"] = path.length > 0 ? path.join(":") : "/usr/local/bin:/usr/bin:/bin"
+  return env
+}
 
 /** A connected client, its transport's stderr so far, and whether its connection is closed. */
 interface Connection {
   readonly client: Client
   readonly stderr: () => string
   readonly closed: () => boolean
+  /** After each call: what a sandboxed server created at a protected path is moved aside. */
+  readonly afterCall: () => void
+  /** The last error its transport reported (a message too large to read), if any. */
+  readonly transportError: () => string
 }
+
+type Stdio = Extract<Servers.Server, { command: unknown }>
+
+/** Whether `folder` is an absolute path to a folder. */
+const isFolder = (folder: string) => NodePath.isAbsolute(folder) && Either.getOrElse(Either.try(() => statSync(folder).isDirectory()), () => false)
 
 /**
- * The stdio transport of `server`: the command in the sandbox, or why it cannot run. The server
- * lives as long as the run, so the workspace and its guards are bound by path (`Sandbox.hold`
- * without a descriptor); nothing is created in the workspace to hold them.
+ * The stdio transport of `server`, and what to do after each of its calls: the command as the user
+ * runs it, or in bubblewrap when it asks for the sandbox. A sandboxed server lives as long as the
+ * run, so the workspace and its guards are bound by path (`Sandbox.hold` without a descriptor);
+ * nothing is created in the workspace to hold them.
  */
-const stdio = (server: Extract<Servers.Server, { command: unknown }>, options: Options): Effect.Effect<StdioClientTransport, string> => {
+const stdio = (
+  server: Stdio,
+  options: Options,
+  env: Readonly<Record<string, string>>
+): Effect.Effect<{ readonly transport: StdioClientTransport; readonly afterCall: () => void }, string> => {
   const [command, ...args] = server.command
-  const sandbox = options.sandbox
-  switch (sandbox._tag) {
-    case "Unavailable":
-      return Effect.fail(`it would run without a sandbox (${sandbox.reason}); choose sandbox mode none to run it unsandboxed`)
-    case "None":
-      return Effect.succeed(new StdioClientTransport({ command, args, cwd: options.workspace, env: getDefaultEnvironment(), stderr: "pipe" }))
-    case "Bwrap":
-      return Effect.scoped(Sandbox.hold(options.workspace, options.guards ?? [])).pipe(Effect.map((held) =>
-        new StdioClientTransport({
-          command: sandbox.path,
-          args: [...Sandbox.bwrapArgs(options.workspace, server.command, held.args)],
-          cwd: "/",
-          env: getDefaultEnvironment(),
-          stderr: "pipe"
-        })
-      ))
+  const request = server.sandbox
+  if (request === undefined) {
+    return Effect.succeed({ transport: new StdioClientTransport({ command, args, cwd: options.workspace, env: { ...env }, stderr: "pipe" }), afterCall: () => undefined })
   }
+  const sandbox = options.sandbox
+  if (sandbox === undefined || sandbox._tag !== "Bwrap") {
+    return Effect.fail(`it is to run in the sandbox, which cannot be used here${sandbox?._tag === "Unavailable" ? ` (${sandbox.reason})` : ""}; run it without (leave out its sandbox setting)`)
+  }
+  const notFolder = request.read.find((folder) => !isFolder(folder))
+  if (notFolder !== undefined) return Effect.fail(`the folder its sandbox may read, ${JSON.stringify(notFolder)}, is not an absolute path to a folder`)
+  return Effect.scoped(Sandbox.hold(options.workspace, options.guards ?? [])).pipe(Effect.map((held) => ({
+    transport: new StdioClientTransport({
+      command: sandbox.path,
+      args: [...Sandbox.bwrapArgs(options.workspace, server.command, held.args, undefined, { network: request.network, readOnly: request.read })],
+      cwd: "/",
+      // Its home is not there: temporary files go to the sandbox's own /tmp.
+      env: { ...env, TMPDIR: "/tmp" },
+      stderr: "pipe"
+    }),
+    afterCall: () => {
+      if (held.missing.length === 0) return
+      const fd = Either.try(() => openSync(options.workspace, constants.O_RDONLY | constants.O_DIRECTORY))
+      if (Either.isLeft(fd)) return
+      Sandbox.moveAside(fd.right, held.missing, `mcp-${server.name}`)
+      closeSync(fd.right)
+    }
+  })))
 }
 
-/** Connect `client` over `transport`; the transport is closed if that fails. */
+/** Why a start or a listing failed, in words: a timeout says how long it waited. */
+const startFailure = (error: unknown, timeoutMs: number, what: string) =>
+  error instanceof ProtocolError && error.code === ErrorCode.RequestTimeout
+    ? `it did not answer ${what} within ${timeoutMs / 1000} s (a server that downloads or builds itself at start may need more: give it a longer startTimeout)`
+    : describe(error)
+
+/** Connect `client` over `transport`. */
 const connectOver = (client: Client, transport: Transport, timeoutMs: number) =>
   Effect.tryPromise({
     try: (signal) => client.connect(transport, { timeout: timeoutMs, signal }),
-    catch: describe
-  }).pipe(Effect.tapError(() => Effect.promise(() => transport.close().catch(() => undefined))))
+    catch: (error) => startFailure(error, timeoutMs, "initialize")
+  })
 
-/** Start or reach a server, closed with the scope. */
-const connect = (server: Servers.Server, options: Options): Effect.Effect<Connection, McpError, Scope.Scope> =>
+/** Close `transport` with the scope (the process it started is stopped). */
+const closing = (transport: Transport) => Effect.addFinalizer(() => Effect.promise(() => transport.close().catch(() => undefined)))
+
+/** Start or reach a server, closed with the scope; `deadline` is when its start must be over. */
+const connect = (server: Servers.Server, options: Options, timeoutMs: number): Effect.Effect<Connection, McpError, Scope.Scope> =>
   Effect.gen(function*() {
-    const timeout = options.startTimeoutMs ?? 30_000
     const fail = (why: string) => new McpError({ server: server.name, message: `MCP server ${server.name}: ${why}` })
-    const newClient = () => new Client({ name: "rx", version: options.version ?? "0" }, { capabilities: {} })
+    let transportError = ""
+    const newClient = () => {
+      const made = new Client({ name: "rx", version: options.version ?? "0" }, { capabilities: {} })
+      made.onerror = (error) => {
+        transportError = describe(error)
+      }
+      return made
+    }
     let closed = false
     const tail: Array<string> = []
-    const stderr = () => (tail.length === 0 ? "" : ` (its stderr: ${tail.join(" | ").slice(-2_000)})`)
+    const stderr = () => (tail.length === 0 ? "" : `; its stderr ends: ${tail.join(" | ").slice(-1_000)}`)
     let client = newClient()
+    let afterCall = () => undefined as void
     if ("command" in server) {
-      const transport = yield* stdio(server, options).pipe(Effect.mapError((why) => fail(`not started: ${why}`)))
-      transport.stderr?.on("data", (chunk: Buffer) => {
+      const launch = options.launch?.[server.name]
+      const env = { ...baseEnvironment(options.environment ?? process.env, options.workspace), ...launch?.env }
+      const started = yield* stdio(server, options, env).pipe(Effect.mapError((why) => fail(`not started: ${why}`)))
+      afterCall = started.afterCall
+      yield* closing(started.transport)
+      if (server.sandbox !== undefined) yield* Effect.addFinalizer(() => Effect.sync(afterCall))
+      started.transport.stderr?.on("data", (chunk: Buffer) => {
         tail.push(...chunk.toString("utf8").split("\n").map((line) => line.trim()).filter((line) => line !== ""))
         tail.splice(0, Math.max(0, tail.length - stderrLines))
       })
-      yield* connectOver(client, transport, timeout).pipe(
+      yield* connectOver(client, started.transport, timeoutMs).pipe(
         Effect.mapError((why) => fail(`cannot start ${JSON.stringify(server.command.join(" "))}: ${why}${stderr()}`))
       )
     } else {
       const url = new URL(server.url)
       // Streamable HTTP first; a server that speaks only the older SSE transport gets that.
-      const streamable = yield* Effect.either(connectOver(client, new StreamableHTTPClientTransport(url), timeout))
-      if (Either.isLeft(streamable)) {
+      const streamable = new StreamableHTTPClientTransport(url)
+      yield* closing(streamable)
+      const first = yield* Effect.either(connectOver(client, streamable, timeoutMs))
+      if (Either.isLeft(first)) {
         client = newClient()
-        yield* connectOver(client, new SSEClientTransport(url), timeout).pipe(
-          Effect.mapError((why) => fail(`cannot connect to ${server.url}: ${streamable.left} (and over SSE: ${why})`))
+        const sse = new SSEClientTransport(url)
+        yield* closing(sse)
+        yield* connectOver(client, sse, timeoutMs).pipe(
+          Effect.mapError((why) => fail(`cannot connect to ${server.url}: ${first.left} (and over SSE: ${why})`))
         )
       }
     }
@@ -139,23 +284,31 @@ const connect = (server: Servers.Server, options: Options): Effect.Effect<Connec
       closed = true
     }
     yield* Effect.addFinalizer(() => Effect.promise(() => connected.close().catch(() => undefined)))
-    return { client: connected, stderr, closed: () => closed }
+    return { client: connected, stderr, closed: () => closed, afterCall, transportError: () => transportError }
   })
 
-/** Every tool a server lists, page by page. */
+/** Pages of `tools/list` read at most: a server that pages forever is cut there. */
+const maxPages = 100
+
+/** Every tool a server lists, page by page (up to `maxPages`), and whether it listed more. */
 const listTools = (server: Servers.Server, connection: Connection, timeoutMs: number) =>
   Effect.tryPromise({
     try: async (signal) => {
       const tools: Array<McpTool> = []
       let cursor: string | undefined
+      let pages = 0
       do {
         const page = await connection.client.listTools(cursor === undefined ? {} : { cursor }, { timeout: timeoutMs, signal })
         tools.push(...page.tools)
         cursor = page.nextCursor
-      } while (cursor !== undefined && tools.length < 10_000)
-      return tools
+      } while (cursor !== undefined && ++pages < maxPages)
+      return { tools, more: cursor !== undefined }
     },
-    catch: (error) => new McpError({ server: server.name, message: `MCP server ${server.name}: cannot list its tools: ${describe(error)}${connection.stderr()}` })
+    catch: (error) =>
+      new McpError({
+        server: server.name,
+        message: `MCP server ${server.name}: cannot list its tools: ${startFailure(error, timeoutMs, "tools/list")}${connection.transportError() === "" ? "" : ` (${connection.transportError()})`}${connection.closed() ? " (its connection closed)" : ""}${connection.stderr()}`
+      })
   })
 
 /** A schema's problems with an input, one line. */
@@ -179,24 +332,36 @@ const sameSpec = (a: Tool.Spec, b: Tool.Spec) =>
 
 /**
  * Start or reach every server and make its tools. Fails with `McpError` when a server cannot be
- * started, reached or listed, or two tools would take one name; the servers stop with the scope.
+ * started, reached or listed in its start timeout, or two tools would take one name; the servers
+ * stop with the scope.
  */
 export const make = (servers: ReadonlyArray<Servers.Server>, options: Options): Effect.Effect<Source, McpError, Scope.Scope> =>
   Effect.gen(function*() {
     const timeoutMs = options.timeoutMs ?? 60_000
     const maxChars = options.maxOutputChars ?? 64 * 1024
+    const maxTools = options.maxTools ?? 100
+    const maxSchemaChars = options.maxSchemaChars ?? 8_192
     const ajv = new Ajv({ allErrors: true, strict: false, validateFormats: false })
     const pinned = options.pinned === undefined ? undefined : new Map(options.pinned.map((spec) => [spec.name, spec]))
     const tools: Array<Tool.Tool> = []
     const ask: Array<string> = []
     const notes: Array<string> = []
+    const leftOut: Array<LeftOut> = []
     const names = new Set<string>()
     for (const server of servers) {
-      const connection = yield* connect(server, options)
-      const listed = yield* listTools(server, connection, options.startTimeoutMs ?? 30_000)
+      const startTimeoutMs = options.launch?.[server.name]?.startTimeoutMs ?? options.startTimeoutMs ?? 10_000
+      const began = Date.now()
+      const connection = yield* connect(server, options, startTimeoutMs)
+      // One start timeout for both: what the start took is not given to the listing again.
+      const listed = yield* listTools(server, connection, Math.max(1_000, startTimeoutMs - (Date.now() - began)))
+      const added: Array<string> = []
       const changed: Array<string> = []
       const live = new Set<string>()
-      for (const mcp of listed) {
+      const refused: Array<string> = []
+      let pastCap = 0
+      let tooLarge = 0
+      let offered = 0
+      for (const mcp of listed.tools) {
         const name = Names.rxName(server.name, mcp.name)
         if (names.has(name)) return yield* new McpError({ server: server.name, message: `MCP server ${server.name}: two tools would both be named ${name}` })
         names.add(name)
@@ -207,20 +372,35 @@ export const make = (servers: ReadonlyArray<Servers.Server>, options: Options): 
           name,
           description: `${mcp.description ?? mcp.title ?? mcp.name} (tool ${mcp.name} of MCP server ${server.name})`,
           parameters,
-          idempotent: annotations.readOnlyHint === true || annotations.idempotentHint === true
+          // Its readOnlyHint and idempotentHint are the server's claims: only the user's word makes a cut call run again.
+          idempotent: server.safeToRepeat === true
         }
         const recorded = pinned?.get(name)
         if (pinned !== undefined && recorded === undefined) {
-          changed.push(`${name} is new (not offered to this goal)`)
+          added.push(name)
           continue
         }
-        if (recorded !== undefined && !sameSpec(recorded, current)) changed.push(`${name} changed (offered as the goal recorded it)`)
+        if (recorded === undefined) {
+          const size = current.description.length + JSON.stringify(parameters).length
+          if (size > maxSchemaChars) {
+            tooLarge++
+            if (refused.length < keptNames) refused.push(`${mcp.name} (${size} characters)`)
+            continue
+          }
+          if (offered >= maxTools) {
+            pastCap++
+            if (refused.length < keptNames) refused.push(`${mcp.name} (past the cap)`)
+            continue
+          }
+        }
+        if (recorded !== undefined && !sameSpec(recorded, current)) changed.push(name)
         const spec = recorded ?? current
         const validate = Either.try(() => ajv.compile(spec.parameters))
         if (Either.isLeft(validate)) {
           notes.push(`MCP server ${server.name}: ${name} is not offered: its input schema cannot be used (${describe(validate.left)})`)
           continue
         }
+        offered++
         const check = validate.right
         if (annotations.destructiveHint === true && annotations.readOnlyHint !== true) ask.push(name)
         tools.push({
@@ -242,15 +422,28 @@ export const make = (servers: ReadonlyArray<Servers.Server>, options: Options): 
                   : { _tag: "Success", output: Output.record(content, maxChars) }
               }),
               Effect.catchAll((message) => Effect.succeed(Tool.failure("recoverable", message))),
-              Effect.catchAllDefect((defect) => Effect.succeed(Tool.failure("recoverable", callFailure(server.name, mcp.name, timeoutMs, connection, defect))))
+              Effect.catchAllDefect((defect) => Effect.succeed(Tool.failure("recoverable", callFailure(server.name, mcp.name, timeoutMs, connection, defect)))),
+              Effect.ensuring(Effect.sync(connection.afterCall))
             ),
           recover: () => Effect.succeed(Option.none())
         })
       }
-      for (const name of pinned?.keys() ?? []) {
-        if (name.startsWith(`${server.name}${Names.separator}`) && !live.has(name)) changed.push(`${name} is gone (its calls will fail)`)
+      const more = listed.more ? ` (and it lists more past ${maxPages} pages, not read)` : ""
+      if (pastCap + tooLarge > 0 || listed.more) {
+        leftOut.push({ server: server.name, listed: listed.tools.length, offered, tools: refused })
+        const why = [
+          ...(pastCap > 0 ? [`${pastCap} past the cap of ${maxTools} tools per server`] : []),
+          ...(tooLarge > 0 ? [`${tooLarge} whose description and schema exceed ${maxSchemaChars} characters`] : [])
+        ].join(", ")
+        notes.push(`MCP server ${server.name}: ${offered} of its ${listed.tools.length} tools are offered${more}${why === "" ? "" : `; not offered: ${why} (${some(refused)})`}`)
       }
-      if (changed.length > 0) notes.push(`MCP server ${server.name}: its tools changed since the goal started: ${changed.join("; ")}`)
+      const gone = [...pinned?.keys() ?? []].filter((name) => name.startsWith(`${server.name}${Names.separator}`) && !live.has(name))
+      const differences = [
+        ...(added.length > 0 ? [added.length === 1 ? `${some(added)} is new (not offered to this goal)` : `${some(added)} are new (not offered to this goal)`] : []),
+        ...(changed.length > 0 ? [`${some(changed)} changed (offered as the goal recorded ${changed.length === 1 ? "it" : "them"})`] : []),
+        ...(gone.length > 0 ? [`${some(gone)} ${gone.length === 1 ? "is" : "are"} gone (${gone.length === 1 ? "its" : "their"} calls will fail)`] : [])
+      ]
+      if (differences.length > 0) notes.push(`MCP server ${server.name}: its tools changed since the goal started: ${differences.join("; ")}`)
     }
-    return { tools, ask, notes }
+    return { tools, ask, notes, leftOut }
   })

@@ -18,18 +18,43 @@ const HttpUrl = Schema.String.pipe(
   })
 )
 
-export const Server = Schema.Union(
-  Schema.Struct({
-    name: Name,
-    /** The program and its arguments, started over stdio in the run's sandbox, stopped with the run. */
-    command: Schema.NonEmptyArray(Schema.String)
-  }),
-  Schema.Struct({
-    name: Name,
-    /** A streamable HTTP endpoint (SSE where the server speaks only that). */
-    url: HttpUrl
-  })
-).annotations({ identifier: "McpServer" })
+/**
+ * How a stdio server sandboxed on request runs (bubblewrap): the system folders and `read`
+ * read-only, the workspace writable (its protected paths read-only, hidden ones hidden), no home
+ * folder, and the network only with `network`.
+ */
+export const SandboxRequest = Schema.Struct({
+  network: Schema.Boolean,
+  /** Absolute folders the server may read (its own files, when they live outside the workspace). */
+  read: Schema.Array(Schema.String)
+})
+export type SandboxRequest = typeof SandboxRequest.Type
+
+/** The name of an environment variable. */
+export const EnvName = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, { message: () => "an environment variable's name is letters, digits and \"_\", not starting with a digit" })
+)
+
+export const Stdio = Schema.Struct({
+  name: Name,
+  /** The program and its arguments, started over stdio as the user (or sandboxed on request), stopped with the run. */
+  command: Schema.NonEmptyArray(Schema.String),
+  /** Present when the user asked for this server to run in the sandbox. */
+  sandbox: Schema.optional(SandboxRequest),
+  /** The names of the variables the user passes it; their values are never recorded. */
+  env: Schema.optional(Schema.Array(EnvName)),
+  /** The user says its tools may run again when a crash cut a call (its own hints are not trusted for that). */
+  safeToRepeat: Schema.optional(Schema.Boolean)
+})
+
+export const Http = Schema.Struct({
+  name: Name,
+  /** A streamable HTTP endpoint (SSE where the server speaks only that). */
+  url: HttpUrl,
+  safeToRepeat: Schema.optional(Schema.Boolean)
+})
+
+export const Server = Schema.Union(Stdio, Http).annotations({ identifier: "McpServer" })
 export type Server = typeof Server.Type
 
 /**
@@ -90,3 +115,20 @@ export const parse = (text: string): Either.Either<Server, string> => {
 /** How a server is written on a command line (`parse` reads it back). */
 export const show = (server: Server): string =>
   `${server.name}=${"url" in server ? server.url : server.command.map((w) => (/^[\w./:@%+=,-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`)).join(" ")}`
+
+/**
+ * What the user's config file may say of a server, by its name: variables to pass it (`env`),
+ * seconds it may take to start (`startTimeout`, e.g. for a server that downloads itself), to run
+ * it in the sandbox (`sandbox`: `true`, or `{ "network": true, "read": ["/folder"] }`), and that
+ * its tools are safe to run again after a crash (`safeToRepeat`).
+ */
+export const Settings = Schema.Struct({
+  env: Schema.optional(Schema.Record({ key: EnvName, value: Schema.String })),
+  startTimeout: Schema.optional(Schema.Int.pipe(Schema.between(1, 3_600))),
+  sandbox: Schema.optional(Schema.Union(
+    Schema.Boolean,
+    Schema.Struct({ network: Schema.optional(Schema.Boolean), read: Schema.optional(Schema.Array(Schema.String)) })
+  )),
+  safeToRepeat: Schema.optional(Schema.Boolean)
+}).annotations({ identifier: "McpServerSettings" })
+export type Settings = typeof Settings.Type

@@ -68,7 +68,8 @@ describe("McpTools over stdio", () => {
       // "weird.name" is no function name for model APIs: cleaned, with a hash of the original.
       expect(specs.filter((s) => s.name.includes("weird")).map((s) => s.name)).toEqual([expect.stringMatching(/^t__weird_name_[0-9a-f]{6}$/)])
       for (const name of specs.map((s) => s.name)) expect(name).toMatch(/^[a-zA-Z0-9_-]{1,64}$/)
-      expect(specs.find((s) => s.name === "t__add")).toMatchObject({ idempotent: true, parameters: { type: "object", required: ["a", "b"] } })
+      // Its readOnlyHint is a claim: not idempotent unless the user says so.
+      expect(specs.find((s) => s.name === "t__add")).toMatchObject({ idempotent: false, parameters: { type: "object", required: ["a", "b"] } })
       expect(specs.find((s) => s.name === "t__write")?.idempotent).toBe(false)
       expect(source.ask).toEqual(["t__write"])
 
@@ -139,7 +140,7 @@ describe("McpTools over stdio", () => {
       expect(children()).toHaveLength(0)
     }))
 
-  it.scoped("a server that cannot start, or would run without the sandbox asked for, is a McpError naming it; nothing runs", () =>
+  it.scoped("a server that cannot start, or is to run in a sandbox that cannot be used, is a McpError naming it; nothing runs", () =>
     Effect.gen(function*() {
       const dir = yield* temp
       const missing = yield* Effect.flip(McpTools.make([{ name: "gone", command: ["/nonexistent/mcp-server"] }], { workspace: dir, sandbox: none, startTimeoutMs: 5_000 }))
@@ -148,8 +149,8 @@ describe("McpTools over stdio", () => {
       const exits = yield* Effect.flip(McpTools.make([{ name: "quits", command: [process.execPath, "-e", "console.error('bad config'); process.exit(2)"] }], { workspace: dir, sandbox: none, startTimeoutMs: 5_000 }))
       expect(exits.message).toContain("bad config")
       const log = path.join(dir, "log")
-      const unsandboxed = yield* Effect.flip(McpTools.make([stdio(log)], { workspace: dir, sandbox: { _tag: "Unavailable", reason: "bubblewrap is not installed" } }))
-      expect(unsandboxed.message).toContain("MCP server t: not started: it would run without a sandbox (bubblewrap is not installed)")
+      const unsandboxed = yield* Effect.flip(McpTools.make([{ ...stdio(log), sandbox: { network: false, read: [] } }], { workspace: dir, sandbox: { _tag: "Unavailable", reason: "bubblewrap is not installed" } }))
+      expect(unsandboxed.message).toContain("MCP server t: not started: it is to run in the sandbox, which cannot be used here (bubblewrap is not installed)")
       expect(lines(log)).toEqual([])
     }))
 
@@ -173,7 +174,7 @@ const bwrapWorks = Either.isRight(Either.try(() => execFileSync("/usr/bin/bwrap"
 if (!bwrapWorks) console.log("bubblewrap does not work here: the sandboxed MCP server case is skipped")
 
 describe.skipIf(!bwrapWorks)("McpTools in the sandbox", () => {
-  it.scoped("a stdio server runs in bubblewrap: it writes in the workspace, not outside it, and has no network", () =>
+  it.scoped("a stdio server sandboxed on request runs in bubblewrap: it writes in the workspace, not outside it, and has no network", () =>
     Effect.gen(function*() {
       const workspace = yield* temp
       const elsewhere = yield* temp
@@ -182,7 +183,7 @@ describe.skipIf(!bwrapWorks)("McpTools in the sandbox", () => {
       const sandbox = yield* Sandbox.resolve("bwrap", workspace)
       const outside = path.join(elsewhere, "escaped.txt")
       const inside = path.join(workspace, "stayed.txt")
-      const source = yield* McpTools.make([{ name: "x", command: [process.execPath, path.join(workspace, "escape.mjs"), outside, inside] }], { workspace, sandbox })
+      const source = yield* McpTools.make([{ name: "x", command: [process.execPath, path.join(workspace, "escape.mjs"), outside, inside], sandbox: { network: false, read: [] } }], { workspace, sandbox })
       const { events } = yield* run(source, [LanguageModel.callTool("x__escape", {}), LanguageModel.done("tried")])
       const result = outcome(events, "x__escape")
       const report = JSON.parse(result?._tag === "ToolSucceeded" ? String((result.output as { content: ReadonlyArray<{ text: string }> }).content[0]?.text) : "{}") as Record<string, string>

@@ -438,9 +438,18 @@ let rootOnlyFound: ReadonlyArray<{ readonly path: string; readonly directory: bo
 /** The unprivileged uid and gid sandboxed processes run as when rx runs as root (`nobody`). */
 export const unprivileged = 65_534
 
+/** What a process started on request may have beyond the shell's sandbox (an MCP server the user sandboxes). */
+export interface BwrapOptions {
+  /** Keep the host's network (the shell never has it). */
+  readonly network?: boolean
+  /** Absolute folders bound read-only at their own path, before the workspace. */
+  readonly readOnly?: ReadonlyArray<string>
+}
+
 /**
  * bwrap's arguments to run `argv` in `cwd`, with the workspace (and its guards) mounted by
- * `workspaceArgs` (`hold`), and the private `/tmp` (held in memory) at most `tmpBytes` when given.
+ * `workspaceArgs` (`hold`), and the private `/tmp` (held in memory) at most `tmpBytes` when given;
+ * `options` add the network or read-only folders for a process sandboxed on request.
  * When rx runs as root, the command runs as uid and gid 65534 in a user namespace of its own and
  * root-only system files are masked (`rootOnly`).
  */
@@ -448,9 +457,11 @@ export const bwrapArgs = (
   cwd: string,
   argv: ReadonlyArray<string>,
   workspaceArgs: ReadonlyArray<string>,
-  tmpBytes?: number
+  tmpBytes?: number,
+  options: BwrapOptions = {}
 ): ReadonlyArray<string> => {
   const args = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+  if (options.network === true) args.push("--share-net")
   const root = process.getuid?.() === 0
   if (root) args.push("--unshare-user", "--uid", String(unprivileged), "--gid", String(unprivileged))
   for (const path of systemPaths) {
@@ -471,6 +482,7 @@ export const bwrapArgs = (
   args.push("--proc", "/proc", "--dev", "/dev")
   if (tmpBytes !== undefined) args.push("--size", String(tmpBytes))
   args.push("--tmpfs", "/tmp")
+  for (const folder of options.readOnly ?? []) args.push("--ro-bind", folder, folder)
   args.push(...workspaceArgs, "--chdir", cwd, "--", ...argv)
   return args
 }

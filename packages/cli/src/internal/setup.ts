@@ -12,6 +12,7 @@ import { McpTools, Servers } from "@rx/mcp"
 import { Builtins, Config, Sandbox } from "@rx/tools"
 import { Console, Context, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
 import { realpathSync } from "node:fs"
+import * as os from "node:os"
 import { basename, resolve as resolvePath } from "node:path"
 import * as Render from "../Render.js"
 import * as Settings from "../Settings.js"
@@ -34,12 +35,13 @@ export const configFiles = (workspace: string) =>
     const files = [[path.join(workspace, Settings.workspaceFile), "workspace"] as const, [yield* Settings.userConfigFile, "user"] as const]
     return yield* Effect.forEach(files, ([file, place]) =>
       Effect.gen(function*() {
-        if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) return { file, found: Option.none<Settings.Found>() }
+        const nothing = { file, found: Option.none<Settings.Found>(), mcp: {} as Readonly<Record<string, Servers.Settings>> }
+        if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) return nothing
         const info = yield* fs.stat(file).pipe(Effect.mapError((e) => new UsageError({ message: `cannot read config file ${file}: ${e.message}` })))
         if (info.type === "Directory" && (yield* fs.readDirectory(file).pipe(Effect.orElseSucceed(() => ["?"]))).length === 0) {
           // What rx before 0.3 could leave behind when killed mid-call: a mount point, not a setting.
           yield* noteOnce(`rx: ${file} is an empty folder, not a config file (an older rx, killed during a sandboxed call, could leave one): ignored; remove it`)
-          return { file, found: Option.none<Settings.Found>() }
+          return nothing
         }
         if (info.type !== "File" || Number(info.size) > 256 * 1024) {
           return yield* new UsageError({ message: `config file ${file}: not a regular file of at most 256 KiB` })
@@ -48,7 +50,8 @@ export const configFiles = (workspace: string) =>
         const json = Either.try({ try: (): unknown => JSON.parse(text), catch: (e) => (e instanceof Error ? e.message : String(e)) })
         if (Either.isLeft(json)) return yield* new UsageError({ message: `config file ${file} is not valid JSON: ${json.left}` })
         const found = yield* Settings.fromFile(file, json.right, (relative) => path.resolve(path.dirname(file), relative), place)
-        return { file, found: Option.some(found) }
+        const mcp = place === "user" ? yield* Settings.mcpServersOf(file, json.right) : {}
+        return { file, found: Option.some(found), mcp }
       }))
   })
 
@@ -74,7 +77,9 @@ export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorde
     const found = Settings.merge(flags, env, fromRecord, ...fileValues, {
       workspace: { value: workspace, source: early.workspace?.source ?? { _tag: "default" } }
     })
-    return { found, values: Settings.values(found), workspace, files }
+    // The MCP servers' settings come from the user's own file alone.
+    const mcp = files.reduce<Readonly<Record<string, Servers.Settings>>>((all, file) => ({ ...file.mcp, ...all }), {})
+    return { found, values: Settings.values(found), workspace, files, mcp }
   })
 
 /**
@@ -205,9 +210,9 @@ export const runOptions = (v: Partial<Settings.Values>): RunOptions.Input => ({
  * (a base URL that is no URL, an empty model name) fails here, before the log is touched. With
  * them, the tools offered and what to say about those that are not (see `unavailableNotes`).
  */
-export const services = (v: Partial<Settings.Values>, model: string, tools: Config.Input, strict: boolean, mcp: Mcp = { servers: [] }) =>
+export const services = (v: Partial<Settings.Values>, model: string, tools: Config.Input, strict: boolean, mcp: Mcp = { servers: [], launch: {} }) =>
   Effect.gen(function*() {
-    const source = yield* mcpTools(mcp, tools)
+    const source = yield* mcpTools(mcp, tools, v)
     const built = yield* Layer.build(Layer.merge(Builtins.layerWith(tools, source.tools), modelLayer(v, model))).pipe(
       Effect.mapError((error) => new UsageError({ message: error.message }))
     )
@@ -218,50 +223,160 @@ export const services = (v: Partial<Settings.Values>, model: string, tools: Conf
       layer,
       offered: availability.tools.map((tool) => tool.spec.name),
       notes: [...notes, ...source.notes],
-      /** The MCP servers' tools offered, and those their server marks destructive. */
-      mcp: { names: source.tools.map((tool) => tool.spec.name), ask: source.ask }
+      /** The MCP servers' tools offered, those their server marks destructive, and what they listed and were not offered. */
+      mcp: { names: source.tools.map((tool) => tool.spec.name), ask: source.ask, leftOut: source.leftOut }
     }
   })
 
-/** The MCP servers of a run, and on resume the tools the goal recorded (kept as recorded). */
+/** The MCP servers of a run, how each is started, and on resume the tools the goal recorded (kept as recorded). */
 export interface Mcp {
   readonly servers: ReadonlyArray<Servers.Server>
+  /** Each server's variables and start timeout: never recorded. */
+  readonly launch: Readonly<Record<string, McpTools.Launch>>
   readonly pinned?: ReadonlyArray<Tool.Spec>
 }
 
-/** The MCP servers' tools, started in the workspace's sandbox now and stopped with the scope. */
-export const mcpTools = (mcp: Mcp, tools: Config.Input) =>
+/**
+ * The MCP servers' tools, started now and stopped with the scope: as the user (in the workspace),
+ * or in bubblewrap for a server sandboxed on request (which then must be usable).
+ */
+export const mcpTools = (mcp: Mcp, tools: Config.Input, v: Partial<Settings.Values> = {}) =>
   Effect.gen(function*() {
-    if (mcp.servers.length === 0) return { tools: [], ask: [], notes: [] }
+    if (mcp.servers.length === 0) return { tools: [], ask: [], notes: [], leftOut: [] }
     const config = yield* Config.decode(tools).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
     const workspace = yield* Effect.try(() => realpathSync(config.workspace)).pipe(
       Effect.mapError(() => new UsageError({ message: `the workspace ${config.workspace} is not a folder rx can open` }))
     )
-    const sandbox = yield* Sandbox.resolve(config.sandbox, workspace, config.bwrapPath).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
-    const guards = Sandbox.guardsOf(workspace, config.protectedPaths, config.hiddenPaths)
-    return yield* McpTools.make(mcp.servers, { workspace, sandbox, guards, version: Usage.version, ...(mcp.pinned === undefined ? {} : { pinned: mcp.pinned }) }).pipe(
-      Effect.mapError((error) => new UsageError({ message: error.message }))
+    const sandboxed = mcp.servers.find((server) => "command" in server && server.sandbox !== undefined)
+    const sandbox = sandboxed === undefined ? undefined : yield* Sandbox.resolve("bwrap", workspace, config.bwrapPath).pipe(
+      Effect.mapError((error) => new UsageError({ message: `MCP server ${sandboxed.name} is to run in the sandbox: ${error.message}` }))
     )
+    const guards = Sandbox.guardsOf(workspace, config.protectedPaths, config.hiddenPaths)
+    return yield* McpTools.make(mcp.servers, {
+      workspace,
+      guards,
+      launch: mcp.launch,
+      version: Usage.version,
+      ...(sandbox === undefined ? {} : { sandbox }),
+      ...(v.mcpStartTimeout === undefined ? {} : { startTimeoutMs: v.mcpStartTimeout * 1_000 }),
+      ...(v.mcpMaxTools === undefined ? {} : { maxTools: v.mcpMaxTools }),
+      ...(v.mcpMaxSchema === undefined ? {} : { maxSchemaChars: v.mcpMaxSchema }),
+      ...(mcp.pinned === undefined ? {} : { pinned: mcp.pinned })
+    }).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
   })
 
-/** A server as a goal records it (in its options' metadata). */
+/** A server as a goal records it (in its options' metadata): its variables' names, never their values. */
 export const encodeServer = Schema.encodeSync(Servers.Server)
 
 /** The MCP servers a goal recorded; none if it recorded none (or nothing readable). */
 export const recordedMcp = (metadata: Readonly<Record<string, unknown>>): ReadonlyArray<Servers.Server> =>
   Option.getOrElse(Schema.decodeUnknownOption(Schema.Array(Servers.Server))(metadata["mcp"]), () => [])
 
-/** `--mcp NAME=COMMAND|URL`, each given: the servers, or the first one that does not parse. */
-export const mcpServers = (given: ReadonlyArray<string>) =>
+/** What the command line says of MCP servers: `--mcp`, `--mcp-env`, `--mcp-sandbox`, each as given. */
+export interface McpFlags {
+  readonly mcp: ReadonlyArray<string>
+  readonly mcpEnv: ReadonlyArray<string>
+  readonly mcpSandbox: ReadonlyArray<string>
+}
+
+/** `~/x` as a folder of the user's home; other paths as given. */
+const expandHome = (folder: string) => (folder === "~" || folder.startsWith("~/") ? `${os.homedir()}${folder.slice(1)}` : folder)
+
+/** `NAME=VALUE` split at its first `=`, or undefined without one. */
+const pair = (text: string): readonly [string, string] | undefined => {
+  const at = text.indexOf("=")
+  return at <= 0 ? undefined : [text.slice(0, at).trim(), text.slice(at + 1)]
+}
+
+/**
+ * `--mcp NAME=COMMAND|URL`, each given, with what `--mcp-sandbox` and the user's config file
+ * (`mcpServers`) say of each: the servers as recorded, or the first problem.
+ */
+export const mcpServers = (flags: McpFlags, configured: Readonly<Record<string, Servers.Settings>>) =>
   Effect.gen(function*() {
     const servers: Array<Servers.Server> = []
-    for (const text of given) {
+    for (const text of flags.mcp) {
       const parsed = Servers.parse(text)
       if (Either.isLeft(parsed)) return yield* new UsageError({ message: `--mcp: ${parsed.left}` })
       if (servers.some((s) => s.name === parsed.right.name)) return yield* new UsageError({ message: `--mcp: two servers are named ${parsed.right.name}` })
       servers.push(parsed.right)
     }
-    return servers
+    const sandboxFlags = new Map<string, boolean>()
+    for (const text of flags.mcpSandbox) {
+      const [name, option] = pair(text) ?? [text.trim(), undefined]
+      if (option !== undefined && option !== "network") return yield* new UsageError({ message: `--mcp-sandbox: expected NAME or NAME=network, got ${JSON.stringify(text)}` })
+      const server = servers.find((s) => s.name === name)
+      if (server === undefined || !("command" in server)) {
+        return yield* new UsageError({ message: `--mcp-sandbox: ${JSON.stringify(name)} is not a server started with a command (--mcp NAME=COMMAND)` })
+      }
+      sandboxFlags.set(name, option === "network")
+    }
+    const envNames = yield* mcpEnv(flags.mcpEnv, servers, {})
+    return servers.map((server): Servers.Server => {
+      const settings = configured[server.name] ?? {}
+      const safe = settings.safeToRepeat === true ? { safeToRepeat: true } : {}
+      if (!("command" in server)) return { ...server, ...safe }
+      const asked = settings.sandbox === undefined || settings.sandbox === false ? undefined : settings.sandbox === true ? {} : settings.sandbox
+      const network = sandboxFlags.get(server.name)
+      const sandbox = network === undefined && asked === undefined
+        ? undefined
+        : { network: network === true || asked?.network === true, read: (asked?.read ?? []).map((folder) => resolvePath(expandHome(folder))) }
+      const env = [...new Set([...Object.keys(settings.env ?? {}), ...Object.keys(envNames[server.name] ?? {})])].sort()
+      return { ...server, ...(sandbox === undefined ? {} : { sandbox }), ...(env.length === 0 ? {} : { env }), ...safe }
+    })
+  })
+
+/**
+ * `--mcp-env NAME=VAR=VALUE` (or `NAME=VAR`, the value from rx's environment), each given, as
+ * variables by server; `base` (the config file's) under them.
+ */
+const mcpEnv = (given: ReadonlyArray<string>, servers: ReadonlyArray<Servers.Server>, base: Readonly<Record<string, Readonly<Record<string, string>>>>) =>
+  Effect.gen(function*() {
+    const env: Record<string, Record<string, string>> = Object.fromEntries(Object.entries(base).map(([name, vars]) => [name, { ...vars }]))
+    for (const text of given) {
+      const first = pair(text)
+      const server = first === undefined ? undefined : servers.find((s) => s.name === first[0])
+      if (first === undefined || server === undefined || !("command" in server)) {
+        return yield* new UsageError({
+          message: `--mcp-env: expected NAME=VAR=VALUE or NAME=VAR, NAME a server started with a command (--mcp NAME=COMMAND), got ${JSON.stringify(text.replace(/=([^=]*)=.*/, "=$1=..."))}`
+        })
+      }
+      const second = pair(first[1])
+      const variable = second?.[0] ?? first[1].trim()
+      if (Either.isLeft(Schema.decodeUnknownEither(Servers.EnvName)(variable))) {
+        return yield* new UsageError({ message: `--mcp-env ${first[0]}: ${JSON.stringify(variable)} is not a variable's name` })
+      }
+      const value = second?.[1] ?? process.env[variable]
+      if (value === undefined) {
+        return yield* new UsageError({ message: `--mcp-env ${first[0]}=${variable}: ${variable} is not set in rx's environment (give it as ${first[0]}=${variable}=VALUE)` })
+      }
+      env[first[0]] = { ...env[first[0]], [variable]: value }
+    }
+    return env
+  })
+
+/**
+ * How each server starts: its variables (`--mcp-env` over the config file's `env`) and start
+ * timeout (the config file's `startTimeout`). A variable the server was recorded with and not
+ * given now is refused: its value is never recorded, so a resume needs it again.
+ */
+export const mcpLaunch = (servers: ReadonlyArray<Servers.Server>, given: ReadonlyArray<string>, configured: Readonly<Record<string, Servers.Settings>>) =>
+  Effect.gen(function*() {
+    const fromFile = Object.fromEntries(Object.entries(configured).flatMap(([name, settings]) => (settings.env === undefined ? [] : [[name, settings.env] as const])))
+    const env = yield* mcpEnv(given, servers, fromFile)
+    const launch: Record<string, McpTools.Launch> = {}
+    for (const server of servers) {
+      const vars = env[server.name] ?? {}
+      const missing = "command" in server ? (server.env ?? []).find((name) => vars[name] === undefined) : undefined
+      if (missing !== undefined) {
+        return yield* new UsageError({
+          message: `MCP server ${server.name} was started with the variable ${missing}, whose value is never recorded: give it again (--mcp-env ${server.name}=${missing}=VALUE, or "env" of ${server.name} in your config file's mcpServers)`
+        })
+      }
+      const startTimeout = configured[server.name]?.startTimeout
+      launch[server.name] = { env: vars, ...(startTimeout === undefined ? {} : { startTimeoutMs: startTimeout * 1_000 }) }
+    }
+    return launch
   })
 
 /** Which model: set, else a model file's name, else the question a user can answer. */
