@@ -7,6 +7,7 @@
 import type { Event } from "@rx/kernel"
 import Database from "better-sqlite3"
 import { Context, Effect } from "effect"
+import { crc32 } from "node:zlib"
 
 /** Microseconds per `BEGIN IMMEDIATE; INSERT; COMMIT` on a WAL file. */
 export const sqliteCommit = (filename: string, synchronous: "FULL" | "NORMAL", commits: number): number => {
@@ -69,13 +70,20 @@ export const sqliteStoreCommits = (
   const commit = db.prepare("COMMIT")
   const advance = db.prepare(`UPDATE goals SET status = ?, iterations = ?, next_seq = ?, last_iteration = ?, reason = ?, updated_at = ?
 WHERE goal_id = ? AND next_seq = ?`)
-  const insert = db.prepare("INSERT INTO events (goal_id, seq, tag, version, format, payload) VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)")
-  // The iteration's four events, stored as the store does (slim payloads: no _tag, goalId, seq).
-  const rows = events.map(({ _tag, goalId: _g, seq: _s, ...rest }) => ({ tag: _tag, payload: JSON.stringify(rest) }))
-  const pair = (seq: number, a: { tag: string; payload: string }, b: { tag: string; payload: string }, done: number) => {
+  const insert = db.prepare(
+    "INSERT INTO events (goal_id, seq, tag, version, format, payload, checksum) VALUES (?, ?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?, ?)"
+  )
+  // The iteration's four events, stored as the store does (slim payloads: no _tag, goalId, seq;
+  // the payload's CRC-32, computed here once: computing it is the store's cost, not SQLite's).
+  const rows = events.map(({ _tag, goalId: _g, seq: _s, ...rest }) => {
+    const payload = JSON.stringify(rest)
+    return { tag: _tag, payload, checksum: crc32(payload) | 0 }
+  })
+  type Row = (typeof rows)[number]
+  const pair = (seq: number, a: Row, b: Row, done: number) => {
     begin.run()
     advance.run("open", done, seq + 2, done, null, seq, goalId, seq)
-    insert.run(goalId, seq, a.tag, 2, 2, a.payload, goalId, seq + 1, b.tag, 2, 2, b.payload)
+    insert.run(goalId, seq, a.tag, 2, 2, a.payload, a.checksum, goalId, seq + 1, b.tag, 2, 2, b.payload, b.checksum)
     commit.run()
   }
   const [answer, started, succeeded, completed] = rows
