@@ -291,4 +291,22 @@ describe("the -wal file removed by another process while a goal runs", () => {
         expect((yield* Replay.verify(events)).reason).toBe("done")
       }))
   }
+
+  it.scoped("through symbolic links to the log (SQLite keeps the -wal beside the file itself): a run raises nothing, and that -wal deleted is noticed", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      fs.mkdirSync(path.join(dir, "store"))
+      yield* Effect.scoped(Layer.build(SqliteStore.layer({ filename: path.join(dir, "store", "rx.db") })))
+      fs.symlinkSync(path.join(dir, "store"), path.join(dir, "via"))
+      fs.symlinkSync("rx.db", path.join(dir, "store", "log.db"))
+      const filename = path.join(dir, "via", "log.db")
+      const wal = path.join(dir, "store", "rx.db-wal")
+      const store = SqliteStore.layer({ filename })
+      const result = yield* Runner.run({ goal: "big", goalId: "g" }).pipe(Effect.provide(Layer.merge(store, services(none, none))))
+      expect(result.reason).toBe("done")
+      expect(fs.readdirSync(path.join(dir, "store")).sort()).toEqual(["log.db", "rx.db"])
+      const remove = (i: number) => (i === 3 ? Effect.sync(() => fs.rmSync(wal)) : Effect.void)
+      const failed = yield* Runner.run({ goal: "big", goalId: "h" }).pipe(Effect.provide(Layer.merge(store, services(none, remove))), Effect.flip)
+      expect(failed.message).toContain(`the log's -wal file ${wal} was deleted or replaced by another process`)
+    }))
 })

@@ -8,6 +8,7 @@
  * saw first. The file SQLite holds open keeps its inode while the store runs, so no other file
  * can take that inode meanwhile.
  */
+import { Either } from "effect"
 import * as fs from "node:fs"
 
 interface Identity {
@@ -25,14 +26,15 @@ export interface Watch {
   readonly check: () => string | undefined
 }
 
-const identity = (path: string): Identity | undefined | Error => {
-  try {
-    const stat = fs.statSync(path, { throwIfNoEntry: false })
-    return stat === undefined ? undefined : { dev: stat.dev, ino: stat.ino }
-  } catch (error) {
-    return error instanceof Error ? error : new Error(String(error))
-  }
-}
+/** The file at `path` (undefined when there is none), or why it cannot be statted. */
+const identity = (path: string): Either.Either<Identity | undefined, string> =>
+  Either.try({
+    try: () => {
+      const stat = fs.statSync(path, { throwIfNoEntry: false })
+      return stat === undefined ? undefined : { dev: stat.dev, ino: stat.ino }
+    },
+    catch: (error) => (error instanceof Error ? error.message : String(error))
+  })
 
 /**
  * Watch `${filename}-wal` from now: the file there now, if any, is the one SQLite opened (it opens
@@ -40,20 +42,21 @@ const identity = (path: string): Identity | undefined | Error => {
  * commit (which always leaves a `-wal` in WAL mode).
  */
 export const watch = (filename: string): Watch => {
-  const path = `${filename}-wal`
-  const first = identity(path)
-  let seen: Identity | undefined = first instanceof Error ? undefined : first
+  // SQLite resolves symbolic links in the log's path and keeps the -wal beside the file itself.
+  const real = Either.getOrElse(Either.try(() => fs.realpathSync(filename)), () => filename)
+  const path = `${real}-wal`
+  let seen = Either.getOrUndefined(identity(path))
   return {
     path,
     check: () => {
       const now = identity(path)
-      if (now instanceof Error) return `cannot be checked (${now.message})`
-      if (now === undefined) return "was deleted"
+      if (Either.isLeft(now)) return `cannot be checked (${now.left})`
+      if (now.right === undefined) return "was deleted"
       if (seen === undefined) {
-        seen = now
+        seen = now.right
         return undefined
       }
-      return now.dev === seen.dev && now.ino === seen.ino ? undefined : "was replaced by another file"
+      return now.right.dev === seen.dev && now.right.ino === seen.ino ? undefined : "was replaced by another file"
     }
   }
 }
