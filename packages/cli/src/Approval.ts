@@ -39,30 +39,34 @@ export const parse = (line: string): Answer | undefined => {
 
 const alwaysReason = (tool: string) => `approved at the terminal; ${tool} always allowed from now on`
 
-/** The call as the person sees it: exactly what will run (tool and input), capped and escaped. */
-export const describe = (request: State.Awaiting): string =>
-  Render.terminal([
-    `approval needed: call ${request.callId} wants to run ${request.tool} with this input:`,
-    Render.cap(JSON.stringify(request.input, null, 2) ?? "null", Render.fieldLimit).replace(/^/gm, "  ")
-  ].join("\n"))
+/**
+ * The call as the person sees it: exactly what will run (tool and input), escaped; a call longer
+ * than `Render.decisionLimit` says how much is not shown and the command that shows it (`whole`).
+ */
+export const describe = (request: State.Awaiting, whole = "rx events"): string => {
+  const [head, ...input] = Render.callView(request.tool, request.input, whole)
+  return [`approval needed: call ${Render.terminal(request.callId)} wants to run ${head ?? ""}`, ...input].join("\n")
+}
 
 const question = (tool: string) => Render.terminal(`run it? y = yes, n = no, a = always allow ${tool} in this goal: `)
 
 /**
  * The approver hook for a run with a person at the terminal. `open` gives a terminal for one
  * request (closed after it); `always(tool)` records that the tool runs without asking from now on
- * (the goal's approval policy, so later calls are not asked about). At the end of input the
+ * (the goal's approval policy, so later calls are not asked about); `whole(request)` is the
+ * command that shows a call too long to show here. At the end of input the
  * answer is `None`: the goal suspends, to be decided with `rx approve` or `rx deny`.
  */
 export const approver = <E>(
   open: Effect.Effect<Terminal, E, Scope.Scope>,
-  always: (tool: string) => Effect.Effect<void>
+  always: (tool: string) => Effect.Effect<void>,
+  whole?: (request: State.Awaiting) => string
 ): Runner.Approver => {
   const yes = (reason: string): Option.Option<Runner.Decision> => Option.some({ approved: true, reason, by })
   return (request) =>
     Effect.scoped(Effect.gen(function*() {
       const terminal = yield* open
-      yield* terminal.write(`${describe(request)}\n`)
+      yield* terminal.write(`${describe(request, whole?.(request))}\n`)
       while (true) {
         yield* terminal.write(question(request.tool))
         const line = yield* terminal.line

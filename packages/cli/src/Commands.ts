@@ -361,11 +361,13 @@ const decide = (
       }
       const flag = db.source === "flag" ? ` --db ${Render.shellWord(db.label)}` : ""
       const awaited = state.awaiting
-      const what = awaited === null ? "" : ` (${awaited.tool} ${JSON.stringify(awaited.input) ?? "null"})`
-      yield* say(Render.cap(
-        `${approved ? "approved" : "denied"} call ${awaited?.callId ?? callId ?? "?"}${what} of goal ${id}, by ${by}; recorded, nothing run yet: rx resume ${id}${flag} ${approved ? "runs it exactly as requested" : "tells the model"}`,
-        4_000
-      ))
+      // The call decided on, whole (or how much is not shown, and where), then what happens next.
+      const [head, ...input] = awaited === null ? [] : Render.callView(awaited.tool, awaited.input, `rx inspect ${id} --step ${state.iteration}${flag}`)
+      yield* say([
+        Render.terminal(`${approved ? "approved" : "denied"} call ${awaited?.callId ?? callId ?? "?"} of goal ${id}, by ${by}${head === undefined ? "" : ":"}`),
+        ...(head === undefined ? [] : [`  ${head}`, ...input.map((line) => `  ${line}`)]),
+        `recorded, nothing run yet: rx resume ${id}${flag} ${approved ? "runs it exactly as requested" : "tells the model"}`
+      ].join("\n"))
     })
   ))
 

@@ -44,6 +44,78 @@ const oneLine = (text: string, max: number): string => {
 
 const json = (value: unknown): string => JSON.stringify(value) ?? "null"
 
+/** Characters of a call shown where a person decides on it; a longer call names the command that shows it whole. */
+export const decisionLimit = fieldLimit
+
+/** An input field's name as shown: as it is when plain, else as a JSON string. */
+const fieldName = (key: string) => (/^[\w.-]{1,80}$/.test(key) ? key : json(key))
+
+/** Where the text of a field spanning lines is shown: behind a gutter, so none of its lines can pass for rx's own. */
+const gutter = "    │ "
+
+/**
+ * A call as a person reads it to decide on it: the tool, then each field of its input, a text of
+ * several lines as those lines, any other value as JSON, escaped for the terminal. Whole when it
+ * fits in `max` characters; otherwise its first and last lines, and between them a line saying
+ * exactly how many characters are not shown and the command (`whole`) that shows all of it.
+ */
+export const callView = (tool: string, input: unknown, whole: string, max = decisionLimit): ReadonlyArray<string> => {
+  const lines = [`${oneLine(tool, 200)}, with this input:`]
+  if (input !== null && typeof input === "object" && !Array.isArray(input)) {
+    const entries = Object.entries(input)
+    if (entries.length === 0) lines.push("  (none)")
+    for (const [key, value] of entries) {
+      if (typeof value === "string" && value.includes("\n")) {
+        const text = value.split("\n")
+        lines.push(`  ${fieldName(key)} (${text.length} lines, ${value.length} characters):`)
+        for (const line of text) lines.push(`${gutter}${line}`)
+      } else {
+        lines.push(`  ${fieldName(key)}: ${json(value)}`)
+      }
+    }
+  } else {
+    lines.push(`  ${json(input)}`)
+  }
+  return clipLines(lines.map(terminal), max, whole)
+}
+
+/**
+ * `lines` within `max` characters: all of them, or the first ones (the last of those cut if
+ * need be) and the last whole ones, with a line between saying how much was left out and where
+ * to see it.
+ */
+const clipLines = (lines: ReadonlyArray<string>, max: number, whole: string): ReadonlyArray<string> => {
+  const size = (line: string) => line.length + 1
+  const total = lines.reduce((n, line) => n + size(line), 0)
+  if (total <= max) return lines
+  const tail: Array<string> = []
+  let tailRoom = Math.floor(max * 0.4)
+  for (let i = lines.length - 1; i > 0; i--) {
+    const line = lines[i] as string
+    if (size(line) > tailRoom) break
+    tail.unshift(line)
+    tailRoom -= size(line)
+  }
+  const head: Array<string> = []
+  let headRoom = max - Math.floor(max * 0.4) + tailRoom
+  for (let i = 0; i < lines.length - tail.length && headRoom > 0; i++) {
+    const line = lines[i] as string
+    head.push(size(line) <= headRoom ? line : line.slice(0, headRoom))
+    headRoom -= size(line)
+  }
+  const shown = head.reduce((n, line) => n + line.length, 0) + tail.reduce((n, line) => n + line.length, 0)
+  const hidden = lines.reduce((n, line) => n + line.length, 0) - shown
+  const skipped = lines.length - tail.length - head.length + (head.length > 0 && (head[head.length - 1] as string).length < (lines[head.length - 1] as string).length ? 1 : 0)
+  return [...head, `  … ${hidden} more characters (in ${skipped} line${skipped === 1 ? "" : "s"}) of this call are not shown here; ${whole} shows all of it …`, ...tail]
+}
+
+/** `text` on one line within `max` characters; when cut, how long it is and the command that shows it whole. */
+const oneLineOr = (text: string, max: number, whole: string) => {
+  const head = text.length > max * 4 ? text.slice(0, max * 4) : text
+  const flat = head.replace(/\s+/g, " ").trim()
+  return flat.length <= max && head === text ? flat : `${flat.slice(0, max - 1)}… (${text.length} characters in all; ${whole} shows them)`
+}
+
 const pad = (text: string, width: number) => text.padEnd(width)
 
 /** The line a step prints in live output, or nothing for events that are not steps. */
@@ -113,8 +185,10 @@ export const nextSteps = (result: { readonly status: "terminated" | "suspended";
   const flag = where === undefined ? "" : "db" in where ? ` --db ${shellWord(where.db)}` : ` --server ${shellWord(where.server)}`
   const awaiting = result.state.awaiting
   if (result.reason === "awaiting_approval" && awaiting !== null && awaiting.decision === null) {
+    const [head, ...input] = callView(awaiting.tool, awaiting.input, `rx inspect ${id} --step ${result.state.iteration}${flag}`)
     return [
-      `call ${awaiting.callId} waits for approval: ${oneLine(awaiting.tool, 80)} ${oneLine(json(awaiting.input), 200)}`,
+      `call ${oneLine(awaiting.callId, 200)} waits for approval: ${head ?? ""}`,
+      ...input,
       `  approve: rx approve ${id}${flag}`,
       `  deny:    rx deny ${id} --reason "..."${flag}`,
       where !== undefined && "server" in where ? "  then the server goes on with it" : `  then:    rx resume ${id}${flag}`
@@ -191,17 +265,21 @@ export const optionsChanges = (events: ReadonlyArray<Event.Event>): ReadonlyArra
   )
 }
 
-/** Every call that asked for approval, with who decided what and when (or that it still waits). */
+/**
+ * Every call that asked for approval, with who decided what and when; a call still waiting is
+ * shown whole (or says how much is not shown, and where to see it), as a person decides on it.
+ */
 export const approvals = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string> => {
   const decided = new Map<string, Event.Of<"ApprovalDecided">>()
   for (const e of events) if (e._tag === "ApprovalDecided" && !decided.has(e.callId)) decided.set(e.callId, e)
   return events.flatMap((e) => {
     if (e._tag !== "ApprovalRequested") return []
     const d = decided.get(e.callId)
-    return [
-      `  call ${oneLine(e.callId, 80)} (seq ${e.seq}, ${date(e.at)}): ${oneLine(e.tool, 40)} ${oneLine(json(e.input), 120)}`,
-      d === undefined ? "    waiting: nobody has decided yet" : `    ${decision(d)} at ${date(d.at)} (seq ${d.seq})`
-    ]
+    const whole = `rx inspect ${e.goalId} --step ${e.iteration}`
+    const when = `  call ${oneLine(e.callId, 80)} (seq ${e.seq}, ${date(e.at)}): `
+    if (d !== undefined) return [`${when}${oneLine(e.tool, 40)} ${oneLineOr(json(e.input), 120, whole)}`, `    ${decision(d)} at ${date(d.at)} (seq ${d.seq})`]
+    const [head, ...input] = callView(e.tool, e.input, whole)
+    return [`${when}${head ?? ""}`, ...input.map((line) => `  ${line}`), "    waiting: nobody has decided yet"]
   })
 }
 
@@ -250,9 +328,12 @@ export const step = (s: Step, width: number, changes: ReadonlyMap<number, string
         const calls = e.response.toolCalls
         const cutOff = e.response.finishReason === "length" ? " (cut off)" : ""
         if (calls.length === 0) lines.push(`  model     ${cut(e.response.text)}${cutOff}`)
+        // A call cut here says how long it is and where to see it whole (it may be one a person decides on).
+        const whole = `rx inspect ${e.goalId} --step ${e.iteration}`
         calls.forEach((call, i) => {
           const label = calls.length === 1 ? "model    " : i === 0 ? `model [${i}]` : `      [${i}]`
-          lines.push(`  ${label} ${cut(`${call.name} ${call.arguments}`)}${cutOff}`)
+          const text = `${call.name} ${call.arguments}`
+          lines.push(`  ${label} ${width === Infinity ? cap(text) : oneLineOr(text, width, whole)}${cutOff}`)
         })
         if (calls.length > 0 && e.response.text.trim() !== "") lines.push(`  thought   ${cut(e.response.text)}`)
         lines.push(`  usage     ${e.response.usage.inputTokens} in, ${e.response.usage.outputTokens} out`)
@@ -267,12 +348,17 @@ export const step = (s: Step, width: number, changes: ReadonlyMap<number, string
       case "ToolStarted":
         lines.push(`  tool      ${which(e.index)}${oneLine(e.tool, 80)} (call ${oneLine(e.callId, 80)})`, `  input     ${cut(json(e.input))}`)
         break
-      case "ApprovalRequested":
+      case "ApprovalRequested": {
+        // What a person decides on: in full in the step's own view, else said how long, and where to see it.
+        const whole = `rx inspect ${e.goalId} --step ${e.iteration}`
         lines.push(
           `  approval  ${which(e.index)}${oneLine(e.tool, 80)} (call ${oneLine(e.callId, 80)}) waits for a person's approval, requested ${date(e.at)}`,
-          `  input     ${cut(json(e.input))}`
+          ...(width === Infinity
+            ? ["  input     in full:", ...callView(e.tool, e.input, whole, Infinity).slice(1).map((line) => `  ${line}`)]
+            : [`  input     ${oneLineOr(json(e.input), width, whole)}`])
         )
         break
+      }
       case "ApprovalDecided":
         lines.push(`  decided   ${decision(e)} (call ${oneLine(e.callId, 80)}, ${date(e.at)})`)
         break

@@ -136,7 +136,13 @@ export const runGoal = <E>(
         Effect.catchAll((error) => Console.error(Render.terminal(`rx: could not record that ${tool} is always allowed (${error.message}); this call is approved`))),
         Effect.asVoid
       )
-    const approve = !how.json && Approval.interactive() ? Approval.approver(Approval.stdio, always) : undefined
+    // A call too long to show at the prompt: its step in full, from another terminal.
+    const whole = (request: State.Awaiting) => {
+      const step = goalId !== undefined && request.callId.startsWith(`${goalId}:`) ? request.callId.slice(goalId.length + 1).split(":")[0] : undefined
+      const db = how.db.source === "flag" ? ` --db ${Render.shellWord(how.db.label)}` : ""
+      return step === undefined ? `rx events ${goalId ?? ""}${db}` : `rx inspect ${goalId} --step ${step}${db}`
+    }
+    const approve = !how.json && Approval.interactive() ? Approval.approver(Approval.stdio, always, whole) : undefined
     const fiber = yield* Effect.fork(start({ observe, approve }))
     let stopping = false
     yield* onTerminate(() => {

@@ -218,11 +218,15 @@ export const decide = (remote: Remote, goalId: string, approve: boolean, call: O
       })
     }
     yield* rx.decide(goalId, callId, { approve, ...(reason === undefined ? {} : { reason }) }).pipe(Effect.mapError(explain(remote.url)))
-    const what = goal.approval !== null && goal.approval.callId === callId ? ` (${goal.approval.tool} ${JSON.stringify(goal.approval.input) ?? "null"})` : ""
-    yield* say(Render.cap(
-      `${approve ? "approved" : "denied"} call ${callId}${what} of goal ${goalId}; recorded at ${remote.url}, which goes on with the goal ${approve ? "and runs the call exactly as requested" : "and tells the model"}`,
-      4_000
-    ))
+    // The call decided on, whole (or how much is not shown, and where), then what happens next.
+    const view = goal.approval !== null && goal.approval.callId === callId
+      ? Render.callView(goal.approval.tool, goal.approval.input, `rx events ${goalId} --server ${Render.shellWord(remote.url)}`)
+      : []
+    yield* say([
+      Render.terminal(`${approve ? "approved" : "denied"} call ${callId} of goal ${goalId}${view.length === 0 ? "" : ":"}`),
+      ...view.map((line) => `  ${line}`),
+      Render.terminal(`recorded at ${remote.url}, which goes on with the goal ${approve ? "and runs the call exactly as requested" : "and tells the model"}`)
+    ].join("\n"))
   })
 
 /** `rx replay --server`: the goal's log as the server has it, replayed here with no live calls. */
