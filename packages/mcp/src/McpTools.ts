@@ -99,8 +99,9 @@ export interface Source {
   readonly leftOut: ReadonlyArray<LeftOut>
 }
 
-/** Lines of a stdio server's stderr kept, to say why it failed. */
-const stderrLines = 5
+/** Lines of a stdio server's stderr kept, and shown (stack frames left out), to say why it failed. */
+const stderrLines = 40
+const stderrShown = 5
 
 /** Names of left-out tools kept for the record and the notes. */
 const keptNames = 20
@@ -221,6 +222,8 @@ const stdio = (
 const startFailure = (error: unknown, timeoutMs: number, what: string) =>
   error instanceof ProtocolError && error.code === ErrorCode.RequestTimeout
     ? `it did not answer ${what} within ${timeoutMs / 1000} s (a server that downloads or builds itself at start may need more: give it a longer startTimeout)`
+    : error instanceof ProtocolError && error.code === ErrorCode.ConnectionClosed
+    ? `it exited (or closed its output) before answering ${what}`
     : describe(error)
 
 /** Connect `client` over `transport`. */
@@ -247,7 +250,10 @@ const connect = (server: Servers.Server, options: Options, timeoutMs: number): E
     }
     let closed = false
     const tail: Array<string> = []
-    const stderr = () => (tail.length === 0 ? "" : `; its stderr ends: ${tail.join(" | ").slice(-1_000)}`)
+    const stderr = () => {
+      const shown = tail.filter((line) => !/^at\s/.test(line)).slice(-stderrShown)
+      return shown.length === 0 ? "" : `; its stderr ends: ${shown.join(" | ").slice(-1_000)}`
+    }
     let client = newClient()
     let afterCall = () => undefined as void
     if ("command" in server) {

@@ -210,6 +210,24 @@ describe("McpTools over HTTP", () => {
     }))
 })
 
+describe("McpTools.baseEnvironment", () => {
+  it("PATH, HOME, the locale and proxies of rx's environment, nothing else; PATH without relative folders or the workspace's", () => {
+    const env = McpTools.baseEnvironment({
+      PATH: `/usr/bin:.::bin:/ws/node_modules/.bin:/ws:/opt/tool/bin`,
+      HOME: "/home/me",
+      LANG: "C.UTF-8",
+      LC_ALL: "C",
+      HTTPS_PROXY: "http://proxy:3128",
+      RX_TOKEN: "t",
+      RX_API_KEY: "k",
+      OTEL_EXPORTER_OTLP_HEADERS: "authorization=x",
+      OPENAI_API_KEY: "o",
+      SHELL: "() { evil; }"
+    }, "/ws")
+    expect(env).toEqual({ PATH: "/usr/bin:/opt/tool/bin", HOME: "/home/me", LANG: "C.UTF-8", LC_ALL: "C", HTTPS_PROXY: "http://proxy:3128" })
+  })
+})
+
 describe("Servers.parse", () => {
   it("NAME=COMMAND LINE (quoted words kept whole) and NAME=URL; one clear message otherwise", () => {
     expect(Servers.parse("fs=npx -y @modelcontextprotocol/server-filesystem '/tmp/my dir'")).toEqual(
