@@ -78,7 +78,7 @@ export const prepare = (options: Options): Effect.Effect<Prepared, StateStore.St
         message: `${filename} is an empty file (0 bytes), not an rx log; rx will not turn it into a new, empty log. If it was your log, it was truncated: restore it from a backup; otherwise remove it`
       })
     }
-    if (!options.readonly && found.wal) yield* Effect.sync(() => journalAside(filename))
+    if (found.wal) yield* Effect.sync(() => journalAside(filename))
     if (!found.head.equals(sqliteHeader)) {
       return yield* new DatabaseRefused({
         filename,
