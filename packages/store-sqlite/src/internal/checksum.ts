@@ -1,57 +1,8 @@
-/**
- * The checksum kept beside each event's payload: CRC-32 (zlib's, as in gzip and PNG) of the
- * payload's UTF-8 bytes, as a signed 32-bit integer (4 bytes in a SQLite record). Anyone can
- * check a row with any CRC-32: `zlib.crc32(payload.encode()) == checksum & 0xffffffff` in Python.
- * A bit flipped in the stored text changes it; SQLite's own checks never look inside a row.
- */
+/** The checksum of an event's stored payload (`Checksum` of @rx/kernel), kept in a SQLite record: 4 bytes. */
+import { Checksum } from "@rx/kernel"
 import * as zlib from "node:zlib"
 
-const table = (() => {
-  const t = new Int32Array(256)
-  for (let i = 0; i < 256; i++) {
-    let c = i
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1
-    t[i] = c
-  }
-  return t
-})()
-
-/** One byte into a running CRC. */
-const step = (crc: number, byte: number): number => (table[(crc ^ byte) & 0xff] ?? 0) ^ (crc >>> 8)
-
-/**
- * CRC-32 in JavaScript, over the UTF-8 encoding of `text` (a lone surrogate as U+FFFD, as Node
- * encodes it): the same number as `zlib.crc32`, for Node versions before it (20.15).
- */
-export const crc32Js = (text: string): number => {
-  let crc = -1
-  for (let i = 0; i < text.length; i++) {
-    let code = text.charCodeAt(i)
-    if (code < 0x80) {
-      crc = step(crc, code)
-      continue
-    }
-    if (code >= 0xd800 && code < 0xe000) {
-      const low = code < 0xdc00 && i + 1 < text.length ? text.charCodeAt(i + 1) : 0
-      if (low >= 0xdc00 && low < 0xe000) {
-        code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00)
-        i++
-      } else {
-        code = 0xfffd
-      }
-    }
-    if (code < 0x800) {
-      crc = step(step(crc, 0xc0 | (code >> 6)), 0x80 | (code & 0x3f))
-    } else if (code < 0x10000) {
-      crc = step(step(step(crc, 0xe0 | (code >> 12)), 0x80 | ((code >> 6) & 0x3f)), 0x80 | (code & 0x3f))
-    } else {
-      crc = step(step(step(step(crc, 0xf0 | (code >> 18)), 0x80 | ((code >> 12) & 0x3f)), 0x80 | ((code >> 6) & 0x3f)), 0x80 | (code & 0x3f))
-    }
-  }
-  return crc ^ -1
-}
-
-/** The checksum of a payload: native `zlib.crc32` (about 0.2 µs for a 200-byte payload) where Node has it. */
+/** Native `zlib.crc32` (about 0.2 µs for a 200-byte payload) where Node has it, else the kernel's. */
 export const checksum: (payload: string) => number = typeof zlib.crc32 === "function"
   ? (payload) => zlib.crc32(payload) | 0
-  : crc32Js
+  : Checksum.crc32
