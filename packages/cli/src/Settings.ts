@@ -401,7 +401,11 @@ export const mcpServersOf = (file: string, json: unknown): Either.Either<Readonl
   if (raw === undefined) return Either.right({})
   return Either.mapLeft(
     Schema.decodeUnknownEither(Schema.Record({ key: Servers.Name, value: Servers.Settings }))(raw, { onExcessProperty: "error" }),
-    (error) => new UsageError({ message: `config file ${file}: ${mcpServersKey}: ${ParseResult.TreeFormatter.formatErrorSync(error).replace(/\s*\n\s*/g, " ")}` })
+    (error) => {
+      const first = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+      const where = [mcpServersKey, ...(first?.path ?? []).map(String)].join(".")
+      return new UsageError({ message: `config file ${file}: ${where}: ${first?.message ?? "is not valid"}` })
+    }
   )
 }
 

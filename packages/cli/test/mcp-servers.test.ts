@@ -85,7 +85,8 @@ describe("MCP servers as users run them", () => {
       symlinkSync(realpathSync(join(installed, "@modelcontextprotocol", "sdk")), join(demo, "node_modules", "@modelcontextprotocol", "sdk"))
       symlinkSync(realpathSync(join(installed, "zod")), join(demo, "node_modules", "zod"))
       const model = yield* FakeServer.make([call("demo__add", { a: 2, b: 3 }), done("added")])
-      const ran = yield* rx(["run", "--db", box.db, "--workspace", box.workspace, "--base-url", model.baseUrl, "--model", "fake", "--mcp", `demo=node ${join(demo, "server.mjs")}`, "--json", "add"])
+      // Exactly as the user types it (quoted, so no shell expands the ~): rx does, as a shell would.
+      const ran = yield* rx(["run", "--db", box.db, "--workspace", box.workspace, "--base-url", model.baseUrl, "--model", "fake", "--mcp", "demo=node ~/tools/demo/server.mjs", "--json", "add"], { HOME: box.root })
       expect(ran.code, ran.stderr).toBe(0)
       expect(outcome(jsonLines(ran.stdout), "demo__add")).toMatchObject({ _tag: "ToolSucceeded", output: { content: [{ type: "text", text: "5" }] } })
     }), 60_000)
@@ -190,6 +191,32 @@ describe("MCP servers as users run them", () => {
       expect(JSON.stringify(events[0]).length).toBeLessThan(400_000)
       for (const request of model.received) expect(JSON.stringify(request.body).length).toBeLessThan(400_000)
       expect(outcome(events, "many__env")).toMatchObject({ _tag: "ToolSucceeded" })
+    }), 60_000)
+
+  it.scopedLive("what MCP servers get is the user's to say: a workspace's config file cannot, a typo in the user's is named, a bad --mcp-env or --mcp-sandbox is one line; nothing is recorded", () =>
+    Effect.gen(function*() {
+      const box = sandbox()
+      const common = ["--db", box.db, "--workspace", box.workspace, "--model", "fake", "--mcp", `api=node ${raw}`]
+      writeFileSync(join(box.workspace, "rx.config.json"), JSON.stringify({ mcpServers: { api: { sandbox: false, safeToRepeat: true } } }))
+      const fromWorkspace = yield* rx(["run", ...common, "goal"])
+      expect(fromWorkspace.code).toBe(1)
+      expect(fromWorkspace.stderr).toContain("mcpServers cannot be set in a workspace's config file")
+      writeFileSync(join(box.workspace, "rx.config.json"), "{}")
+      const typo = yield* rx(["run", ...common, "goal"], { XDG_CONFIG_HOME: userConfig(box.root, { api: { startTimeOut: 5 } }) })
+      expect(typo.code).toBe(1)
+      expect(typo.stderr).toContain("mcpServers")
+      expect(typo.stderr).toContain("startTimeOut")
+      for (const [flags, message] of [
+        [["--mcp-env", "other=A=1"], "--mcp-env: expected NAME=VAR=VALUE or NAME=VAR, NAME a server started with a command"],
+        [["--mcp-env", "api=RX_NOT_SET_ANYWHERE"], "RX_NOT_SET_ANYWHERE is not set in rx's environment"],
+        [["--mcp-sandbox", "api=yes"], "--mcp-sandbox: expected NAME or NAME=network"]
+      ] as const) {
+        const ran = yield* rx(["run", ...common, ...flags, "goal"])
+        expect(ran.code, ran.stderr).toBe(1)
+        expect(ran.stderr.trim().split("\n")).toHaveLength(1)
+        expect(ran.stderr).toContain(message)
+      }
+      expect(existsSync(box.db)).toBe(false)
     }), 60_000)
 
   it.scopedLive("a tool that claims readOnlyHint but appends to a file, cut by SIGKILL: on resume it is recorded unknown and not run again", () =>

@@ -299,7 +299,9 @@ export const mcpServers = (flags: McpFlags, configured: Readonly<Record<string, 
       const parsed = Servers.parse(text)
       if (Either.isLeft(parsed)) return yield* new UsageError({ message: `--mcp: ${parsed.left}` })
       if (servers.some((s) => s.name === parsed.right.name)) return yield* new UsageError({ message: `--mcp: two servers are named ${parsed.right.name}` })
-      servers.push(parsed.right)
+      const server = parsed.right
+      // `~/` as a shell would expand it, though the line was quoted (`--mcp demo="node ~/tools/demo/server.mjs"`).
+      servers.push("command" in server ? { ...server, command: [expandHome(server.command[0]), ...server.command.slice(1).map(expandHome)] } : server)
     }
     const sandboxFlags = new Map<string, boolean>()
     for (const text of flags.mcpSandbox) {
