@@ -594,8 +594,8 @@ const serve = (flags: Flags) =>
     const { values: v, workspace, mcp } = yield* Setup.resolve(flags.settings, spec?.settings ?? [])
     const cluster = flags.cluster ? Option.some(yield* clusterOf(flags, db, "rx serve --cluster")) : Option.none()
     if (Option.isNone(cluster) && Option.isSome(flags.failover)) return yield* new UsageError({ message: "--failover applies with --cluster" })
-    if (Option.isSome(cluster) && flags.mcp.length > 0) {
-      return yield* new UsageError({ message: "--mcp does not apply with --cluster: the workers run the goals with their own tools" })
+    if (Option.isSome(cluster) && flags.mcp.length + flags.mcpEnv.length + flags.mcpSandbox.length > 0) {
+      return yield* new UsageError({ message: "--mcp, --mcp-env and --mcp-sandbox do not apply with --cluster: the workers run the goals with their own tools" })
     }
     // With a cluster the workers' model runs the goals: this one is not needed.
     const model = Option.isSome(cluster) ? (v.model ?? "the workers'") : yield* Setup.modelName(v)

@@ -128,7 +128,7 @@ describe("MCP servers as users run them", () => {
       for (const file of [box.db, `${box.db}-wal`]) if (existsSync(file)) expect(readFileSync(file).includes("k-123-secret")).toBe(false)
     }), 60_000)
 
-  it.scopedLive.skipIf(!bwrapWorks)("a server sandboxed on request cannot read the home folder nor reach the network; the same server not sandboxed can", () =>
+  it.scopedLive.skipIf(!bwrapWorks)("a server sandboxed on request cannot read the home folder nor reach the network (unless =network); the same server not sandboxed can", () =>
     Effect.gen(function*() {
       const box = sandbox()
       const home = join(box.root, "home")
@@ -136,22 +136,30 @@ describe("MCP servers as users run them", () => {
       writeFileSync(join(home, ".secret"), "mine")
       const { url } = yield* api("k")
       const net = new URL(url).host
-      const model = yield* FakeServer.make([call("boxed__probe", {}), call("open__probe", {}), done("probed")])
+      const model = yield* FakeServer.make([call("boxed__probe", {}), call("netted__probe", {}), call("open__probe", {}), done("probed")])
       // Its own files are outside the workspace: the config file lets the sandbox read them.
-      const config = userConfig(box.root, { boxed: { sandbox: { read: [fixtures] } } })
+      const config = userConfig(box.root, { boxed: { sandbox: { read: [fixtures] } }, netted: { sandbox: { read: [fixtures] } } })
       const ran = yield* rx(
         [
           "run", "--db", box.db, "--workspace", box.workspace, "--base-url", model.baseUrl, "--model", "fake",
-          "--mcp", `boxed=node ${raw} --net ${net}`, "--mcp-sandbox", "boxed", "--mcp", `open=node ${raw} --net ${net}`, "--json", "probe"
+          "--mcp", `boxed=node ${raw} --net ${net}`, "--mcp-sandbox", "boxed",
+          "--mcp", `netted=node ${raw} --net ${net}`, "--mcp-sandbox", "netted=network",
+          "--mcp", `open=node ${raw} --net ${net}`, "--json", "probe"
         ],
         { XDG_CONFIG_HOME: config, HOME: home }
       )
       expect(ran.code, ran.stderr).toBe(0)
       const events = jsonLines(ran.stdout)
-      expect(events[0]).toMatchObject({ options: { metadata: { mcp: [{ name: "boxed", sandbox: { network: false, read: [fixtures] } }, { name: "open" }] } } })
+      expect(events[0]).toMatchObject({
+        options: { metadata: { mcp: [{ name: "boxed", sandbox: { network: false, read: [fixtures] } }, { name: "netted", sandbox: { network: true } }, { name: "open" }] } }
+      })
       const boxed = JSON.parse(text(outcome(events, "boxed__probe"))) as Record<string, string>
       expect(boxed["home"]).toMatch(/^refused/)
       expect(boxed["network"]).toMatch(/^refused/)
+      // Sandboxed with the network: the network, still no home.
+      const netted = JSON.parse(text(outcome(events, "netted__probe"))) as Record<string, string>
+      expect(netted["home"]).toMatch(/^refused/)
+      expect(netted["network"]).toBe("done")
       const open = JSON.parse(text(outcome(events, "open__probe"))) as Record<string, string>
       expect(open["home"]).toMatch(/^done/)
       expect(open["network"]).toBe("done")
