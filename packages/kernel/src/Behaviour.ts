@@ -35,6 +35,12 @@ export interface Rules {
   readonly boundedAnswer: boolean
   /** An answer a content filter stopped (`finish_reason: content_filter`) is rejected like a cut-off one, never run. */
   readonly withheldRejected: boolean
+  /**
+   * The same observation `maxRepeats` times in a row ends a run as `no_progress`, whatever the
+   * calls' arguments: results of tools that say what their result observes (`Tool.make`'s
+   * `observation`) are recorded with its fingerprint (`ToolSucceeded.observed`).
+   */
+  readonly sameResults: boolean
 }
 
 const v1: Rules = {
@@ -46,7 +52,8 @@ const v1: Rules = {
   suspendWhenUnavailable: false,
   goalChecked: false,
   boundedAnswer: false,
-  withheldRejected: false
+  withheldRejected: false,
+  sameResults: false
 }
 const v2: Rules = {
   answerCap: true,
@@ -57,9 +64,10 @@ const v2: Rules = {
   suspendWhenUnavailable: true,
   goalChecked: true,
   boundedAnswer: false,
-  withheldRejected: false
+  withheldRejected: false,
+  sameResults: false
 }
-const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true }
+const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true, sameResults: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
 export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : v3)

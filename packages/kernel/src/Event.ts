@@ -145,6 +145,11 @@ export const ToolSucceeded = Schema.TaggedStruct("ToolSucceeded", {
   callId: Schema.String,
   tool: Schema.String,
   output: Schema.Unknown,
+  /**
+   * Behaviour 3: the fingerprint of what the result observes, apart from what restates the call,
+   * for tools that say (`Tool.make`'s `observation`); the same `maxRepeats` times in a row is no progress.
+   */
+  observed: Schema.optional(Schema.String),
   durationMs: Schema.Number
 })
 export const ToolFailed = Schema.TaggedStruct("ToolFailed", {

@@ -54,7 +54,7 @@ export const decision = (event: Event.Event): unknown => {
     case "ToolStarted":
       return [event.callId, event.tool, event.input]
     case "ToolSucceeded":
-      return [event.callId, event.tool, event.output]
+      return [event.callId, event.tool, event.output, event.observed ?? null]
     case "ToolFailed":
       return [event.callId, event.tool, event.error.kind]
     case "IterationCompleted":
@@ -162,7 +162,9 @@ export const check = (
     const outcomes = new Map<string, Tool.Outcome>()
     const verdicts = new Map<string, string>()
     for (const event of events) {
-      if (event._tag === "ToolSucceeded") outcomes.set(event.callId, { _tag: "Success", output: event.output })
+      if (event._tag === "ToolSucceeded") {
+        outcomes.set(event.callId, event.observed === undefined ? { _tag: "Success", output: event.output } : { _tag: "Success", output: event.output, observed: event.observed })
+      }
       if (event._tag === "ToolFailed") outcomes.set(event.callId, { _tag: "Failure", error: event.error })
       if (event._tag === "ActionRejected" && event.validation !== undefined) {
         verdicts.set(Event.callId(goalId, event.iteration, event.index), event.validation)

@@ -167,8 +167,9 @@ const finish = (run: Run, outcome: Tool.Outcome): Effect.Effect<unknown, RunErro
     const { callId, tool } = pending
     const durationMs = Math.max(0, at - pending.startedAt)
     const plain = isJson(outcome) ? outcome : Tool.failure("recoverable", `${tool} returned a result that is not plain JSON, so it cannot be recorded`)
+    const observed = plain._tag === "Success" && plain.observed !== undefined && Behaviour.rules(run.state.behaviour).sameResults ? { observed: plain.observed } : {}
     const recorded: Event.Event = plain._tag === "Success"
-      ? { _tag: "ToolSucceeded", goalId, seq, iteration, at, callId, tool, output: plain.output, durationMs }
+      ? { _tag: "ToolSucceeded", goalId, seq, iteration, at, callId, tool, output: plain.output, ...observed, durationMs }
       : { _tag: "ToolFailed", goalId, seq, iteration, at, callId, tool, error: plain.error, durationMs }
     // Calls left in the answer are decided by the loop, after this outcome is safely recorded.
     return advance(run, [recorded], false)

@@ -94,6 +94,12 @@ export const State = Schema.Struct({
   progressed: Schema.Boolean,
   /** Fingerprint of the last call and its result, and how many times in a row it was seen. */
   repeat: Schema.Struct({ signature: Schema.String, count: Schema.NonNegativeInt }),
+  /**
+   * Behaviour 3: the tool and observation of the last result (`ToolSucceeded.observed`), and how
+   * many results in a row observed the same, whatever their calls' arguments; empty after a
+   * result that cannot tell (a failure, a tool that does not say).
+   */
+  observed: Schema.Struct({ signature: Schema.String, count: Schema.NonNegativeInt }),
   /** Fingerprints of the latest calls and results, oldest first, for cycle detection. */
   recent: Schema.Array(Schema.String),
   /** A fingerprint of every call and full result of the current answer, chained: replay notices any changed output. */
@@ -109,7 +115,7 @@ export const State = Schema.Struct({
 export type State = typeof State.Type
 
 /** The version of the State encoding; a snapshot of another version is ignored and rebuilt. */
-export const version = 2
+export const version = 3
 
 /** The State before any event. */
 export const empty = (goalId: string): State => ({
@@ -134,6 +140,7 @@ export const empty = (goalId: string): State => ({
   idleIterations: 0,
   progressed: false,
   repeat: { signature: "", count: 0 },
+  observed: noObservation,
   recent: [],
   answered: "",
   last: "none",
@@ -172,6 +179,7 @@ const copy = (s: State, seq: number, iteration: number): Mutable => ({
   idleIterations: s.idleIterations,
   progressed: s.progressed,
   repeat: s.repeat,
+  observed: s.observed,
   recent: s.recent,
   answered: s.answered,
   last: s.last,
@@ -262,6 +270,7 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.consecutiveFailures = 0
       next.progressed = true
       next.repeat = repeatOf(state, event.tool, "ok", full)
+      if (Behaviour.rules(state.behaviour).sameResults) next.observed = observedOf(state, event.tool, event.observed)
       next.recent = remember(state.recent, next.repeat.signature)
       next.answered = fingerprint(state.answered + next.repeat.signature)
       next.last = "ok"
@@ -274,6 +283,7 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.consecutiveFailures = state.consecutiveFailures + 1
       if (event.error.kind === "fatal") next.fatal = event.error
       next.repeat = repeatOf(state, event.tool, "error", full + canonical(event.error.details ?? null))
+      next.observed = noObservation
       next.recent = remember(state.recent, next.repeat.signature)
       next.answered = fingerprint(state.answered + next.repeat.signature)
       next.last = "error"
@@ -355,6 +365,15 @@ const appended = <A>(items: ReadonlyArray<A>, item: A, max: number): ReadonlyArr
   for (let i = from; i < items.length; i++) next[i - from] = items[i] as A
   next[next.length - 1] = item
   return next
+}
+
+const noObservation: State["observed"] = { signature: "", count: 0 }
+
+/** After a result of `tool` that observed `observed` (if it says): how many in a row observed the same. */
+const observedOf = (state: State, tool: string, observed: string | undefined): State["observed"] => {
+  if (observed === undefined) return noObservation
+  const signature = `${tool}\u0000${observed}`
+  return { signature, count: signature === state.observed.signature ? state.observed.count + 1 : 1 }
 }
 
 const repeatOf = (state: State, tool: string, status: string, content: string): State["repeat"] => {

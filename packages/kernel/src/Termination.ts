@@ -28,6 +28,9 @@ export const check = (state: State.State): Option.Option<Stop> => {
   if (state.repeat.count >= o.maxRepeats) {
     return stop("no_progress", `the same call gave the same result ${state.repeat.count} times in a row (limit ${o.maxRepeats})`)
   }
+  if (Behaviour.rules(state.behaviour).sameResults && state.observed.count >= o.maxRepeats) {
+    return stop("no_progress", `${state.observed.count} calls in a row gave the same result, whatever their arguments: nothing changed (limit ${o.maxRepeats})`)
+  }
   const period = Behaviour.rules(state.behaviour).cycles ? cycle(state.recent, o.maxRepeats) : 0
   if (period > 0) {
     return stop("no_progress", `the same ${period} calls with the same results came ${o.maxRepeats} times in a row (limit ${o.maxRepeats})`)

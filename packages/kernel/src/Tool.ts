@@ -5,6 +5,7 @@
  */
 import { Cause, Effect, Either, JSONSchema, Option, Schema } from "effect"
 import * as Issues from "./internal/issues.js"
+import { canonical, fingerprint } from "./internal/json.js"
 
 /** How a tool failed. `unknown`: rx stopped while the call ran, so its effect is unknown. */
 export const FailureKind = Schema.Literal("recoverable", "fatal", "unknown")
@@ -18,9 +19,12 @@ export const Failure = Schema.Struct({
 })
 export type Failure = typeof Failure.Type
 
-/** What invoking a tool gave: its encoded output, or a failure. Never a thrown error. */
+/**
+ * What invoking a tool gave: its encoded output, or a failure. Never a thrown error. `observed`
+ * is the fingerprint of what a success observes, for tools that say (`make`'s `observation`).
+ */
 export const Outcome = Schema.Union(
-  Schema.TaggedStruct("Success", { output: Schema.Unknown }),
+  Schema.TaggedStruct("Success", { output: Schema.Unknown, observed: Schema.optional(Schema.String) }),
   Schema.TaggedStruct("Failure", { error: Failure })
 )
 export type Outcome = typeof Outcome.Type
@@ -108,6 +112,15 @@ export const make = <I, IE, O, OE, R>(definition: {
    * call left behind. An error counts as `None`.
    */
   readonly recover?: (input: I, context: Context) => Effect.Effect<Option.Option<O>, ToolError, R>
+  /**
+   * What a result observes of the world, apart from what merely restates the call (its input
+   * echoed, durations); `undefined` when this result cannot tell. The same observation
+   * `maxRepeats` times in a row ends a run as `no_progress`, whatever the arguments (a loop
+   * whose arguments vary but whose results do not). Give it only where an equal observation
+   * means nothing changed: a read-only tool, or a result that says the call changed nothing.
+   * Without it, a result never counts as the same as another.
+   */
+  readonly observation?: (input: I, output: O) => unknown
 }): Tool<R> => {
   const decodeInput = Schema.decodeUnknownEither(definition.input, { errors: "all", onExcessProperty: "error" })
   const encodeOutput = Schema.encodeEither(definition.output)
@@ -115,10 +128,20 @@ export const make = <I, IE, O, OE, R>(definition: {
   const parameters: Record<string, unknown> = Object.fromEntries(
     Object.entries(untitled(JSONSchema.make(definition.input))).filter(([key]) => key !== "$schema")
   )
-  const succeed = (output: O): Outcome =>
+  const observation = definition.observation
+  /** The fingerprint of what a result observes, when the tool says. */
+  const observe = (input: I, output: O): string | undefined => {
+    if (observation === undefined) return undefined
+    const observed = Either.try(() => observation(input, output))
+    return Either.isRight(observed) && observed.right !== undefined ? fingerprint(canonical(observed.right)) : undefined
+  }
+  const succeed = (output: O, input?: I): Outcome =>
     Either.match(encodeOutput(output), {
       onLeft: (error) => failure("fatal", `tool ${definition.name} returned an output its Schema rejects: ${Issues.format(error)}`),
-      onRight: (encoded) => ({ _tag: "Success", output: encoded })
+      onRight: (encoded) => {
+        const observed = input === undefined ? undefined : observe(input, output)
+        return observed === undefined ? { _tag: "Success", output: encoded } : { _tag: "Success", output: encoded, observed }
+      }
     })
   const recover = definition.recover
   return {
@@ -133,7 +156,7 @@ export const make = <I, IE, O, OE, R>(definition: {
     // One handler for success, errors and defects (one step per call); an interruption goes on.
     run: (input, context) =>
       Effect.matchCauseEffect(definition.execute(input as I, context), {
-        onSuccess: (output) => Effect.succeed(succeed(output)),
+        onSuccess: (output) => Effect.succeed(succeed(output, input as I)),
         onFailure: (cause) => {
           const error = Cause.failureOption(cause)
           if (Option.isSome(error)) return Effect.succeed(failure(error.value.kind, error.value.message, error.value.details))

@@ -43,6 +43,8 @@ export const tool = Tool.make({
   input: Input,
   output: Output,
   idempotent: true,
+  // Read-only: its result is all it does, and it names what it read (an equal one K times in a row is no progress).
+  observation: (_input, output) => output,
   execute: (input) =>
     Effect.gen(function*() {
       const config = yield* ToolsConfig

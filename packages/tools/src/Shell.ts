@@ -33,6 +33,7 @@ import * as Limits from "./internal/limits.js"
 import * as Notes from "./internal/notes.js"
 import * as Process from "./internal/process.js"
 import * as Text from "./internal/text.js"
+import * as Tree from "./internal/tree.js"
 import * as Sandbox from "./Sandbox.js"
 import { Workspace } from "./Workspace.js"
 
@@ -92,7 +93,12 @@ export const Output = Schema.Struct({
    * Protected paths (relative to the workspace) that did not exist and that the command created:
    * each was moved aside when the call ended, to `<path>.refused-by-rx-<tag>`.
    */
-  moved_aside: Schema.optional(Schema.Array(Schema.String))
+  moved_aside: Schema.optional(Schema.Array(Schema.String)),
+  /**
+   * Sandboxed: whether the command changed anything in the workspace, the only place it can
+   * write. Absent when that cannot be told (no sandbox, or a workspace too large to compare).
+   */
+  workspace_changed: Schema.optional(Schema.Boolean)
 })
 export type Output = typeof Output.Type
 
@@ -223,6 +229,8 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
           args = [...Limits.joinArgs(group.dir, file, args)]
           file = "/bin/sh"
         }
+        // The workspace before and after: a sandboxed command that changed nothing did nothing.
+        const before = sandboxed ? Tree.fingerprint(workspace.root) : undefined
         const result = yield* Process.run({
           file,
           args,
@@ -239,6 +247,7 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
         }).pipe(
           Effect.mapError((error) => Tool.ToolError.fatal(`the command could not be started: ${error.message}`))
         )
+        const after = before === undefined ? undefined : Tree.fingerprint(workspace.root)
         const processesBy = group?.limitsTasks === true ? "cgroup" as const : nproc !== undefined ? "rlimit" as const : null
         return (moved: ReadonlyArray<string>): Output => ({
           command,
@@ -263,7 +272,8 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
           },
           sandbox: sandboxed ? "bwrap" as const : "none" as const,
           cwd: workspace.root,
-          ...(moved.length === 0 ? {} : { moved_aside: moved })
+          ...(moved.length === 0 ? {} : { moved_aside: moved }),
+          ...(before === undefined || after === undefined ? {} : { workspace_changed: before !== after || moved.length > 0 })
         })
       })).pipe(Effect.map((output) => output(moved)))
     })
@@ -293,6 +303,30 @@ export const tool = Tool.make({
   output: Output,
   idempotent: false,
   execute: (input, context) => Effect.flatMap(Shell, (shell) => shell.run(input.command, input.timeout_ms, context.callId)),
+  observation: (input, output) => observation(input.command, output),
   // A call cut by a crash may still run (its timeout died with rx): ended now; its effect stays unknown.
   recover: (_input, context) => Effect.flatMap(Shell, (shell) => Effect.as(shell.recover(context.callId), Option.none()))
 })
+
+/**
+ * What a command's result observes, for the no-progress rule: only when the sandbox says the
+ * command changed nothing in the workspace (otherwise its effect may not show in its output).
+ * The output apart from what restates the call: the command, its duration and byte counts, and
+ * each word of the command where the output repeats it (`echo noop1`, `echo noop2`, ... all
+ * observe the same).
+ */
+export const observation = (command: string, output: Output): unknown => {
+  if (output.workspace_changed !== false) return undefined
+  const words = new Set(command.match(wordPattern) ?? [])
+  const masked = (text: string) => text.replace(wordPattern, (word) => (words.has(word) ? "\u2022" : word))
+  return {
+    exit_code: output.exit_code,
+    signal: output.signal,
+    timed_out: output.timed_out,
+    output_limited: output.output_limited,
+    stdout: masked(output.stdout),
+    stderr: masked(output.stderr)
+  }
+}
+
+const wordPattern = /[\p{L}\p{N}_./-]+/gu
