@@ -8,12 +8,20 @@ import type * as Event from "./Event.js"
 import * as Issues from "./internal/issues.js"
 import { deeperThan, truncate } from "./internal/json.js"
 import type * as LanguageModel from "./LanguageModel.js"
+import * as Repair from "./Repair.js"
 import type * as Tool from "./Tool.js"
 import * as ToolRegistry from "./ToolRegistry.js"
 
 /** What to do with an answer. `A` is what validating a call gives (the registry's prepared call). */
 export type Decision<A = unknown> =
-  | { readonly _tag: "Call"; readonly tool: string; readonly input: unknown; readonly prepared: A }
+  | {
+    readonly _tag: "Call"
+    readonly tool: string
+    readonly input: unknown
+    readonly prepared: A
+    /** The repairs that made the call (behaviour 3), recorded with it. */
+    readonly repair?: ReadonlyArray<Repair.Kind> | undefined
+  }
   | { readonly _tag: "Done"; readonly summary: string }
   | {
     readonly _tag: "Reject"
@@ -24,6 +32,8 @@ export type Decision<A = unknown> =
     readonly validation?: string
     /** For one call of an answer: the tool it named. */
     readonly tool?: string
+    /** The repairs applied before the call was refused (behaviour 3). */
+    readonly repair?: ReadonlyArray<Repair.Kind> | undefined
   }
 
 const rawCap = 2_000
@@ -49,6 +59,11 @@ export interface Limits {
   readonly boundedAnswer?: boolean | undefined
   /** An answer stopped by a content filter is rejected, never run. */
   readonly withheldRejected?: boolean | undefined
+  /**
+   * The repair step (`Repair`, behaviour 3): the tools offered, whose names and parameter types
+   * a call written as text is read against. Without it, answers are read as rx 0.2 read them.
+   */
+  readonly repair?: ReadonlyArray<Tool.Spec> | undefined
 }
 
 const defaultLimits: Limits = { maxInputDepth: 64, multiCall: false, maxCallsPerAnswer: 1 }
@@ -88,23 +103,26 @@ export const plan = (response: LanguageModel.Response, limits: Limits = defaultL
     )
   }
   const [first] = response.toolCalls
+  const parseArguments: (call: LanguageModel.ToolCall, index: number) => Parsed = limits.repair === undefined
+    ? parseArgumentsV2
+    : repairedArguments(limits.repair)
   if (first === undefined) {
-    const action = parseTextAction(response.text)
+    const action = limits.repair === undefined ? parseTextAction(response.text) : repairedText(response, limits.repair)
     return Either.isLeft(action) ? action.left : { _tag: "Calls", calls: [action], dropped: 0 }
   }
   if (!limits.multiCall) {
-    const call = parseArguments(first)
+    const call = parseArguments(first, 0)
     return Either.isLeft(call) ? call.left : { _tag: "Calls", calls: [call], dropped: 0 }
   }
   if (limits.boundedAnswer === true) {
     const kept = response.toolCalls.slice(0, limits.maxCallsPerAnswer)
-    return { _tag: "Calls", calls: kept.map(parseArguments), dropped: response.toolCalls.length - kept.length }
+    return { _tag: "Calls", calls: kept.map((call, i) => parseArguments(call, i)), dropped: response.toolCalls.length - kept.length }
   }
   return {
     _tag: "Calls",
     calls: response.toolCalls.map((call, i) =>
       i < limits.maxCallsPerAnswer
-        ? parseArguments(call)
+        ? parseArguments(call, i)
         : Either.left({
           ...reject("too_many_calls", `only the first ${limits.maxCallsPerAnswer} calls of an answer run; send this one again later`, call.arguments),
           tool: call.name
@@ -125,8 +143,9 @@ export const decideCall = <A>(
   limits: Limits = defaultLimits
 ): Decision<A> => {
   if (Either.isLeft(call)) return call.left
-  const { input, tool } = call.right
-  const rejectCall = (kind: Event.RejectionKind, reason: string, raw: string): Reject => ({ ...reject(kind, reason, raw), tool })
+  const { input, repair, tool } = call.right
+  const repaired = repair === undefined || repair.length === 0 ? {} : { repair }
+  const rejectCall = (kind: Event.RejectionKind, reason: string, raw: string): Reject => ({ ...reject(kind, reason, raw), tool, ...repaired })
   if (deeperThan(input, limits.maxInputDepth)) {
     return rejectCall("invalid_input", `the input of ${tool} nests more than ${limits.maxInputDepth} levels deep; send a flatter input`, tool)
   }
@@ -134,7 +153,7 @@ export const decideCall = <A>(
     return Either.match(decodeDone(input), {
       onLeft: (error) =>
         rejectCall("invalid_input", `invalid input for done: ${Issues.format(error)}`, JSON.stringify(input)),
-      onRight: ({ summary }) => ({ _tag: "Done", summary })
+      onRight: ({ summary }): Decision<A> => ({ _tag: "Done", summary })
     })
   }
   if (!tools.some((spec) => spec.name === tool)) {
@@ -146,7 +165,7 @@ export const decideCall = <A>(
       ...rejectCall("invalid_input", `invalid input for ${tool}: ${validation}`, JSON.stringify(input)),
       validation
     }),
-    onRight: (prepared): Decision<A> => ({ _tag: "Call", tool, input, prepared })
+    onRight: (prepared): Decision<A> => ({ _tag: "Call", tool, input, prepared, ...repaired })
   })
 }
 
@@ -163,16 +182,125 @@ export const decide = <A>(
   return first === undefined ? noAction(response.text) : decideCall(first, tools, validate, { ...defaultLimits, ...limits })
 }
 
-/** One call of an answer, parsed, or rejected as a call. */
-export type Parsed = Either.Either<{ readonly tool: string; readonly input: unknown }, Reject>
+/** One call of an answer, parsed (with the repairs that made it, behaviour 3), or rejected as a call. */
+export type Parsed = Either.Either<{ readonly tool: string; readonly input: unknown; readonly repair?: ReadonlyArray<Repair.Kind> }, Reject>
 
-const parseArguments = (call: LanguageModel.ToolCall): Parsed => {
+const parseArgumentsV2 = (call: LanguageModel.ToolCall): Parsed => {
   const text = call.arguments.trim() === "" ? "{}" : call.arguments
   const bad = (reason: string): Parsed => Either.left({ ...reject("bad_json", reason, call.arguments), tool: call.name })
   return Either.match(parseJson(text), {
     onLeft: (error) => bad(`the arguments of ${call.name} are not valid JSON (${error}); send one JSON object`),
     onRight: (input) => (isObject(input) ? Either.right({ tool: call.name, input }) : bad(`the arguments of ${call.name} must be a JSON object`))
   })
+}
+
+/**
+ * A native call, repaired (behaviour 3): an entry with no function is refused alone (the model is
+ * told), a `functions.` prefix on an offered name is dropped, arguments encoded twice are decoded.
+ */
+const repairedArguments = (tools: ReadonlyArray<Tool.Spec>) => (call: LanguageModel.ToolCall, index: number): Parsed => {
+  if (call.name === "") {
+    return Either.left({
+      ...reject(
+        "bad_json",
+        `tool call ${index + 1} of your reply has no function name, so it was not run; give every tool call a function with its name and JSON arguments`,
+        call.arguments
+      ),
+      tool: ""
+    })
+  }
+  const named = Repair.name(call.name, tools, ToolRegistry.doneName)
+  const args = Repair.input(call.arguments)
+  if ("error" in args) {
+    return Either.left({ ...reject("bad_json", `${args.error.replace(/^the arguments/, `the arguments of ${named.name}`)}; send one JSON object`, call.arguments), tool: named.name })
+  }
+  const repair: Array<Repair.Kind> = []
+  if (named.repaired) repair.push("name_prefix")
+  if (args.repaired) repair.push("double_encoded")
+  return Either.right(repair.length === 0 ? { tool: named.name, input: args.input } : { tool: named.name, input: args.input, repair })
+}
+
+/** Whether the model was asked for a JSON action in its text (JSON mode) rather than tool calls. */
+const asksJson = (response: LanguageModel.Response): boolean => response.format === "json_action"
+
+/**
+ * The text of an answer with no native calls, repaired (behaviour 3): a call written in a model
+ * family's text form, else a JSON action; rejections say what was wrong in the form asked for.
+ */
+const repairedText = (response: LanguageModel.Response, tools: ReadonlyArray<Tool.Spec>): Parsed => {
+  const read = Repair.text(response.text, tools, ToolRegistry.doneName)
+  switch (read._tag) {
+    case "Call":
+      return Either.right({ tool: read.call.tool, input: read.call.input, repair: read.call.repairs })
+    case "Refused":
+      return Either.left(reject(read.refusal.kind, read.refusal.reason, response.text))
+    case "None":
+      return jsonAction(read.text, response.text, read.repairs, asksJson(response), tools)
+  }
+}
+
+const jsonForm = `{"tool": "<name>", "input": {...}}`
+
+/**
+ * A JSON action, never dropping what the model gave: its input under `arguments` or
+ * `parameters` is taken (`input_key`); other keys, or input given twice, are a rejection.
+ */
+const jsonAction = (
+  text: string,
+  raw: string,
+  repairs: ReadonlyArray<Repair.Kind>,
+  json: boolean,
+  tools: ReadonlyArray<Tool.Spec>
+): Parsed => {
+  const trimmed = text.trim()
+  const body = fence.exec(trimmed)?.[1] ?? trimmed
+  if (!body.startsWith("{")) {
+    return Either.left(reject(
+      "no_action",
+      json
+        ? `your reply held no JSON action, so nothing was executed; answer with one JSON object ${jsonForm}, with the tool ${ToolRegistry.doneName} when the goal is achieved`
+        : `your reply held no tool call, so nothing was executed (a call written inside other text is not run); call a tool, or ${ToolRegistry.doneName} when the goal is achieved`,
+      raw
+    ))
+  }
+  const value = parseJson(body)
+  if (Either.isLeft(value)) {
+    return Either.left(reject(
+      "bad_json",
+      json
+        ? `your JSON action is not valid JSON (${value.left}); answer with one JSON object ${jsonForm}`
+        : `your reply held text that starts like JSON but is not valid JSON (${value.left}), so nothing was executed; make a tool call rather than writing JSON in the text`,
+      raw
+    ))
+  }
+  const action = value.right
+  if (!isObject(action) || typeof action.tool !== "string") {
+    return Either.left(reject(
+      "bad_json",
+      json
+        ? `a JSON action must look like ${jsonForm}`
+        : `your reply held JSON in its text that is not a tool call, so nothing was executed; make a tool call`,
+      raw
+    ))
+  }
+  const given = ["input", "arguments", "parameters"].filter((key) => key in action)
+  const other = Object.keys(action).filter((key) => !["tool", "thought", "input", "arguments", "parameters"].includes(key))
+  const form = json ? `answer with ${jsonForm}` : "make a tool call with its arguments"
+  if (given.length > 1 || other.length > 0) {
+    const found = given.length > 1 ? `its arguments twice (${given.join(", ")})` : `keys other than tool, input and thought (${other.join(", ")})`
+    return Either.left(reject("bad_json", `your JSON action for ${action.tool} has ${found}, so nothing was executed; ${form}, all arguments in "input"`, raw))
+  }
+  const [key] = given
+  const args = Repair.input(key === undefined ? undefined : action[key])
+  if ("error" in args) {
+    return Either.left(reject("bad_json", `the "${key ?? "input"}" of your JSON action for ${action.tool}: ${args.error}; ${form}`, raw))
+  }
+  const named = Repair.name(action.tool, tools, ToolRegistry.doneName)
+  const repair: Array<Repair.Kind> = [...repairs]
+  if (named.repaired) repair.push("name_prefix")
+  if (key !== undefined && key !== "input") repair.push("input_key")
+  if (args.repaired) repair.push("double_encoded")
+  return Either.right(repair.length === 0 ? { tool: named.name, input: args.input } : { tool: named.name, input: args.input, repair })
 }
 
 const noAction = (text: string) =>

@@ -62,7 +62,8 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
     multiCall: rules.multiCall,
     maxCallsPerAnswer: draft.options.maxCallsPerAnswer,
     boundedAnswer: rules.boundedAnswer,
-    withheldRejected: rules.withheldRejected
+    withheldRejected: rules.withheldRejected,
+    repair: rules.repairs ? draft.tools : undefined
   }
   const planned = Action.plan(answer.response, limits)
   if (planned._tag === "Reject") {
@@ -80,27 +81,31 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
       return { batch, after: draft }
     }
     if (decision._tag === "Reject") {
-      const { kind, raw, reason, tool, validation } = decision
+      const { kind, raw, reason, repair, tool, validation } = decision
       push({
         _tag: "ActionRejected", goalId, seq: draft.seq, iteration, at: now(), kind, reason, raw,
         ...(validation === undefined ? {} : { validation }),
-        ...(rules.multiCall && tool !== undefined ? { index, tool } : {})
+        ...(rules.multiCall && tool !== undefined ? { index, tool } : {}),
+        ...(repair === undefined ? {} : { repair })
       })
       continue
     }
-    const { input, tool } = decision
+    const { input, repair, tool } = decision
+    const repaired = repair === undefined ? {} : { repair }
     const policy = draft.options.approval[tool] ?? "auto"
     if (policy === "deny") {
-      push({ _tag: "ActionRejected", goalId, seq: draft.seq, iteration, at: now(), kind: "denied", reason: `${tool} is not allowed in this run`, raw: "", index, tool })
+      push({ _tag: "ActionRejected", goalId, seq: draft.seq, iteration, at: now(), kind: "denied", reason: `${tool} is not allowed in this run`, raw: "", index, tool, ...repaired })
       continue
     }
     if (policy === "ask") {
-      const base = { _tag: "ApprovalRequested", goalId, seq: draft.seq, iteration, at: now(), callId, tool, input } as const
+      const base = { _tag: "ApprovalRequested", goalId, seq: draft.seq, iteration, at: now(), callId, tool, input, ...repaired } as const
       push(rules.multiCall ? { ...base, index } : base)
       return { batch, after: draft }
     }
     push(
-      rules.multiCall
+      repair !== undefined
+        ? { _tag: "ToolStarted", goalId, seq: draft.seq, iteration, at: now(), callId, tool, input, index, repair }
+        : rules.multiCall
         ? { _tag: "ToolStarted", goalId, seq: draft.seq, iteration, at: now(), callId, tool, input, index }
         : { _tag: "ToolStarted", goalId, seq: draft.seq, iteration, at: now(), callId, tool, input }
     )

@@ -41,6 +41,13 @@ export interface Rules {
    * `observation`) are recorded with its fingerprint (`ToolSucceeded.observed`).
    */
   readonly sameResults: boolean
+  /**
+   * The repair step (`Repair`) reads what local models send instead of clean tool calls: calls
+   * written as text in a model family's form (reasoning set aside), a `functions.` prefix,
+   * arguments encoded twice, a JSON action's input under `arguments`; the repairs that made a
+   * call are recorded with it. A tool call entry with no function is rejected alone.
+   */
+  readonly repairs: boolean
 }
 
 const v1: Rules = {
@@ -53,7 +60,8 @@ const v1: Rules = {
   goalChecked: false,
   boundedAnswer: false,
   withheldRejected: false,
-  sameResults: false
+  sameResults: false,
+  repairs: false
 }
 const v2: Rules = {
   answerCap: true,
@@ -65,9 +73,10 @@ const v2: Rules = {
   goalChecked: true,
   boundedAnswer: false,
   withheldRejected: false,
-  sameResults: false
+  sameResults: false,
+  repairs: false
 }
-const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true, sameResults: true }
+const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true, sameResults: true, repairs: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
 export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : v3)

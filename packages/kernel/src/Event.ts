@@ -57,6 +57,12 @@ export type SuspendReason = typeof SuspendReason.Type
 /** Which call of an answer an event is about (0 for the first); absent for the answer as a whole. */
 const index = Schema.optional(Schema.NonNegativeInt)
 
+/**
+ * Behaviour 3: the repairs (`Repair.Kind`) that read this call from what the model sent (the
+ * answer stays recorded as sent in `ModelResponded`); absent when the call arrived clean.
+ */
+const repair = Schema.optional(Schema.Array(Schema.String))
+
 /** The state after an iteration, as recorded for inspection. */
 export const Summary = Schema.Struct({
   toolCalls: Schema.NonNegativeInt,
@@ -107,6 +113,7 @@ export const ActionRejected = Schema.TaggedStruct("ActionRejected", {
    * dropped, all in this one rejection (their arguments are in the answer's `ModelResponded`).
    */
   dropped: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  repair,
   /** The rejected text or arguments, capped. */
   raw: Schema.String
 })
@@ -115,7 +122,8 @@ export const ToolStarted = Schema.TaggedStruct("ToolStarted", {
   callId: Schema.String,
   tool: Schema.String,
   input: Schema.Unknown,
-  index
+  index,
+  repair
 })
 /** A call the approval policy says a person must allow, exactly as it will run if approved. */
 export const ApprovalRequested = Schema.TaggedStruct("ApprovalRequested", {
@@ -123,7 +131,8 @@ export const ApprovalRequested = Schema.TaggedStruct("ApprovalRequested", {
   callId: Schema.String,
   tool: Schema.String,
   input: Schema.Unknown,
-  index
+  index,
+  repair
 })
 /** A person's decision on a requested call; appended by any process (`Runner.approve`, `Runner.deny`). */
 export const ApprovalDecided = Schema.TaggedStruct("ApprovalDecided", {

@@ -56,7 +56,12 @@ export const Response = Schema.Struct({
   finishReason: FinishReason,
   usage: Usage,
   /** Set when the answer was longer than allowed and cut: its original length in characters. */
-  oversize: Schema.optional(Schema.NonNegativeInt)
+  oversize: Schema.optional(Schema.NonNegativeInt),
+  /**
+   * Set by adapters that asked for a JSON action in the text (JSON mode) rather than native tool
+   * calls, so a rejection tells the model what was wrong in the form it was asked for.
+   */
+  format: Schema.optional(Schema.Literal("json_action"))
 })
 export type Response = typeof Response.Type
 

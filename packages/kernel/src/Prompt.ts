@@ -143,6 +143,9 @@ const whole = (value: unknown, max: number): boolean => {
   return true
 }
 
+/** A rejected call that named no tool (a tool call entry with no function) is shown under this name: servers refuse an empty one. */
+const shownName = (tool: string): string => (tool === "" ? "unnamed_call" : tool)
+
 /** A turn as messages: an assistant message and a result for each of its calls, never one without the other. */
 const render = (turn: State.Turn, cap: number): ReadonlyArray<LanguageModel.Message> => {
   const text = truncate(turn.text, cap)
@@ -151,12 +154,12 @@ const render = (turn: State.Turn, cap: number): ReadonlyArray<LanguageModel.Mess
     const ids = turn.calls.map((_, index) => callId(turn.iteration, index))
     const toolCalls = turn.calls.map((call, index) => ({
       id: ids[index] ?? "",
-      name: call.tool,
+      name: shownName(call.tool),
       arguments: JSON.stringify(compact(call.input, cap))
     }))
     const results = turn.calls.map((call, index): LanguageModel.Message => {
       const content = call.result === null ? "(no result was recorded)" : truncate(call.result.content, cap)
-      const base = { role: "tool" as const, toolCallId: ids[index] ?? "", name: call.tool, content }
+      const base = { role: "tool" as const, toolCallId: ids[index] ?? "", name: shownName(call.tool), content }
       return call.result?.status === "ok" ? base : { ...base, isError: true }
     })
     // Calls of the answer that were dropped as a whole (past the cap) are not shown as calls: a note says so.

@@ -52,7 +52,8 @@ export const decision = (event: Event.Event): unknown => {
     case "ActionRejected":
       return event.kind
     case "ToolStarted":
-      return [event.callId, event.tool, event.input]
+      // Which repairs read the call (behaviour 3) is part of the decision; clean calls compare as before.
+      return event.repair === undefined ? [event.callId, event.tool, event.input] : [event.callId, event.tool, event.input, event.repair]
     case "ToolSucceeded":
       return [event.callId, event.tool, event.output, event.observed ?? null]
     case "ToolFailed":
@@ -65,7 +66,7 @@ export const decision = (event: Event.Event): unknown => {
     case "OptionsChanged":
       return event.options
     case "ApprovalRequested":
-      return [event.callId, event.tool, event.input]
+      return event.repair === undefined ? [event.callId, event.tool, event.input] : [event.callId, event.tool, event.input, event.repair]
     case "ApprovalDecided":
       return [event.callId, event.approved]
     case "Suspended":
