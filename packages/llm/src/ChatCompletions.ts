@@ -91,11 +91,18 @@ export const ResponseToolCall = Schema.Struct({
     arguments: Schema.Union(Schema.String, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
   })
 })
+export type ResponseToolCall = typeof ResponseToolCall.Type
+
+/**
+ * A `tool_calls` entry as servers send it, valid or not: one with no usable `function` is the
+ * model's mistake, handed to the kernel (which rejects that call alone), never a refused answer.
+ */
+export const ResponseToolCallEntry = Schema.Union(ResponseToolCall, Schema.Unknown)
 
 export const ResponseMessage = Schema.Struct({
   role: Schema.optional(Schema.String),
   content: Schema.optional(Schema.NullOr(Schema.String)),
-  tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ResponseToolCall)))
+  tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ResponseToolCallEntry)))
 })
 
 export const Choice = Schema.Struct({
@@ -340,6 +347,24 @@ export const finishReason = (reason: string | null | undefined): LanguageModel.F
   }
 }
 
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+const isResponseToolCall = Schema.is(ResponseToolCall)
+
+/**
+ * A `tool_calls` entry as the kernel's call. A call whose `function` is missing but whose name
+ * and arguments stand beside `id` is read from there; an entry with no name at all becomes a
+ * call with an empty name and the entry's JSON as its arguments, which the kernel rejects alone.
+ */
+const toolCall = (entry: unknown, index: number): LanguageModel.ToolCall => {
+  const id = isRecord(entry) && typeof entry.id === "string" ? entry.id : `call_${index}`
+  const fn = isResponseToolCall(entry) ? entry.function : isRecord(entry) && typeof entry.name === "string" ? entry : undefined
+  if (fn === undefined || typeof fn.name !== "string") return { id, name: "", arguments: JSON.stringify(entry) ?? "null" }
+  const args = fn.arguments
+  return { id, name: fn.name, arguments: typeof args === "string" ? args : args === undefined || args === null ? "" : JSON.stringify(args) }
+}
+
 /** The kernel's `Response` for a decoded answer (the first choice). `Left` when there is none. */
 export const toResponse = (response: ChatResponse): Either.Either<LanguageModel.Response, string> => {
   const choice = response.choices[0]
@@ -347,13 +372,7 @@ export const toResponse = (response: ChatResponse): Either.Either<LanguageModel.
   const calls = choice.message.tool_calls ?? []
   return Either.right({
     text: choice.message.content ?? "",
-    toolCalls: calls.map((call, index) => ({
-      id: call.id ?? `call_${index}`,
-      name: call.function.name,
-      arguments: typeof call.function.arguments === "string"
-        ? call.function.arguments
-        : JSON.stringify(call.function.arguments)
-    })),
+    toolCalls: calls.map(toolCall),
     finishReason: finishReason(choice.finish_reason),
     usage: {
       inputTokens: response.usage?.prompt_tokens ?? 0,
@@ -406,6 +425,13 @@ export interface StreamProblem {
 }
 
 /**
+ * A call's name from its chunks: most servers send it once, some again with every chunk (the
+ * same, or the name so far), a few in pieces; each is read as what it is, never doubled.
+ */
+const joinName = (sofar: string, fragment: string): string =>
+  fragment === "" || fragment === sofar ? sofar : sofar === "" || fragment.startsWith(sofar) ? fragment : sofar + fragment
+
+/**
  * Assemble a streamed answer (the whole `text/event-stream` body) into a `ChatResponse`:
  * text deltas concatenated, tool call fragments joined by `index`, the last finish reason
  * and usage kept. A stream with neither `[DONE]` nor a finish reason was cut short.
@@ -453,8 +479,9 @@ export const assembleStream = (body: string): Either.Either<ChatResponse, Stream
         const index = fragment.index ?? position
         const call = calls[index] ?? { id: undefined, name: "", arguments: "" }
         calls[index] = {
-          id: fragment.id ?? call.id,
-          name: call.name + (fragment.function?.name ?? ""),
+          // The first non-empty id stands: some servers send "" or a new id with every chunk.
+          id: call.id === undefined || call.id === "" ? (fragment.id ?? call.id) : call.id,
+          name: joinName(call.name, fragment.function?.name ?? ""),
           arguments: call.arguments + (fragment.function?.arguments ?? "")
         }
       }

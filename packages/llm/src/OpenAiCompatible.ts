@@ -243,7 +243,11 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
               onRight: (decoded) =>
                 Either.match(ChatCompletions.toResponse(decoded), {
                   onLeft: (problem) => Effect.fail(unusable(answer.status, `${server} sent an unusable answer: ${problem}`)),
-                  onRight: (response) => Effect.as(Effect.annotateCurrentSpan(responseAttributes(decoded)), response)
+                  onRight: (response) =>
+                    Effect.as(
+                      Effect.annotateCurrentSpan(responseAttributes(decoded)),
+                      cfg.mode === "json" ? { ...response, format: "json_action" as const } : response
+                    )
                 })
             })
           )
