@@ -177,7 +177,8 @@ const xmlFunction = (block: string, tools: ReadonlyArray<Tool.Spec>): Read => {
   let body = block.slice(head[0].length)
   const close = body.lastIndexOf("</function>")
   if (close >= 0) {
-    if (body.slice(close + "</function>".length).trim() !== "") return { error: "text follows </function>" }
+    // A closing </tool_call> whose opening tag the model left out changes nothing.
+    if (body.slice(close + "</function>".length).replace("</tool_call>", "").replace(trailingTokens, "").trim() !== "") return { error: "text follows </function>" }
     body = body.slice(0, close)
   }
   if (body.trim().startsWith("{")) {
