@@ -6,7 +6,9 @@ export const shared = defineProject({
   ssr: { resolve: { conditions: ["@rx/source"] } },
   test: {
     include: ["test/**/*.test.ts"],
-    testTimeout: 30_000,
-    hookTimeout: 30_000
+    // Only a test that hangs reaches these: a loaded machine may take several times as long as an
+    // idle one (a suite of 7 minutes took 19 beside a CPU burner), and tests wait for events, not clocks.
+    testTimeout: 300_000,
+    hookTimeout: 300_000
   }
 })

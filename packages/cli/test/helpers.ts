@@ -59,8 +59,11 @@ export const start = (
 export const rx = (args: ReadonlyArray<string>, env: Record<string, string | undefined> = {}, cwd?: string) =>
   Effect.promise(() => start(args, env, cwd).done)
 
-/** Wait until `check` holds (polling), or fail after `timeoutMs`. */
-export const until = (check: () => boolean, what: string, timeoutMs = 20_000) =>
+/**
+ * Wait until `check` holds (polling); fail only after `timeoutMs`, a guard against a hang that is
+ * far longer than the wait can take on a loaded machine.
+ */
+export const until = (check: () => boolean, what: string, timeoutMs = 120_000) =>
   Effect.promise(
     () =>
       new Promise<void>((resolve, reject) => {

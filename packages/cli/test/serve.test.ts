@@ -75,7 +75,7 @@ describe("rx serve", () => {
       expect(ended.code, ended.stderr).toBe(0)
       // The same log, read by the CLI.
       expect((yield* rx(["replay", goalId, "--db", box.db])).code).toBe(0)
-    }), 30_000)
+    }))
 
   it.scopedLive("SIGTERM during a model call leaves the goal open (Suspended(shutdown)); the next start resumes and finishes it", () =>
     Effect.gen(function*() {
@@ -95,7 +95,7 @@ describe("rx serve", () => {
       expect(events.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done", detail: "after the restart" })
       second.child.kill("SIGTERM")
       expect((yield* Effect.promise(() => second.child.done)).code).toBe(0)
-    }), 30_000)
+    }))
 
   it.scopedLive("50 goals at once with --concurrency 4: all 202, all terminated(done), never more than 4 running at once", () =>
     Effect.gen(function*() {

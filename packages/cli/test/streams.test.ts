@@ -108,5 +108,5 @@ describe("the live status line", () => {
       expect(shown).toContain("thought      Let me wait a moment.")
       const piped = yield* rx([...args.slice(0, 1), "wait again", ...args.slice(2)].map((a) => (a === box.db ? join(box.root, "second.db") : a)))
       expect(piped.stderr).not.toMatch(/running shell|\r/)
-    }), 30_000)
+    }))
 })
