@@ -228,7 +228,7 @@ const asksJson = (response: LanguageModel.Response): boolean => response.format 
  * family's text form, else a JSON action; rejections say what was wrong in the form asked for.
  */
 const repairedText = (response: LanguageModel.Response, tools: ReadonlyArray<Tool.Spec>): Parsed => {
-  const read = Repair.text(response.text, tools, ToolRegistry.doneName)
+  const read = Repair.text(response.text, tools, ToolRegistry.doneName, asksJson(response))
   switch (read._tag) {
     case "Call":
       return Either.right({ tool: read.call.tool, input: read.call.input, repair: read.call.repairs })

@@ -427,29 +427,38 @@ export const input = (args: unknown): { readonly input: Record<string, unknown>;
   return { error: "the arguments must be a JSON object" }
 }
 
-/** Read a call written as text, after its reasoning is set aside. */
-export const text = (raw: string, tools: ReadonlyArray<Tool.Spec>, done: string): TextResult => {
+/**
+ * Read a call written as text, after its reasoning is set aside. `json`: the model was asked for
+ * a JSON action (JSON mode), so a refusal says to send one; otherwise it says to make a tool call.
+ */
+export const text = (raw: string, tools: ReadonlyArray<Tool.Spec>, done: string, json = false): TextResult => {
+  const instead = json
+    ? `answer with one JSON object {"tool": "<name>", "input": {...}}`
+    : "make it a tool call with complete JSON arguments"
   const { stripped, text: rest } = stripReasoning(raw)
   const body = rest.trim().replace(/^(<\|eot_id\|>|<\|im_start\|>assistant)\s*/, "")
   const reasoning: ReadonlyArray<Kind> = stripped ? ["reasoning"] : []
   if (body === "") {
     return stripped
-      ? { _tag: "Refused", refusal: { kind: "no_action", reason: "your reply held only reasoning, and a call written inside reasoning is never run; make the call after your reasoning, as a tool call" } }
+      ? { _tag: "Refused", refusal: { kind: "no_action", reason: `your reply held only reasoning, and a call written inside reasoning is never run; after your reasoning, ${instead}` } }
       : { _tag: "None", text: rest, repairs: [] }
   }
   for (const format of formats) {
     const read = format.read(body, tools)
     if (read === undefined) continue
     if ("error" in read) {
-      return { _tag: "Refused", refusal: { kind: "bad_json", reason: `your reply held a call written as text (${format.label}), but it could not be read: ${read.error}; nothing was executed, so send the call again as a tool call with complete JSON arguments` } }
+      return { _tag: "Refused", refusal: { kind: "bad_json", reason: `your reply held a call written as text (${format.label}), but it could not be read: ${read.error}; nothing was executed, so ${instead}` } }
     }
     if (read.calls.length !== 1) {
       const names = read.calls.map((c) => c.name).join(", ")
       return {
         _tag: "Refused",
         refusal: read.calls.length === 0
-          ? { kind: "bad_json", reason: `your reply held ${format.label} with no call in it; nothing was executed, so send the call as a tool call` }
-          : { kind: "too_many_calls", reason: `your reply held ${read.calls.length} calls written as text (${format.label}: ${names}); only one call written as text runs per answer, so none was executed: send them as tool calls, or one per answer` }
+          ? { kind: "bad_json", reason: `your reply held ${format.label} with no call in it; nothing was executed, so ${instead}` }
+          : {
+            kind: "too_many_calls",
+            reason: `your reply held ${read.calls.length} calls written as text (${format.label}: ${names}); only one call written as text runs per answer, so none was executed: ${json ? "send one JSON action per answer" : "send them as tool calls, or one per answer"}`
+          }
       }
     }
     const [only] = read.calls
@@ -457,7 +466,7 @@ export const text = (raw: string, tools: ReadonlyArray<Tool.Spec>, done: string)
     const named = name(only.name, tools, done)
     const args = input(only.args)
     if ("error" in args) {
-      return { _tag: "Refused", refusal: { kind: "bad_json", reason: `your reply called ${named.name} as text (${format.label}), but ${args.error}; nothing was executed, so send one JSON object as its arguments` } }
+      return { _tag: "Refused", refusal: { kind: "bad_json", reason: `your reply called ${named.name} as text (${format.label}), but ${args.error}; nothing was executed, so ${instead}, its arguments one JSON object` } }
     }
     const repairs: Array<Kind> = [...reasoning, format.kind]
     if (named.repaired) repairs.push("name_prefix")

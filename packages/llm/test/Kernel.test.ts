@@ -249,4 +249,42 @@ describe("the adapter under the kernel's Runner", () => {
           assert.isTrue(messages.some((m) => m.role === "assistant" && (m.content ?? "").includes("\"tool\":\"write_note\"")))
         })
     ))
+
+  it.live("a tool_calls entry with no function is rejected alone and the model told; the valid entry beside it runs and the goal goes on", () =>
+    withKernel(
+      [
+        {
+          kind: "json",
+          body: {
+            choices: [{
+              index: 0,
+              message: {
+                role: "assistant",
+                content: null,
+                tool_calls: [
+                  { id: "call_a", type: "function" },
+                  { id: "call_b", type: "function", function: { name: "write_note", arguments: "{\"text\":\"kept\"}" } }
+                ]
+              },
+              finish_reason: "tool_calls"
+            }]
+          }
+        },
+        done
+      ],
+      { retry: { maxAttempts: 1, baseDelayMs: 1, maxDelayMs: 1 } },
+      (server, { notes }) =>
+        Effect.gen(function*() {
+          const result = yield* Runner.run({ goal: "write a note" })
+          // Before, the whole answer was refused as unusable and the goal suspended as model_unavailable.
+          assert.strictEqual(result.status, "terminated")
+          assert.strictEqual(result.reason, "done")
+          assert.deepStrictEqual(yield* Ref.get(notes), ["kept"])
+          assertAllValid(server)
+          const next = JSON.stringify(messagesOf(server.received[1]))
+          assert.include(next, "tool call 1 of your reply has no function name")
+          const events = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(result.goalId))
+          assert.isFalse(events.some((e) => e._tag === "ModelFailed" || e._tag === "Suspended"))
+        })
+    ))
 })

@@ -54,6 +54,28 @@ describe("streaming", () => {
     }
   })
 
+  it("joins tool call fragments by index when ids arrive empty or change per chunk and names arrive again with every chunk", () => {
+    const chunk = (call: unknown, finish: string | null = null) =>
+      `data: ${JSON.stringify({ choices: [{ index: 0, delta: call === null ? {} : { tool_calls: [call] }, finish_reason: finish }] })}\n\n`
+    const body = [
+      chunk({ index: 0, id: "", type: "function", function: { name: "read_file", arguments: "" } }),
+      chunk({ index: 0, id: "call_x1", function: { name: "read_file", arguments: "{\"path\":" } }),
+      chunk({ index: 1, id: "call_y", function: { name: "list_", arguments: "{}" } }),
+      chunk({ index: 0, id: "call_x2", function: { name: "", arguments: "\"a.md\"}" } }),
+      chunk({ index: 1, id: "", function: { name: "dir", arguments: "" } }),
+      chunk(null, "tool_calls"),
+      "data: [DONE]\n\n"
+    ].join("")
+    const assembled = ChatCompletions.assembleStream(body)
+    assert.isTrue(Either.isRight(assembled))
+    if (Either.isRight(assembled)) {
+      assert.deepStrictEqual(Either.map(ChatCompletions.toResponse(assembled.right), (r): ReadonlyArray<unknown> => r.toolCalls), Either.right<ReadonlyArray<unknown>>([
+        { id: "call_x1", name: "read_file", arguments: "{\"path\":\"a.md\"}" },
+        { id: "call_y", name: "list_dir", arguments: "{}" }
+      ]))
+    }
+  })
+
   it("reports a stream cut short as dropped, and an error event as not retryable", () => {
     assert.deepStrictEqual(
       ChatCompletions.assembleStream("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}]}\n\n"),
