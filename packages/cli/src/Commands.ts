@@ -3,11 +3,12 @@
  * them, calls the kernel, and prints. What the command line accepts and the help are in `Usage`.
  */
 import { FileSystem, Path } from "@effect/platform"
-import { Builtins, HttpFetch } from "@rx/tools"
+import { Builtins, HttpFetch, Sandbox } from "@rx/tools"
 import { Doctor, SqliteStore } from "@rx/store-sqlite"
 import { Event, GoalSummary, LanguageModel, Options as RunOptions, Replay, Runner, StateStore } from "@rx/kernel"
 import { Config as ServerConfig, Server, Toolbox } from "@rx/server"
 import { Console, Context, Deferred, Effect, Either, Layer, Option, Schedule, Schema, Stream } from "effect"
+import * as Net from "node:net"
 import * as Demo from "./Demo.js"
 import * as ExitCode from "./ExitCode.js"
 import { ExitStatus, note, printer, runGoal, say, sayJson, setExit } from "./internal/goal.js"
@@ -91,12 +92,16 @@ const withLog = (flag: Option.Option<string>, access: Access) =>
 <A, E, R>(body: (db: Settings.Database) => Effect.Effect<A, E, R>) =>
   Effect.flatMap(database(flag), (db) => withStore(db, access)(body(db)))
 
-/** Load a goal's log, or fail with a message naming the id. */
-const loadGoal = (goalId: string) =>
+/** A goal the log does not hold, said with the log it looked in. */
+const noGoal = (goalId: string, db: Settings.Database) =>
+  new UsageError({ message: `no goal with id ${goalId} in the database ${db.label} (rx list${db.source === "flag" ? ` --db ${Render.shellWord(db.label)}` : ""} shows its goals; --db or RX_DB names another)` })
+
+/** Load a goal's log, or fail with a message naming the id and the log. */
+const loadGoal = (goalId: string, db: Settings.Database) =>
   Effect.gen(function*() {
     const store = yield* StateStore.StateStore
     const events = yield* store.load(goalId)
-    if (events.length === 0) return yield* new UsageError({ message: `no goal with id ${goalId} in this database (rx list shows the goals)` })
+    if (events.length === 0) return yield* noGoal(goalId, db)
     return events
   })
 
@@ -225,6 +230,7 @@ const run = (flags: Flags) =>
       // Everything is checked and built first: a run refused for its settings creates no database and records nothing.
       const db = yield* database(dbFlag(flags.settings))
       const { values: v, workspace, mcp } = yield* Setup.resolve(flags.settings, Usage.runSettings)
+      yield* Setup.existingWorkspace(workspace)
       const model = yield* Setup.modelName(v)
       const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* hide(db, workspace))
       const servers = yield* Setup.mcpServers(flags, mcp)
@@ -267,9 +273,10 @@ const resume = (flags: Flags) =>
   local(flags, (server) => Effect.andThen(noMcp(flags, "rx resume --server"), Remote.resume(server, flags.goalId)), withLog(dbFlag(flags.settings), "write")((db) =>
     Effect.scoped(Effect.gen(function*() {
       const state = yield* Runner.restore(flags.goalId)
-      if (state.seq === 0) return yield* new UsageError({ message: `no goal with id ${flags.goalId} in this database (rx list shows the goals)` })
+      if (state.seq === 0) return yield* noGoal(flags.goalId, db)
       const recorded = Settings.recorded(state.options.metadata)
-      const { values: v, workspace, mcp } = yield* Setup.resolve(flags.settings, Usage.resumeSettings, recorded)
+      const { found, values: v, workspace, mcp } = yield* Setup.resolve(flags.settings, Usage.resumeSettings, recorded)
+      yield* Setup.existingWorkspace(workspace, found.workspace?.source._tag === "recorded")
       const volume = state.options.metadata["volume"]
       if (typeof volume === "string") yield* Postgres.onVolume(flags.goalId, volume, workspace)
       // The limits of a goal are in its options; only a flag changes them.
@@ -283,13 +290,13 @@ const resume = (flags: Flags) =>
       if (state.terminated !== null && named !== "") {
         return yield* new UsageError({
           message: state.terminated.reason === "max_iterations"
-            ? `goal ${flags.goalId} ended at its iteration limit (max_iterations, ${state.completed} iterations) and a terminated goal's log is closed, so ${named} cannot extend it: start a new goal with rx run`
+            ? `goal ${flags.goalId} ended at its iteration limit (max_iterations, ${Render.plural(state.completed, "iteration")}) and a terminated goal's log is closed, so ${named} cannot extend it: start a new goal with rx run`
             : `goal ${flags.goalId} has terminated (${state.terminated.reason}) and a terminated goal's log is closed, so ${named} cannot change it: start a new goal with rx run`
         })
       }
       if (limits.maxIterations !== undefined && limits.maxIterations <= state.completed) {
         return yield* new UsageError({
-          message: `goal ${flags.goalId} has completed ${state.completed} iterations already; --max-iterations must be more than that (rx cancel ${flags.goalId} stops it)`
+          message: `goal ${flags.goalId} has completed ${Render.plural(state.completed, "iteration")} already; --max-iterations must be more than that (rx cancel ${flags.goalId} stops it)`
         })
       }
       const model = yield* Setup.modelName(v)
@@ -302,6 +309,8 @@ const resume = (flags: Flags) =>
       const services = yield* Setup.services(v, model, tools, false, { servers, launch, pinned: state.tools })
       const settings = Setup.recordedSettings(v, workspace, model)
       yield* tell(services.notes)
+      // What goes on, with what (this resume's settings), and from where.
+      if (!flags.json) yield* say(Render.resumeLine(state, { ...recorded, ...settings }))
       // Other settings or limits than recorded: record what this resume uses before it runs, so
       // the log (and rx inspect) says what each resume ran with.
       const differs = recordedKeys.some((key) => JSON.stringify(recorded[key]) !== JSON.stringify(settings[key]))
@@ -351,7 +360,7 @@ const decide = (
       const callId = Option.getOrUndefined(flags.call)
       const outcome = yield* (approved ? Runner.approve(id, by, callId) : Runner.deny(id, by, reason, callId)).pipe(
         Effect.catchTags({
-          "@rx/kernel/GoalNotFound": () => new UsageError({ message: `no goal with id ${id} in this database (rx list shows the goals)` }),
+          "@rx/kernel/GoalNotFound": () => noGoal(id, db),
           "@rx/kernel/NothingToDecide": (error) => new UsageError({ message: `${error.message} (rx inspect ${id} shows its approvals)` })
         })
       )
@@ -379,8 +388,8 @@ const deny = (flags: Flags) =>
 const replay = (flags: Flags) =>
   local(
     flags,
-    (server) => Remote.replay(server, flags.goalId),
-    withLog(dbFlag(flags.settings), "read")(() => Effect.flatMap(loadGoal(flags.goalId), (events) => Remote.replayEvents(flags.goalId, events)))
+    (server) => Remote.replay(server, flags.goalId, flags.json),
+    withLog(dbFlag(flags.settings), "read")((db) => Effect.flatMap(loadGoal(flags.goalId, db), (events) => Remote.replayEvents(flags.goalId, events, flags.json)))
   )
 
 const inspect = (flags: Flags) =>
@@ -389,12 +398,12 @@ const inspect = (flags: Flags) =>
     if (step !== undefined && !(Number.isSafeInteger(step) && step >= 1)) {
       return yield* new UsageError({ message: `--step: expected a step number from 1 up, got ${JSON.stringify(Option.getOrElse(flags.step, () => ""))}` })
     }
-    const events = yield* local(flags, (server) => Remote.recorded(server, flags.goalId), withLog(dbFlag(flags.settings), "read")(() => loadGoal(flags.goalId)))
+    const events = yield* local(flags, (server) => Remote.recorded(server, flags.goalId), withLog(dbFlag(flags.settings), "read")((db) => loadGoal(flags.goalId, db)))
     const last = Render.steps(events).length
     if (step !== undefined && step > last) {
       return yield* new UsageError({ message: `goal ${flags.goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
     }
-    yield* say(Render.inspect(events, step).join("\n"))
+    yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.inspectJson(events, step)))) : say(Render.inspect(events, step).join("\n"))
   })
 
 /** How often `rx events --follow` checks that a runner still holds the goal. */
@@ -407,11 +416,11 @@ const events = (flags: Flags) =>
       flags.wait
         ? new UsageError({ message: "--wait does not apply with --server: the server runs the goal, and --follow lasts until it terminates" })
         : Remote.events(server, flags.goalId, flags.follow),
-    withLog(dbFlag(flags.settings), "read")(() =>
+    withLog(dbFlag(flags.settings), "read")((db) =>
       Effect.gen(function*() {
         const store = yield* StateStore.StateStore
         const summary = yield* store.goal(flags.goalId)
-        if (Option.isNone(summary)) return yield* new UsageError({ message: `no goal with id ${flags.goalId} in this database (rx list shows the goals)` })
+        if (Option.isNone(summary)) return yield* noGoal(flags.goalId, db)
         if (flags.wait && !flags.follow) return yield* new UsageError({ message: "--wait goes with --follow" })
         if (!flags.follow) return yield* Stream.runForEach(Stream.fromIterable(yield* store.load(flags.goalId)), sayJson)
         // Events, and a watch on the goal's runner: twice in a row no runner holds an open goal
@@ -504,14 +513,21 @@ const config = (flags: Flags) =>
       if (key === "db") return { key, value: db.label, from: db.source === "env" ? "env RX_DB" : db.source }
       const found = resolved.found[key]
       const s: Settings.Setting = Settings.table[key]
+      // A default is shown as the value it gives; a setting with none is unset.
       return found === undefined
-        ? { key, value: null, from: s.shownDefault === undefined ? "unset" : `default: ${s.shownDefault}` }
+        ? { key, value: s.shownDefault ?? null, from: s.shownDefault === undefined ? "unset" : "default" }
         : { key, value: showValue(key, found.value), from: Settings.describeSource(found.source) }
     })
+    // What `auto` means on this machine: the shell in bubblewrap, or no shell offered (and why).
+    const mode = resolved.values.sandbox ?? "auto"
+    const here = mode !== "auto" ? undefined : yield* Effect.map(Sandbox.resolve("auto", resolved.workspace), (found) =>
+      found._tag === "Bwrap"
+        ? { sandbox: "bwrap", line: `sandbox auto here: bubblewrap (${found.path}), so shell runs sandboxed` }
+        : { sandbox: "unavailable", line: `sandbox auto here: bubblewrap cannot be used, so shell is not offered (${found._tag === "Unavailable" ? found.reason : "no sandbox"}); --sandbox none offers it unsandboxed` })
     if (flags.json) {
       return yield* Console.log(Render.jsonLine(JSON.stringify({
         files: resolved.files.map(({ file, found }) => ({ file, found: Option.isSome(found) })),
-        settings: Object.fromEntries(entries.map(({ from, key, value }) => [key, { value, from }]))
+        settings: Object.fromEntries(entries.map(({ from, key, value }) => [key, key === "sandbox" && here !== undefined ? { value, from, here: here.sandbox } : { value, from }]))
       })))
     }
     const width = Math.max(...entries.map((e) => e.key.length)) + 2
@@ -520,7 +536,8 @@ const config = (flags: Flags) =>
       ...resolved.files.map(({ file, found }) => `  ${file}${Option.isSome(found) ? "" : " (none)"}`),
       "",
       `${"setting".padEnd(width)}${"value".padEnd(34)}from`,
-      ...entries.map(({ from, key, value }) => `${key.padEnd(width)}${(value ?? "-").padEnd(33)} ${from}`)
+      ...entries.map(({ from, key, value }) => `${key.padEnd(width)}${(value ?? "-").padEnd(33)} ${from}`),
+      ...(here === undefined ? [] : ["", here.line])
     ].join("\n"))
   })
 
@@ -568,6 +585,22 @@ const writeToken = (db: Settings.Database, token: string) =>
     return file
   })
 
+/**
+ * Whether `port` on `host` can be listened on now: checked before the database and the token file
+ * are made, so a port in use leaves nothing behind. Port 0 (any free one) always can.
+ */
+const portFree = (host: string, port: number) =>
+  port === 0 ? Effect.void : Effect.async<void, UsageError>((resume) => {
+    const probe = Net.createServer()
+    probe.once("error", (error: NodeJS.ErrnoException) =>
+      resume(
+        error.code === "EADDRINUSE"
+          ? new UsageError({ message: `port ${port} on ${host} is in use (another rx serve?): --port N picks another, --port 0 any free one` })
+          : new UsageError({ message: `cannot listen on ${host} port ${port}: ${error.message}` })
+      ))
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resume(Effect.void)))
+  })
+
 /** Until SIGTERM (routed here) or Ctrl-C (which interrupts the command, bin.ts). */
 const untilStopped = Effect.gen(function*() {
   const stop = yield* Deferred.make<void>()
@@ -592,6 +625,7 @@ const serve = (flags: Flags) =>
     const db = yield* database(dbFlag(flags.settings))
     const spec = Usage.spec("serve")
     const { values: v, workspace, mcp } = yield* Setup.resolve(flags.settings, spec?.settings ?? [])
+    yield* Setup.existingWorkspace(workspace)
     const cluster = flags.cluster ? Option.some(yield* clusterOf(flags, db, "rx serve --cluster")) : Option.none()
     if (Option.isNone(cluster) && Option.isSome(flags.failover)) return yield* new UsageError({ message: "--failover applies with --cluster" })
     if (Option.isSome(cluster) && flags.mcp.length + flags.mcpEnv.length + flags.mcpSandbox.length > 0) {
@@ -618,8 +652,9 @@ const serve = (flags: Flags) =>
       ...Option.match(volume, { onNone: () => ({}), onSome: (found) => ({ volume: found.id }) })
     }
     const input: ServerConfig.Input = { host, allowRemote: flags.allowRemote, port, concurrency, workspace, token, metadata }
-    // Checked before anything is created: a refused setting leaves no database and no token file.
+    // Checked before anything is created: a refused setting, or a port in use, leaves no database and no token file.
     yield* ServerConfig.decode(input).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
+    yield* portFree(host, port)
     yield* tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
     // Each workspace's tools: the built-ins, and the MCP servers' (started for that workspace, in its sandbox).
     const toolbox = servers.length === 0 ? Toolbox.layer(toolsConfig) : Toolbox.layerWith((root, serving) =>
@@ -646,7 +681,12 @@ const serve = (flags: Flags) =>
             : "  Ctrl-C or SIGTERM stops it; running goals stay open, recorded, and resume at the next start"
         ].join("\n"))
         yield* untilStopped
-      }).pipe(Effect.scoped)
+        yield* say("rx serve: stopping: the runs in flight record where they are")
+      }).pipe(
+        Effect.scoped,
+        // Said once everything is closed (the runs stopped, the log closed), however it stopped.
+        Effect.ensuring(say(`rx serve: stopped; ${Option.isSome(cluster) ? "the workers go on with the goals" : "open goals stay recorded and resume at the next start"}`))
+      )
     yield* Option.match(cluster, {
       onNone: () =>
         withStore(db, "create")(listen(Server.layer(input).pipe(Layer.provide(Layer.mergeAll(Setup.modelLayer(v, model), toolbox)), Layer.mapError(Postgres.refused)))),

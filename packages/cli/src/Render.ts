@@ -118,17 +118,52 @@ const oneLineOr = (text: string, max: number, whole: string) => {
 
 const pad = (text: string, width: number) => text.padEnd(width)
 
+/** `n thing` or `n things`. */
+export const plural = (n: number, thing: string, things = `${thing}s`) => `${n} ${n === 1 ? thing : things}`
+
+/** The last line of `text` that is not blank, without its line end. */
+const lastLine = (text: string): string => text.split("\n").map((line) => line.trim()).filter((line) => line !== "").at(-1) ?? ""
+
+/**
+ * How a command ended when it did not end well, read from a tool's output that says it (the
+ * shell's `exit_code`, `signal`, `timed_out`, `stderr`): `exit 3` (or `signal SIGKILL`,
+ * `timed out`) and the last line of its stderr. Nothing for a command that exited 0 or an output
+ * of another shape: a non-zero exit is a result the tool reports, not a tool failure, so the
+ * call is `ok` in the log's terms, yet a person reading the step wants to see it failed.
+ */
+export const commandFailure = (output: unknown): { readonly status: string; readonly stderr: string } | undefined => {
+  if (output === null || typeof output !== "object" || !("exit_code" in output)) return undefined
+  const o = output as { readonly exit_code?: unknown; readonly signal?: unknown; readonly timed_out?: unknown; readonly stderr?: unknown }
+  const stderr = typeof o.stderr === "string" ? lastLine(o.stderr.length > 64_000 ? o.stderr.slice(-64_000) : o.stderr) : ""
+  if (o.timed_out === true) return { status: "timed out", stderr }
+  if (typeof o.signal === "string" && o.signal !== "") return { status: `signal ${oneLine(o.signal, 20)}`, stderr }
+  if (typeof o.exit_code === "number" && o.exit_code !== 0) return { status: `exit ${o.exit_code}`, stderr }
+  return undefined
+}
+
+/** A duration as recorded, unless rx stopped during the call: then how long it ran is not known (the record spans rx's downtime). */
+const duration = (e: Event.Of<"ToolSucceeded"> | Event.Of<"ToolFailed">) =>
+  e._tag === "ToolFailed" && e.error.kind === "unknown" ? "cut short" : `${e.durationMs} ms`
+
 /** The line a step prints in live output, or nothing for events that are not steps. */
-export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.Of<"ToolStarted">>): string | undefined => {
+export const stepLine = (
+  event: Event.Event,
+  started: ReadonlyMap<string, { readonly input: unknown }>,
+  /** The text the line before said in full (a model failure's): a suspension for that reason does not repeat it. */
+  said?: string
+): string | undefined => {
   switch (event._tag) {
     case "ToolSucceeded":
     case "ToolFailed": {
       const input = started.get(event.callId)?.input
       const head = `${String(event.iteration).padStart(4)}  ${pad(oneLine(event.tool, 40), 12)} ${pad(oneLine(json(input), 48), 48)}`
-      const result = event._tag === "ToolSucceeded"
-        ? "ok"
-        : `${event.error.kind === "recoverable" ? "error" : event.error.kind}: ${oneLine(event.error.message, 60)}`
-      return `${head}  ${pad(result, 8)} ${event.durationMs} ms`
+      if (event._tag === "ToolFailed") {
+        const result = `${event.error.kind === "recoverable" ? "error" : event.error.kind}: ${oneLine(event.error.message, 60)}`
+        return `${head}  ${pad(result, 8)} ${duration(event)}`
+      }
+      const failed = commandFailure(event.output)
+      if (failed === undefined) return `${head}  ${pad("ok", 8)} ${event.durationMs} ms`
+      return `${head}  ${pad(failed.status, 8)} ${event.durationMs} ms${failed.stderr === "" ? "" : `  stderr: ${oneLine(failed.stderr, 100)}`}`
     }
     case "ActionRejected":
       return `${String(event.iteration).padStart(4)}  ${pad("(rejected)", 12)} ${whichCall(event)}${event.kind}: ${oneLine(event.reason, 80)}`
@@ -137,11 +172,11 @@ export const stepLine = (event: Event.Event, started: ReadonlyMap<string, Event.
     case "ApprovalDecided":
       return `      ${decision(event)} (call ${oneLine(event.callId, 80)})`
     case "Suspended":
-      return `      suspended (${event.reason}): ${oneLine(event.detail, 100)}`
+      return `      suspended (${event.reason})${said === event.detail ? "" : `: ${oneLine(event.detail, 100)}`}`
     case "ModelResponded":
       return thought(event)
     case "ModelFailed":
-      return `${String(event.iteration).padStart(4)}  ${pad("(model)", 12)} failed: ${oneLine(event.message, 100)}`
+      return `${String(event.iteration).padStart(4)}  ${pad("(model)", 12)} failed: ${oneLine(event.message, 400)}`
     case "CancelRequested":
       return `      cancel requested: ${oneLine(event.reason, 100)}`
     default:
@@ -206,12 +241,13 @@ export const nextSteps = (result: { readonly status: "terminated" | "suspended";
 /** A path or URL as a shell word, quoted when it needs to be. */
 export const shellWord = (text: string) => (/^[\w./:@-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`)
 
-/** The closing line of a run. */
+/** The closing line of a run; `said` is a text printed above in full, which the detail does not repeat. */
 export const endLine = (
   result: { readonly status?: "terminated" | "suspended"; readonly reason: string; readonly detail: string; readonly iterations: number; readonly goalId: string },
-  exitCode: number
+  exitCode: number,
+  said?: string
 ) =>
-  `${result.status === "suspended" ? `suspended (${result.reason}), open,` : result.reason} after ${result.iterations} iteration${result.iterations === 1 ? "" : "s"} (goal ${result.goalId}, exit ${exitCode}): ${oneLine(result.detail, 2_000)}`
+  `${result.status === "suspended" ? `suspended (${result.reason}), open,` : result.reason} after ${result.iterations} iteration${result.iterations === 1 ? "" : "s"} (goal ${result.goalId}, exit ${exitCode})${said === result.detail ? "" : `: ${oneLine(result.detail, 2_000)}`}`
 
 /** The first line of a run: the goal and the settings it runs with. */
 export const goalLine = (
@@ -221,6 +257,28 @@ export const goalLine = (
   `goal ${event.goalId}: ${oneLine(event.goal, 2_000)}\n  model ${oneLine(m.model ?? "?", 200)} ${m.modelFile === undefined ? `at ${oneLine(redactUserinfo(m.baseUrl ?? "?"), 200)}` : `in rx, from ${oneLine(m.modelFile, 500)}`}, workspace ${oneLine(m.workspace ?? "?", 500)}, sandbox ${m.sandbox ?? "auto"}${
     event.instructions === undefined ? "" : `\n  instructions ${event.instructions.length} characters: ${oneLine(event.instructions, 100)}`
   }${policy(event.options) === "" ? "" : `\n  approval ${policy(event.options)}`}`
+
+/**
+ * The first lines of `rx resume`: the goal, the settings it goes on with, where it stands, and
+ * the call rx stopped during, if any (its outcome is recorded next: run again, or unknown).
+ */
+export const resumeLine = (
+  state: State.State,
+  m: { readonly model?: string | undefined; readonly baseUrl?: string | undefined; readonly modelFile?: string | undefined; readonly workspace?: string | undefined; readonly sandbox?: string | undefined }
+) => {
+  const where = state.terminated !== null
+    ? `terminated (${state.terminated.reason})`
+    : state.suspended !== null
+    ? `suspended (${state.suspended.reason})`
+    : "open, not suspended (rx stopped while it ran)"
+  const pending = state.pending
+  return [
+    `resuming goal ${state.goalId}: ${oneLine(state.goal, 2_000)}`,
+    `  model ${oneLine(m.model ?? "?", 200)} ${m.modelFile === undefined ? `at ${oneLine(redactUserinfo(m.baseUrl ?? "?"), 200)}` : `in rx, from ${oneLine(m.modelFile, 500)}`}, workspace ${oneLine(m.workspace ?? "?", 500)}, sandbox ${m.sandbox ?? "auto"}`,
+    `  ${where}, after ${plural(state.completed, "iteration")}`,
+    ...(pending === null ? [] : [`  rx stopped during call ${oneLine(pending.callId, 80)}: ${oneLine(pending.tool, 40)} ${oneLine(json(pending.input), 200)}`])
+  ].join("\n")
+}
 
 /** The approval policy of a run's options, `shell=ask, http_fetch=deny`; empty when every tool runs. */
 const policy = (options: Options.Options) => Object.entries(options.approval).map(([tool, p]) => `${oneLine(tool, 40)}=${p}`).join(", ")
@@ -365,15 +423,23 @@ export const step = (s: Step, width: number, changes: ReadonlyMap<number, string
       case "Suspended":
         lines.push(`  suspended ${e.reason}: ${cut(e.detail)} (${date(e.at)})`)
         break
-      case "ToolSucceeded":
+      case "ToolSucceeded": {
+        const failed = commandFailure(e.output)
+        if (failed !== undefined) lines.push(`  failed    ${failed.status}${failed.stderr === "" ? "" : `, last line of stderr: ${cut(failed.stderr)}`}`)
         lines.push(`  output    ${cut(json(e.output))}`, `  duration  ${e.durationMs} ms`)
         break
+      }
       case "ToolFailed":
-        lines.push(`  error     ${e.error.kind}: ${cut(e.error.message)}`, `  duration  ${e.durationMs} ms`)
+        lines.push(
+          `  error     ${e.error.kind}: ${cut(e.error.message)}`,
+          e.error.kind === "unknown"
+            ? `  duration  unknown: rx stopped during the call (${e.durationMs} ms from its start to this record, rx's downtime included)`
+            : `  duration  ${e.durationMs} ms`
+        )
         break
       case "IterationCompleted": {
         const m = e.summary
-        lines.push(`  state     ${m.toolCalls} calls, ${m.consecutiveFailures} failures in a row, ${m.consecutiveMalformed} rejected in a row, ${m.idleIterations} idle, repeats ${m.repeats}`)
+        lines.push(`  state     ${plural(m.toolCalls, "call")}, ${plural(m.consecutiveFailures, "failure")} in a row, ${m.consecutiveMalformed} rejected in a row, ${m.idleIterations} idle, repeats ${m.repeats}`)
         break
       }
       case "CancelRequested":
@@ -451,7 +517,7 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     `goal      ${submitted.goalId}`,
     `text      ${cap(submitted.goal, 4_000)}`,
     `submitted ${date(submitted.at)}`,
-    `status    ${state.terminated === null ? `open${waiting}` : `terminated (${state.terminated.reason})`}, ${state.completed} iterations, ${events.length} events`,
+    `status    ${state.terminated === null ? `open${waiting}` : `terminated (${state.terminated.reason})`}, ${plural(state.completed, "iteration")}, ${plural(events.length, "event")}`,
     `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}`,
     ...(approval === "" ? [] : [`approval  ${approval} (others auto)`]),
     ...(submitted.instructions === undefined ? [] : [`instructions ${oneLine(submitted.instructions, 200)} (${submitted.instructions.length} characters)`]),
@@ -469,13 +535,97 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     ]),
     "tool trace",
     ...trace.map((e) => {
-      const result = e._tag === "ToolSucceeded" ? "ok" : e.error.kind
-      return `  ${String(e.iteration).padStart(4)}  ${pad(oneLine(e.tool, 40), 12)} ${pad(result, 11)} ${String(e.durationMs).padStart(6)} ms  ${oneLine(json(inputs.get(e.callId)), 60)}`
+      const failed = e._tag === "ToolSucceeded" ? commandFailure(e.output) : undefined
+      const result = e._tag === "ToolSucceeded" ? failed?.status ?? "ok" : e.error.kind
+      const time = e._tag === "ToolFailed" && e.error.kind === "unknown" ? "cut short" : `${String(e.durationMs).padStart(6)} ms`
+      const stderr = failed === undefined || failed.stderr === "" ? "" : `  stderr: ${oneLine(failed.stderr, 60)}`
+      return `  ${String(e.iteration).padStart(4)}  ${pad(oneLine(e.tool, 40), 12)} ${pad(result, 11)} ${time.padStart(9)}  ${oneLine(json(inputs.get(e.callId)), 60)}${stderr}`
     }),
     "",
     "termination",
     ...audit(events).map((l) => `  ${l}`)
   ]
+}
+
+/** A step as `rx inspect --json` gives it: the model's answer, each call with its input and outcome, rejections, suspensions. */
+const stepJson = (s: Step) => {
+  const calls: Array<Record<string, unknown>> = []
+  const byId = new Map<string, Record<string, unknown>>()
+  const model: Array<Record<string, unknown>> = []
+  const rejected: Array<Record<string, unknown>> = []
+  const other: Array<Record<string, unknown>> = []
+  for (const e of s.events) {
+    switch (e._tag) {
+      case "ModelResponded":
+        model.push({ text: e.response.text, calls: e.response.toolCalls.map((c) => ({ name: c.name, arguments: c.arguments })), usage: e.response.usage, finishReason: e.response.finishReason })
+        break
+      case "ModelFailed":
+        model.push({ failed: e.message })
+        break
+      case "ActionRejected":
+        rejected.push({ kind: e.kind, reason: e.reason, ...(e.index === undefined ? {} : { index: e.index }), ...(e.tool === undefined ? {} : { tool: e.tool }) })
+        break
+      case "ToolStarted": {
+        const call: Record<string, unknown> = { callId: e.callId, tool: e.tool, input: e.input, outcome: "running" }
+        calls.push(call)
+        byId.set(e.callId, call)
+        break
+      }
+      case "ToolSucceeded":
+      case "ToolFailed": {
+        const call = byId.get(e.callId) ?? { callId: e.callId, tool: e.tool }
+        if (!byId.has(e.callId)) calls.push(call)
+        if (e._tag === "ToolSucceeded") {
+          const failed = commandFailure(e.output)
+          Object.assign(call, { outcome: failed === undefined ? "ok" : "command failed", output: e.output, durationMs: e.durationMs }, failed === undefined ? {} : { failed: failed.status, stderrLastLine: failed.stderr })
+        } else {
+          // Cut short by rx stopping: the recorded duration spans rx's downtime, so it is not the call's.
+          Object.assign(call, { outcome: e.error.kind, error: e.error, durationMs: e.error.kind === "unknown" ? null : e.durationMs })
+        }
+        break
+      }
+      case "ApprovalRequested":
+      case "ApprovalDecided":
+      case "Suspended":
+      case "CancelRequested":
+      case "OptionsChanged":
+      case "Terminated":
+        other.push(JSON.parse(Event.encodeJson(e)) as Record<string, unknown>)
+        break
+      case "IterationCompleted":
+      case "GoalSubmitted":
+        break
+    }
+  }
+  return { step: s.iteration, model, calls, rejected, events: other }
+}
+
+/** `rx inspect --json`: the goal, its status and usage, and each step (or only step `only`). */
+export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | undefined): unknown => {
+  const submitted = events[0]
+  if (submitted?._tag !== "GoalSubmitted") return { error: "this log does not start with GoalSubmitted" }
+  const all = steps(events)
+  if (only !== undefined) {
+    const s = all.find((x) => x.iteration === only)
+    return s === undefined ? { error: `goal ${submitted.goalId} has no step ${only}` } : { goalId: submitted.goalId, ...stepJson(s) }
+  }
+  const state = State.fromEvents(submitted.goalId, events)
+  return {
+    goalId: submitted.goalId,
+    goal: submitted.goal,
+    submittedAt: date(submitted.at),
+    status: state.terminated === null ? "open" : "terminated",
+    terminated: state.terminated,
+    suspended: state.terminated === null ? state.suspended : null,
+    iterations: state.completed,
+    events: events.length,
+    usage: state.usage,
+    options: submitted.options,
+    ...(submitted.instructions === undefined ? {} : { instructions: submitted.instructions }),
+    tools: submitted.tools.map((t) => t.name),
+    steps: all.map(stepJson),
+    termination: audit(events)
+  }
 }
 
 /** `rx doctor`: what was checked, each finding, and the verdict. */

@@ -156,7 +156,7 @@ export const specs: ReadonlyArray<Spec> = [
     description: `Exit 0 when the log replays identically (an open goal's log as far as it goes), exit ${ExitCode.diverged} naming the first divergence.`,
     arg: { name: "goal-id" },
     settings: ["db", "server"],
-    flags: []
+    flags: [flag("json", "", "the verdict as one JSON object")]
   },
   {
     name: "inspect",
@@ -165,7 +165,7 @@ export const specs: ReadonlyArray<Spec> = [
     description: "Everything the log says of a goal, for a person. rx events prints the events themselves.",
     arg: { name: "goal-id" },
     settings: ["db", "server"],
-    flags: [flag("step", "N", "show one step in full")]
+    flags: [flag("step", "N", "show one step in full"), flag("json", "", "the goal (or its step) as one JSON object: status, usage, and each step's calls with their input and outcome")]
   },
   {
     name: "events",

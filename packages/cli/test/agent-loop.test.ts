@@ -99,7 +99,7 @@ describe("suspension", () => {
       const first = yield* rx(["run", "read hello.txt", "--db", box.db, "--workspace", box.workspace, "--base-url", `http://127.0.0.1:${port}/v1`, "--model", "fake", "--sandbox", "none", "--retries", "0"])
       expect(first.code).toBe(11)
       expect(first.stdout).toMatch(/\(model\)\s+failed: .*cannot reach/)
-      expect(first.stdout).toContain("suspended (model_unavailable): ")
+      expect(first.stdout).toMatch(/\n {6}suspended \(model_unavailable\)\n/)
       expect(first.stdout).toMatch(/suspended \(model_unavailable\), open, after 0 iterations \(goal \S+, exit 11\)/)
       const goalId = goalOf(first.stdout)
       expect(first.stdout).toContain(`rx resume ${goalId} --db ${box.db} continues it once the model server answers`)
@@ -222,7 +222,7 @@ describe("approvals", () => {
       expect((yield* rx(["deny", goalId, "--db", box.db])).stderr).toBe(`rx: goal ${goalId} has terminated (done); there is nothing to decide\n`)
       const unknown = yield* rx(["approve", "g-nope", "--db", box.db])
       expect(unknown.code).toBe(1)
-      expect(unknown.stderr).toBe("rx: no goal with id g-nope in this database (rx list shows the goals)\n")
+      expect(unknown.stderr).toBe(`rx: no goal with id g-nope in the database ${box.db} (rx list --db ${box.db} shows its goals; --db or RX_DB names another)\n`)
     }))
 
   it.scopedLive("--ask shell, denied with a reason: the call never runs and the model sees the reason", () =>
@@ -389,11 +389,11 @@ describe("instructions and limits", () => {
       const goalId = goalOf(first.stdout)
       const low = yield* rx(["resume", goalId, "--max-iterations", "1", "--db", box.db])
       expect(low.code).toBe(1)
-      expect(low.stderr).toBe(`rx: goal ${goalId} has completed 1 iterations already; --max-iterations must be more than that (rx cancel ${goalId} stops it)\n`)
+      expect(low.stderr).toBe(`rx: goal ${goalId} has completed 1 iteration already; --max-iterations must be more than that (rx cancel ${goalId} stops it)\n`)
       const resumed = yield* rx(["resume", goalId, "--max-iterations", "4", "--db", box.db])
       expect(resumed.stderr).toBe("")
       expect(resumed.code).toBe(0)
-      expect(resumed.stdout).toMatch(/^settings of this resume, recorded at seq \d+: maxIterations 4 \(was 2\)\n/)
+      expect(resumed.stdout).toMatch(/^resuming goal \S+: .*\n(?: {2}.*\n)+settings of this resume, recorded at seq \d+: maxIterations 4 \(was 2\)\n/)
       expect(resumed.stdout).toContain("done after 4 iterations")
       const log = yield* events(goalId, box.db)
       wellFormed(log)
@@ -410,7 +410,7 @@ describe("instructions and limits", () => {
       const refused = yield* rx(["resume", endedId, "--max-iterations", "5", "--db", other.db])
       expect(refused.code).toBe(1)
       expect(refused.stderr).toBe(
-        `rx: goal ${endedId} ended at its iteration limit (max_iterations, 1 iterations) and a terminated goal's log is closed, so --max-iterations cannot extend it: start a new goal with rx run\n`
+        `rx: goal ${endedId} ended at its iteration limit (max_iterations, 1 iteration) and a terminated goal's log is closed, so --max-iterations cannot extend it: start a new goal with rx run\n`
       )
       const after = yield* events(endedId, other.db)
       expect(after).toEqual(before)

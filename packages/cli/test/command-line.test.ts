@@ -134,7 +134,7 @@ describe("every setting as a flag, a variable and a config-file key", () => {
       expect(settings["maxIterations"]).toEqual({ value: "6", from: "env RX_MAX_ITERATIONS" })
       expect(settings["model"]).toEqual({ value: "from-workspace", from: join(box.workspace, "rx.config.json") })
       expect(settings["maxFailures"]).toEqual({ value: "2", from: join(configHome, "rx", "config.json") })
-      expect(settings["maxRepeats"]).toEqual({ value: null, from: "default: 3" })
+      expect(settings["maxRepeats"]).toEqual({ value: "3", from: "default" })
       const human = yield* rx(["config", "--workspace", box.workspace, "--model", "flagged"], env, box.workspace)
       expect(human.stdout).toMatch(/^model\s+flagged\s+flag$/m)
     }))

@@ -221,7 +221,7 @@ describe("cancel and resume across processes", () => {
       // Second resume: back to sandbox none, with the model recorded by the first; human output says what changed.
       const second = yield* rx(["resume", goalId, "--sandbox", "none", "--db", box.db])
       expect(second.code).toBe(0)
-      expect(second.stdout).toMatch(/^settings of this resume, recorded at seq \d+: sandbox none \(was auto\)\n/)
+      expect(second.stdout).toMatch(/^resuming goal \S+: .*\n(?: {2}.*\n)+settings of this resume, recorded at seq \d+: sandbox none \(was auto\)\n/)
       const events = jsonLines((yield* rx(["events", goalId, "--db", box.db])).stdout)
       const changes = events.filter((e) => e["_tag"] === "OptionsChanged")
       expect(changes.map((e) => (e["options"] as { metadata: unknown }).metadata)).toMatchObject([

@@ -31,8 +31,9 @@ export const sayJson = (event: Event.Event) => Console.log(Render.jsonLine(Event
  * Print each committed event: a JSON line, or a human line per step. `options` are the goal's
  * options before the first event printed (a resume), to say what a later change changed.
  */
-export const printer = (json: boolean, options?: RunOptions.Options) => {
-  const started = new Map<string, Event.Of<"ToolStarted">>()
+export const printer = (json: boolean, options?: RunOptions.Options, pending?: State.Pending | null) => {
+  // A resume's call cut short was started before: its outcome's line shows that call's input.
+  const started = new Map<string, { readonly input: unknown }>(pending == null ? [] : [[pending.callId, { input: pending.input }]])
   let current = options
   return (event: Event.Event): Effect.Effect<void> => {
     if (json) return sayJson(event)
@@ -46,10 +47,15 @@ export const printer = (json: boolean, options?: RunOptions.Options) => {
       current = event.options
       return say(`      options changed (seq ${event.seq})${before === undefined ? "" : `: ${Render.optionsDiff(before, event.options)}`}`)
     }
-    const line = Render.stepLine(event, started)
+    const line = Render.stepLine(event, started, shownFailure)
+    // A model failure's message, said in full once: the suspension and the closing line that follow do not repeat it.
+    shownFailure = event._tag === "ModelFailed" && event.message.length <= 400 ? event.message : event._tag === "Suspended" ? shownFailure : undefined
     return line === undefined ? Effect.void : say(line)
   }
 }
+
+/** The model failure the step lines said in full last, if nothing came after but its suspension. */
+let shownFailure: string | undefined
 
 /** What a goal's run is given: the hooks the kernel calls. */
 export interface RunHooks {
@@ -73,7 +79,7 @@ export const finish = (result: Runner.Result, json: boolean, where: Render.Where
   Effect.gen(function*() {
     const code = ExitCode.of(result)
     const next = Render.nextSteps(result, where)
-    if (!json) yield* say(Render.endLine(result, code))
+    if (!json) yield* say(Render.endLine(result, code, shownFailure))
     if (next !== undefined) yield* json ? Console.error(Render.terminal(next)) : say(next)
     yield* setExit(code)
   })
@@ -120,7 +126,7 @@ export const runGoal = <E>(
       Output.err(`\ncancelling goal ${goalId}; press Ctrl-C again to stop at once\n`)
       Runtime.runFork(runtime)(Effect.ignore(Runner.cancel(goalId, "cancelled by Ctrl-C")))
     })
-    const print = printer(how.json, how.options)
+    const print = printer(how.json, how.options, how.goalId === undefined ? null : (yield* Runner.restore(how.goalId)).pending)
     const status = yield* statusLine(how.json, how.goalId, how.options)
     const observe = (event: Event.Event) => {
       goalId = event.goalId

@@ -98,8 +98,16 @@ const console: Console.Console = (() => {
  * Logs as one line each on stderr: `rx: warning: ...`. With `RX_DEBUG=1` every level down to
  * debug, with the fiber and annotations; otherwise info and up.
  */
+/** A model client's retry warning: the reason, then when the next attempt is. */
+const retrying = /^([\s\S]*); (attempt \d+ in [\s\S]*)$/
+/** The reason of the last retry warning said, so the next one with the same reason does not say it again. */
+let lastRetry: string | undefined
+
 const logger = Logger.make<unknown, void>(({ annotations, fiberId, logLevel, message }) => {
-  const text = Array.isArray(message) ? message.map((m) => (typeof m === "string" ? m : format(m))).join(" ") : format(message)
+  const said = Array.isArray(message) ? message.map((m) => (typeof m === "string" ? m : format(m))).join(" ") : format(message)
+  const retry = logLevel._tag === "Warning" ? retrying.exec(said) : null
+  const text = retry === null ? said : retry[1] === lastRetry ? `the same again; ${retry[2]}` : said
+  if (retry !== null) lastRetry = retry[1]
   const level = logLevel._tag === "Warning" ? "warning" : logLevel.label.toLowerCase()
   const debug = process.env["RX_DEBUG"] === "1"
   const extra = debug ? ` [${[...fiberIdText(fiberId), ...[...annotations].map(([k, v]) => `${k}=${format(v)}`)].join(" ")}]` : ""

@@ -230,19 +230,29 @@ export const decide = (remote: Remote, goalId: string, approve: boolean, call: O
   })
 
 /** `rx replay --server`: the goal's log as the server has it, replayed here with no live calls. */
-export const replay = (remote: Remote, goalId: string) =>
-  Effect.flatMap(recorded(remote, goalId), (events) => replayEvents(goalId, events))
+export const replay = (remote: Remote, goalId: string, json = false) =>
+  Effect.flatMap(recorded(remote, goalId), (events) => replayEvents(goalId, events, json))
 
 /** Replay `events` and say whether they verify (exit 0) or where they diverge. */
-export const replayEvents = (goalId: string, events: ReadonlyArray<Event.Event>) =>
+export const replayEvents = (goalId: string, events: ReadonlyArray<Event.Event>, json = false) =>
   Effect.gen(function*() {
     const outcome = yield* Effect.either(Replay.check(events))
+    if (json) {
+      // One object: identical (with how the goal ended, or null while it is open), or where it diverged.
+      const verdict = outcome._tag === "Right"
+        ? { goalId, identical: true, events: events.length, complete: outcome.right._tag === "Complete", reason: outcome.right._tag === "Complete" ? outcome.right.result.reason : null }
+        : outcome.left._tag === "@rx/kernel/NonDeterminism"
+        ? { goalId, identical: false, events: events.length, divergedAt: outcome.left.seq, expected: outcome.left.expected, actual: outcome.left.actual, message: outcome.left.message }
+        : { goalId, identical: false, events: events.length, divergedAt: null, message: outcome.left.message }
+      yield* Console.log(Render.jsonLine(JSON.stringify(verdict)))
+      return yield* setExit(outcome._tag === "Right" ? 0 : ExitCode.diverged)
+    }
     if (outcome._tag === "Right") {
       const verified = outcome.right
       yield* say(
         verified._tag === "Complete"
-          ? `replay of goal ${goalId}: identical, ${events.length} events, no live calls (${verified.result.reason})`
-          : `replay of goal ${goalId}: the goal is still open, so its log is incomplete; its ${events.length} events verify, no live calls`
+          ? `replay of goal ${goalId}: identical, ${Render.plural(events.length, "event")}, no live calls (${verified.result.reason})`
+          : `replay of goal ${goalId}: the goal is still open, so its log is incomplete; its ${Render.plural(events.length, "event")} verify, no live calls`
       )
       return yield* setExit(0)
     }

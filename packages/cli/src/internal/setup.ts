@@ -83,6 +83,25 @@ export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorde
   })
 
 /**
+ * The workspace is a folder that exists: else one line saying so and what to do (never the
+ * platform's `realPath`/`lstat` text). `recorded` says it came from the goal's log (a resume).
+ */
+export const existingWorkspace = (workspace: string, recorded = false) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const info = yield* Effect.either(fs.stat(workspace))
+    const which = recorded ? "the goal's workspace" : "the workspace"
+    const fix = recorded ? "restore it, or pass --workspace to go on in another folder" : "create it, or pass --workspace with an existing folder"
+    if (Either.isLeft(info)) {
+      const missing = info.left._tag === "SystemError" && info.left.reason === "NotFound"
+      return yield* new UsageError({
+        message: missing ? `${which} ${workspace} does not exist: ${fix}` : `${which} ${workspace} cannot be read (${info.left.message}): ${fix}`
+      })
+    }
+    if (info.right.type !== "Directory") return yield* new UsageError({ message: `${which} ${workspace} is not a folder: ${fix}` })
+  })
+
+/**
  * What a goal records of the settings it runs with (its limits are in its options): the server
  * (without the user and password a base URL may hold: a resume takes them from --base-url or
  * RX_BASE_URL again) and mode, or the model file (as an absolute path) and how it runs.

@@ -112,7 +112,14 @@ export const layer = <R>(config: Config.Config, runGoal: Run<R>): Layer.Layer<Da
           const { goalId } = summary
           const state = yield* Runner.restore(goalId)
           if (waitsForPerson(state)) continue
-          if ((yield* Workspace.recorded(root, state.options.metadata["workspace"])) === undefined) continue
+          if ((yield* Workspace.recorded(root, state.options.metadata["workspace"])) === undefined) {
+            // Said, so an open goal left behind is not a mystery: another root, or rx resume, runs it.
+            const where = state.options.metadata["workspace"]
+            yield* Effect.logWarning(
+              `goal ${goalId} is open but works in ${typeof where === "string" ? where : "a folder it did not record"}, outside this server's workspace root ${root}: it is not resumed here (rx resume ${goalId} runs it)`
+            )
+            continue
+          }
           if (Option.isSome(yield* store.runner(goalId))) continue
           yield* runs.admit(goalId, { force: true }).pipe(Effect.ignore)
         }
