@@ -68,7 +68,8 @@ interface Candidate {
   readonly args: unknown
 }
 
-type Read = { readonly calls: ReadonlyArray<Candidate> } | { readonly error: string }
+/** The calls found, and the further repairs reading them took (Qwen3-Coder's XML inside a `<tool_call>` block). */
+type Read = { readonly calls: ReadonlyArray<Candidate>; readonly also?: ReadonlyArray<Kind> } | { readonly error: string }
 
 interface Format {
   readonly kind: Kind
@@ -211,16 +212,18 @@ const toolCallTag: Format = {
     if (!body.includes("<tool_call>")) return undefined
     const blocks = body.split("<tool_call>").slice(1)
     const out: Array<Candidate> = []
+    let xml = false
     for (const [i, raw] of blocks.entries()) {
       const close = raw.indexOf("</tool_call>")
       // Only the last block may lack its closing tag, and only if what it holds is complete.
       if (close < 0 && i < blocks.length - 1) return { error: "a <tool_call> block is not closed" }
       const inner = (close < 0 ? raw : raw.slice(0, close)).trim()
+      if (inner.startsWith("<function=")) xml = true
       const read = inner.startsWith("<function=") ? xmlFunction(inner, tools) : inner.startsWith("{") ? jsonCall(inner) : { error: "a <tool_call> block holds neither JSON nor <function=...>" }
       if ("error" in read) return read
       out.push(...read.calls)
     }
-    return { calls: out }
+    return xml ? { calls: out, also: ["xml_function"] } : { calls: out }
   }
 }
 
@@ -468,7 +471,7 @@ export const text = (raw: string, tools: ReadonlyArray<Tool.Spec>, done: string,
     if ("error" in args) {
       return { _tag: "Refused", refusal: { kind: "bad_json", reason: `your reply called ${named.name} as text (${format.label}), but ${args.error}; nothing was executed, so ${instead}, its arguments one JSON object` } }
     }
-    const repairs: Array<Kind> = [...reasoning, format.kind]
+    const repairs: Array<Kind> = [...reasoning, format.kind, ...(read.also ?? [])]
     if (named.repaired) repairs.push("name_prefix")
     if (args.repaired) repairs.push("double_encoded")
     return { _tag: "Call", call: { tool: named.name, input: args.input, repairs } }

@@ -35,6 +35,8 @@ const bundle = resolve(flag("rx", ""))
 const out = resolve(flag("out", ""))
 const dbName = flag("db-name", "rx-0.1.db")
 const work = resolve(flag("work", "/tmp/rx-golden-work"))
+/** Record only these scenarios (comma-separated names); all when absent. */
+const only = flag("only", "") === "" ? undefined : new Set(flag("only", "").split(","))
 if (!existsSync(bundle) || !flag("out", "")) {
   process.stderr.write("usage: record.mjs --rx <path to dist/rx.mjs> --out <folder> [--db-name rx-0.1.db] [--work /tmp/rx-golden-work]\n")
   process.exit(1)
@@ -227,6 +229,7 @@ let behaviour = 1
  * cancel it); `after` may continue it (rx resume). Checks the script was used up exactly.
  */
 const goal = async ({ name, text, steps, sandbox = "none", flags = [], env, prepare, during, after, expect }) => {
+  if (only !== undefined && !only.has(name)) return
   script(steps)
   const ws = workspace(name)
   if (prepare !== undefined) prepare(ws)
@@ -413,7 +416,7 @@ await goal({
 // Behaviour 2 and later: several calls per answer, approvals, suspension when the model is
 // unreachable; and rules later versions changed (the calls past the cap, loops whose arguments
 // vary but whose results do not, an answer withheld by a content filter), recorded as decided then.
-if (behaviour >= 2) {
+if (behaviour >= 2 || only !== undefined) {
   const calls = (list) => completion({ toolCalls: list.map(([name, input]) => ({ name, arguments: JSON.stringify(input) })) })
 
   await goal({
@@ -485,6 +488,53 @@ if (behaviour >= 2) {
       const resumed = await rx(["resume", goalId, "--db", db, "--json"])
       if (resumed.code !== 0) throw new Error(`model-unavailable: rx resume exited ${resumed.code}: ${resumed.stdout}${resumed.stderr}`)
     }
+  })
+}
+
+// Behaviour 3 and later: the repair step reads calls local models send as text or with broken
+// arguments (the answers recorded as sent, each call with the repairs that read it).
+if (behaviour >= 3 || only !== undefined) {
+  const text = (content) => completion({ content })
+  const entries = (list) => ({
+    status: 200,
+    body: {
+      id: `chatcmpl-golden-${counter++}`,
+      object: "chat.completion",
+      created: 1_700_000_000,
+      model: "golden-model",
+      choices: [{ index: 0, message: { role: "assistant", content: null, tool_calls: list }, logprobs: null, finish_reason: "tool_calls" }],
+      usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 }
+    }
+  })
+
+  await goal({
+    name: "repaired-calls",
+    text: "Look around, answering as a local model does",
+    expect: "done",
+    steps: [
+      text("<think>\nI should read it first.\n</think>\n\n<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"hello.txt\"}}\n</tool_call>"),
+      text("{\"name\": \"list_dir\", \"parameters\": {}}"),
+      text("[TOOL_CALLS]find_files[ARGS]{\"pattern\": \"*.md\"}"),
+      text("<tool_call>\n<function=search_text>\n<parameter=pattern>\nGuide\n</parameter>\n</function>\n</tool_call>"),
+      raw("functions.read_file", JSON.stringify(JSON.stringify({ path: "docs/guide.md" }))),
+      entries([
+        { id: "call_nofunction", type: "function" },
+        { id: "call_valid", type: "function", function: { name: "read_file", arguments: JSON.stringify({ path: "hello.txt", limit: 1 }) } }
+      ]),
+      text("{\"name\": \"read_file\", \"arguments\": {\"path\": \"hello.txt\"}"),
+      done("looked around through repaired calls")
+    ]
+  })
+
+  await goal({
+    name: "json-mode-arguments",
+    text: "List docs in JSON mode, giving the input as arguments",
+    expect: "done",
+    flags: ["--mode", "json"],
+    steps: [
+      text("{\"tool\": \"list_dir\", \"arguments\": {\"path\": \"docs\"}}"),
+      text("{\"thought\": \"listed\", \"tool\": \"done\", \"input\": {\"summary\": \"listed docs\"}}")
+    ]
   })
 }
 
