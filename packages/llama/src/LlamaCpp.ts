@@ -443,7 +443,9 @@ export const make = (input: Input): Effect.Effect<Model, InvalidConfig | LoadErr
           text: response.response,
           toolCalls: [],
           finishReason: finishReason(response.metadata.stopReason),
-          usage: { inputTokens: prompt, outputTokens: output }
+          usage: { inputTokens: prompt, outputTokens: output },
+          // The grammar asks for a JSON action: a rejection is worded for that form.
+          format: "json_action" as const
         }
       }).pipe((effect) =>
         cfg.timeoutMs === undefined ? effect : Effect.timeoutFail(effect, {
