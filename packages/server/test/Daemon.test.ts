@@ -46,9 +46,8 @@ describe("daemon", () => {
       expect(yield* activity(queued)).toBe("queued")
       const follower = yield* Effect.fork(Effect.scoped(Effect.flatMap(open(server, `/v1/goals/${running}/events`), (r) => collect(jsonLines(r)))))
 
-      const started = Date.now()
+      // The running goal never ends by itself: a shutdown that waited for it would never return.
       yield* Scope.close(first, Exit.void)
-      expect(Date.now() - started).toBeLessThan(4_000)
       // The follower's stream ended with the server (it did not hang).
       const followed = yield* follower.await
       expect(Exit.isSuccess(followed) || Exit.isFailure(followed)).toBe(true)
@@ -165,11 +164,12 @@ describe("daemon", () => {
       }, { root, db })
       const slow = yield* open(server, `/v1/goals/${goalId}/events`)
       // Read nothing: the socket fills, then the buffer; after subscriberStallMs the server lets go.
-      yield* Effect.sleep("2 seconds")
-      // Its place is free again (while it still has read nothing): a new follower is accepted and
-      // gets the log from where it asks.
+      // Its place is then free again (while it still has read nothing): a new follower is accepted
+      // (until then it is refused with a 503) and gets the log from where it asks.
       const next = yield* Effect.scoped(Effect.flatMap(open(server, `/v1/goals/${goalId}/events?from=2990`), (r) =>
-        collect(jsonLines(r).pipe(Stream.take(5)))))
+        r.status === 200 ? collect(jsonLines(r).pipe(Stream.take(5))) : Effect.fail(new Error(`refused: ${r.status}`)))).pipe(
+          Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 1_200 })
+        )
       expect(next.map((e) => e.seq)).toEqual([2_991, 2_992, 2_993, 2_994, 2_995])
       // The slow one's stream ends (cut short, or reset), where a follower kept waiting would time out.
       const got = yield* Effect.either(collect(jsonLines(slow)).pipe(Effect.timeout("10 seconds")))
