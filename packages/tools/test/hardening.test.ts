@@ -47,7 +47,8 @@ describe("search_text: linear-time matching, cancellation, time budget", () => {
       // A backtracking engine takes 2^40 steps on the first line; RE2 takes 41.
       fs.writeFileSync(path.join(ws, "a.txt"), `${"a".repeat(40)}!\n${"a".repeat(40)}\n${"a".repeat(100_000)}!\n`)
       const { ms, result } = yield* timed(withTools(config, invoke("search_text", { pattern: "^(a+)+$" })))
-      expect(ms).toBeLessThan(5_000)
+      // A backtracking engine would take hours.
+      expect(ms).toBeLessThan(30_000)
       const out = ok(result)
       expect(out["matches"]).toEqual([{ path: "a.txt", line: 2, text: "a".repeat(40) }])
       expect(out["timed_out"]).toBe(false)
@@ -136,7 +137,8 @@ describe("FIFOs, sockets and devices", () => {
           ] as const
           for (const [tool, input] of calls) {
             const { ms, result } = yield* timed(withTools(config, invoke(tool, input)))
-            expect(ms, `${tool} ${name}`).toBeLessThan(5_000)
+            // An open that waited would never return.
+            expect(ms, `${tool} ${name}`).toBeLessThan(30_000)
             const failure = failed(result)
             expect(failure.kind, `${tool} ${name}`).toBe("recoverable")
             expect(failure.message, `${tool} ${name}`).toContain(kind)
@@ -163,7 +165,7 @@ describe("FIFOs, sockets and devices", () => {
       if (Either.isRight(made)) {
         for (const [tool, input] of [["read_file", { path: "zero" }], ["write_file", { path: "zero", content: "x" }]] as const) {
           const { ms, result } = yield* timed(withTools(config, invoke(tool, input)))
-          expect(ms).toBeLessThan(5_000)
+          expect(ms).toBeLessThan(30_000)
           const failure = failed(result)
           expect(failure.kind).toBe("recoverable")
           expect(failure.message).toContain("character device")
@@ -216,7 +218,7 @@ describe("FIFOs, sockets and devices", () => {
           Either.try(() => fs.closeSync(fs.openSync(path.join(ws, name), fs.constants.O_WRONLY | fs.constants.O_NONBLOCK)))
         }
       }
-      expect(slowest).toBeLessThan(5_000)
+      expect(slowest).toBeLessThan(30_000)
       // Every failure was one the model can act on; both outcomes happened, so the race was real.
       for (const key of kinds.keys()) expect(key === "ok" || key.startsWith("recoverable:"), key).toBe(true)
       expect(kinds.get("ok") ?? 0).toBeGreaterThan(0)

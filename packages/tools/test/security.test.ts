@@ -374,7 +374,8 @@ describe.each(modes)("resource limits, sandbox %s", (mode) => {
       expect(out["output_limited"]).toBe(true)
       expect(out["timed_out"]).toBe(false)
       expect(Number(out["stdout_bytes"])).toBeGreaterThan(4 * 1024 * 1024)
-      expect(Date.now() - started).toBeLessThan(10_000)
+      // Long before the 60 s timeout.
+      expect(Date.now() - started).toBeLessThan(40_000)
       expect(alive(`yes ${id}`)).toEqual([])
       // Under the threshold nothing is stopped.
       const quiet = ok(yield* withTools(config, invoke("shell", { command: "head -c 1000000 /dev/zero | wc -c" })))
