@@ -122,7 +122,18 @@ export const ListParams = Schema.Struct({
 /** `POST /v1/goals/{id}/approvals/{callId}`: run the call exactly as requested, or deny it (the model is told `reason`). */
 export const Decision = Schema.Struct({
   approve: Schema.Boolean,
-  reason: Schema.optional(Schema.String)
+  reason: Schema.optional(Schema.String),
+  /**
+   * Who decides, as the person gave their name (the inspector asks once per tab): recorded as
+   * `<name> (via <the server's approver>)`, a claim made with the token. Without it, the approver.
+   */
+  by: Schema.optional(
+    Schema.Trim.pipe(
+      Schema.nonEmptyString({ message: () => "by: a name, or leave it out" }),
+      Schema.maxLength(80, { message: () => "by: at most 80 characters" }),
+      Schema.pattern(/^[^\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]*$/, { message: () => "by: no control or direction characters" })
+    )
+  )
 }).annotations({ identifier: "Decision" })
 export type Decision = typeof Decision.Type
 

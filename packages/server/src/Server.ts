@@ -155,7 +155,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
     const decide = (goalId: string, callId: string, request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function*() {
         const decision = yield* Body.decode(request, Api.Decision, config.maxBodyBytes)
-        const by = config.approver
+        const by = decision.by === undefined ? config.approver : `${decision.by} (via ${config.approver})`
         const outcome = yield* (decision.approve
           ? Runner.approve(goalId, by, callId)
           : Runner.deny(goalId, by, decision.reason ?? "denied over HTTP", callId)).pipe(

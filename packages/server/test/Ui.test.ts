@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { LanguageModel, Tool, ToolRegistry } from "@rx/kernel"
 import { Toolbox } from "@rx/server"
-import { Deferred, Effect, Schema } from "effect"
+import { Deferred, Effect, Exit, Schema, Scope } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -127,19 +127,28 @@ describe.skipIf(!available)("web inspector", () => {
       expect(shown).toContain(`${goalId}:1`)
       expect(shown).toContain(JSON.stringify({ path: "note.txt", content: "from the page\n" }, null, 2))
       expect(fs.existsSync(path.join(server.root, "note.txt"))).toBe(false)
+      // No decision without a name: it is asked once per tab, then recorded with the decision.
+      yield* Effect.promise(() => page.click("#approve"))
+      yield* Effect.promise(() => page.locator("#approval").getByText("Your name first").waitFor())
+      expect(fs.existsSync(path.join(server.root, "note.txt"))).toBe(false)
+      yield* Effect.promise(() => page.fill("#approver-name", "Ada Lovelace"))
       yield* Effect.promise(() => page.click("#approve"))
       yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor())
       expect(fs.readFileSync(path.join(server.root, "note.txt"), "utf8")).toBe("from the page\n")
       expect(yield* Effect.promise(() => page.locator("#approval").count())).toBe(0)
-      expect(yield* text(page, ".steps")).toContain("approved by http")
+      expect(yield* text(page, ".steps")).toContain("approved by Ada Lovelace (via http)")
+      const decided = yield* call(server, `/v1/goals/${goalId}/events?follow=false`)
+      expect(decided.text).toContain(`"by":"Ada Lovelace (via http)"`)
 
       // Deny, with a reason the model is told.
       const denied = yield* submit(server, { goal: "write another note", options: { approval: { write_file: "ask" } } })
       yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${denied}`))
       yield* Effect.promise(() => page.waitForSelector("#approval"))
-      yield* Effect.promise(() => page.fill("#approval input", "not today"))
+      // The name is kept in the tab.
+      expect(yield* Effect.promise(() => page.inputValue("#approver-name"))).toBe("Ada Lovelace")
+      yield* Effect.promise(() => page.fill("#approval input[aria-label=reason]", "not today"))
       yield* Effect.promise(() => page.click("#deny"))
-      yield* Effect.promise(() => page.locator(".steps").getByText("denied (not today) by http").waitFor())
+      yield* Effect.promise(() => page.locator(".steps").getByText("denied (not today) by Ada Lovelace (via http)").waitFor())
     }), 60_000)
 
   it.scopedLive("hostile output (markup, script, a 5 MB line) is shown as text; the page stays responsive; cancel from the page", () =>
@@ -210,6 +219,166 @@ describe.skipIf(!available)("web inspector", () => {
       const spec = (yield* call(server, "/openapi.json")).body as { paths: Record<string, unknown> }
       expect(Object.keys(spec.paths)).not.toContain("/")
     }), 60_000)
+})
+
+/** Whether the page scrolls sideways: its content is wider than its viewport. */
+const scrollsSideways = (page: Page) =>
+  Effect.promise(() => page.evaluate("document.documentElement.scrollWidth > document.documentElement.clientWidth || document.body.scrollWidth > document.body.clientWidth"))
+
+describe.skipIf(!available)("web inspector: a person's first hour", () => {
+  it.scopedLive("a dead server is said at the top and the page recovers when it returns; the token is kept across the restart; a refused token is said", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const root = fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-root-"))
+      const db = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-db-")), "rx.db")
+      const first = yield* Scope.make()
+      const server = yield* Scope.extend(startServer(modelByGoal(listThenDone), {}, { root, db }), first)
+      const port = Number(new URL(server.url).port)
+      const { page } = yield* login(b, server)
+      // 25 goals: the banner must not be below them.
+      for (let i = 0; i < 25; i++) yield* submit(server, { goal: `goal number ${i}` })
+      yield* Effect.promise(() => page.locator("table.goals tbody tr").nth(24).waitFor())
+      expect(yield* Effect.promise(() => page.locator("#connection").isVisible())).toBe(false)
+
+      yield* Scope.close(first, Exit.void)
+      yield* Effect.promise(() => page.locator("#connection.down").getByText("The server does not answer").waitFor({ timeout: 20_000 }))
+      // At the top, visible without scrolling.
+      const box = yield* Effect.promise(() => page.locator("#connection").boundingBox())
+      expect(box?.y ?? 1_000).toBeLessThan(100)
+
+      // The same server again (same log, port and token): the page goes on by itself, still logged in.
+      const again = yield* startServer(modelByGoal(listThenDone), { port }, { root, db })
+      yield* Effect.promise(() => page.locator("#connection.up").waitFor({ timeout: 20_000 }))
+      const later = yield* submit(again, { goal: "after the restart" })
+      yield* Effect.promise(() => page.waitForSelector(`#goal-${later}`, { timeout: 20_000 }))
+      expect(yield* Effect.promise(() => page.locator("#token").count())).toBe(0)
+
+      // A goal page follows its events across a restart too.
+      yield* Effect.promise(() => page.goto(`${again.url}/#/goals/${later}`))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor())
+    }), 90_000)
+
+  it.scopedLive("a token the server refuses (restarted with another) sends the tab to the token form, saying why", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const root = fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-root-"))
+      const db = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-db-")), "rx.db")
+      const first = yield* Scope.make()
+      const server = yield* Scope.extend(startServer(modelByGoal(listThenDone), {}, { root, db }), first)
+      const port = Number(new URL(server.url).port)
+      const { page } = yield* login(b, server)
+      yield* Scope.close(first, Exit.void)
+      yield* Effect.promise(() => page.locator("#connection.down").waitFor({ timeout: 20_000 }))
+      yield* startServer(modelByGoal(listThenDone), { port, token: "another-token-0123456789" }, { root, db })
+      yield* Effect.promise(() => page.locator("#refused").getByText("The server refused the token this tab had").waitFor({ timeout: 20_000 }))
+      expect(yield* Effect.promise(() => page.locator("#token").count())).toBe(1)
+    }), 90_000)
+
+  it.scopedLive("submit from the page (text, folder, instructions, approval policy; the API's checks shown), and resume a goal nothing runs", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      let modelUp = false
+      const server = yield* startServer(modelByGoal((goal, turn) =>
+        goal === "needs the model"
+          ? modelUp ? Effect.succeed(LanguageModel.done("back")) : Effect.fail(new LanguageModel.ModelError({ message: "the model server is down" }))
+          : Effect.succeed(turn === 0 ? LanguageModel.callTool("shell", { command: "echo hi" }) : LanguageModel.done("ran"))
+      ))
+      fs.mkdirSync(path.join(server.root, "project"))
+      const { page } = yield* login(b, server)
+      yield* Effect.promise(() => page.click("#new-goal summary"))
+      // The API's own checks: a folder leaving the root is refused, and said.
+      yield* Effect.promise(() => page.fill("#new-goal-text", "say hi"))
+      yield* Effect.promise(() => page.fill("#new-goal-workspace", "../elsewhere"))
+      yield* Effect.promise(() => page.click("#new-goal-submit"))
+      yield* Effect.promise(() => page.locator("#new-goal-problem").getByText("Not submitted:").waitFor())
+      yield* Effect.promise(() => page.fill("#new-goal-workspace", "project"))
+      yield* Effect.promise(() => page.fill("#new-goal-instructions", "be brief"))
+      yield* Effect.promise(() => page.click("#new-goal .approval-policy summary"))
+      yield* Effect.promise(() => page.selectOption("select[name=approval-shell]", "ask"))
+      yield* Effect.promise(() => page.click("#new-goal-submit"))
+      yield* Effect.promise(() => page.waitForSelector("#approval"))
+      const goalId = decodeURIComponent(/#\/goals\/(.+)$/.exec(page.url())?.[1] ?? "")
+      const submitted = JSON.parse((yield* call(server, `/v1/goals/${goalId}/events?follow=false`)).text.split("\n")[0] ?? "{}") as {
+        goal: string
+        instructions: string
+        options: { approval: Record<string, string>; metadata: Record<string, unknown> }
+      }
+      expect(submitted.goal).toBe("say hi")
+      expect(submitted.instructions).toBe("be brief")
+      expect(submitted.options.approval).toEqual({ shell: "ask" })
+      expect(String(submitted.options.metadata["workspace"])).toMatch(/project$/)
+
+      // A goal the model could not serve: open, nothing runs it; Resume from the page.
+      const stuck = yield* submit(server, { goal: "needs the model" })
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${stuck}`))
+      yield* Effect.promise(() => page.locator("#resume-panel").getByText("Nothing runs this goal now").waitFor({ timeout: 30_000 }))
+      expect(yield* text(page, ".meta")).toContain("suspended: model_unavailable")
+      modelUp = true
+      yield* Effect.promise(() => page.click("#resume"))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor({ timeout: 30_000 }))
+      expect(yield* Effect.promise(() => page.locator("#resume-panel").count())).toBe(0)
+    }), 90_000)
+
+  it.scopedLive("tool outputs as a person reads them: a command's exit, stdout and stderr; a file's path, bytes and hash; what a model said with no action; the raw event a click away", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const server = yield* startServer(modelByGoal((_goal, turn) =>
+        Effect.succeed(
+          turn === 0
+            ? { ...LanguageModel.done("x"), text: "I would rather chat about it.", toolCalls: [] }
+            : turn === 1
+            ? LanguageModel.callTool("shell", { command: "echo hello out; echo oops >&2; exit 2" })
+            : turn === 2
+            ? LanguageModel.callTool("write_file", { path: "note.txt", content: "twelve bytes" })
+            : LanguageModel.done("shown")
+        )
+      ))
+      const { page } = yield* login(b, server)
+      const goalId = yield* submit(server, { goal: "show outputs" })
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${goalId}`))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor({ timeout: 30_000 }))
+      const rejected = yield* text(page, "#step-1")
+      expect(rejected).toContain("the model said:")
+      expect(rejected).toContain("I would rather chat about it.")
+      const shell = yield* text(page, "#step-2")
+      expect(shell).toContain("exit 2")
+      expect(yield* text(page, "#step-2 .stream.stdout pre")).toBe("hello out\n")
+      expect(yield* text(page, "#step-2 .stream.stderr pre")).toBe("oops\n")
+      expect(shell).not.toContain("\"exit_code\"")
+      const file = yield* text(page, "#step-3 p.file")
+      expect(file).toMatch(/^created note\.txt · 12 bytes · sha256 [0-9a-f]{12} · \d+ ms$/)
+      // The event as recorded, one click away.
+      yield* Effect.promise(() => page.locator("#step-2 .event.ok details.raw-event summary").click())
+      expect(yield* text(page, "#step-2 .event.ok details.raw-event pre")).toContain("\"exit_code\": 2")
+      expect(yield* text(page, "table.trace")).toContain("exit 2")
+    }), 60_000)
+
+  it.scopedLive("at 375 px nothing scrolls sideways: the list of 25 goals, and a goal with long outputs", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const long = `${"x".repeat(3_000)} ${JSON.stringify({ key: "v".repeat(400), nested: { list: Array.from({ length: 50 }, (_, i) => `item-${i}`) } })}`
+      const server = yield* startServer(modelByGoal((_goal, turn) =>
+        Effect.succeed(turn === 0 ? LanguageModel.callTool("shell", { command: `printf '%s' '${long}'; echo ${"e".repeat(500)} >&2; exit 1` }) : LanguageModel.done(long))
+      ))
+      for (let i = 0; i < 25; i++) yield* submit(server, { goal: `a goal with a rather long text that goes on, number ${i}: ${"word ".repeat(30)}` })
+      const page = yield* Effect.promise(() => b.newPage({ viewport: { width: 375, height: 800 } }))
+      yield* Effect.promise(async () => {
+        await page.goto(server.url)
+        await page.fill("#token", token)
+        await page.click("form.login button")
+        await page.locator("table.goals tbody tr").nth(24).waitFor()
+      })
+      expect(yield* scrollsSideways(page)).toBe(false)
+      yield* Effect.promise(() => page.click("#new-goal summary"))
+      expect(yield* scrollsSideways(page)).toBe(false)
+      const goalId = yield* submit(server, { goal: long, options: { approval: { http_fetch: "ask" } } })
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${goalId}`))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor({ timeout: 30_000 }))
+      yield* Effect.promise(() => page.locator("details.raw summary").click())
+      yield* Effect.promise(() => page.locator("#step-1 details.raw-event summary").first().click())
+      expect(yield* scrollsSideways(page)).toBe(false)
+      yield* Effect.promise(() => page.screenshot({ path: path.join(shots, "goal-375.png"), fullPage: true }))
+    }), 90_000)
 })
 
 describe("web inspector files", () => {

@@ -17,28 +17,77 @@ export class ApiError extends Error {
   }
 }
 
-/** Called when the server refuses the token. */
+/** Called when the server refuses the token this tab kept. */
 let onUnauthorized = () => {}
 export const whenUnauthorized = (handler: () => void) => {
   onUnauthorized = handler
 }
 
+/** Whether the server answers: `down` since when, and why, until it answers again. */
+export type Connection = { readonly state: "up" } | { readonly state: "down"; readonly since: number; readonly why: string }
+let connection: Connection = { state: "up" }
+const watchers = new Set<(now: Connection) => void>()
+/** Called with the connection's state each time it changes. */
+export const watchConnection = (watcher: (now: Connection) => void) => {
+  watchers.add(watcher)
+  return () => void watchers.delete(watcher)
+}
+const setConnection = (next: Connection) => {
+  if (next.state === connection.state) return
+  connection = next
+  for (const watcher of watchers) watcher(next)
+}
+export const connectionNow = () => connection
+const down = (why: string) => setConnection({ state: "down", since: Date.now(), why })
+const up = () => setConnection({ state: "up" })
+
+/** Whether an error means the server did not answer (not that it refused). */
+export const unreachable = (error: unknown) => error instanceof ApiError && (error.status === 0 || error.status === 502 || error.status === 503 || error.status === 504)
+
 const call = async (path: string, init: RequestInit = {}, given?: string): Promise<Response> => {
-  const response = await fetch(path, {
-    ...init,
-    cache: "no-store",
-    credentials: "omit",
-    referrerPolicy: "no-referrer",
-    headers: { authorization: `Bearer ${given ?? token() ?? ""}`, ...(init.body === undefined ? {} : { "content-type": "application/json" }), ...init.headers }
-  })
-  if (response.ok) return response
+  let response: Response
+  try {
+    response = await fetch(path, {
+      ...init,
+      cache: "no-store",
+      credentials: "omit",
+      referrerPolicy: "no-referrer",
+      headers: { authorization: `Bearer ${given ?? token() ?? ""}`, ...(init.body === undefined ? {} : { "content-type": "application/json" }), ...init.headers }
+    })
+  } catch (error) {
+    if (init.signal?.aborted === true) throw error
+    down("it does not answer")
+    throw new ApiError(0, "the server does not answer", undefined)
+  }
+  if (response.ok) {
+    up()
+    return response
+  }
   const body = (await response.json().catch(() => ({}))) as { _tag?: string; message?: string }
+  if (response.status === 503) down(body.message ?? "it is stopping")
+  else up()
   if (response.status === 401 && given === undefined) {
     forget()
     onUnauthorized()
   }
   throw new ApiError(response.status, body.message ?? `${response.status} ${response.statusText}`, body._tag)
 }
+
+/** Ask the server whether it is there (`/healthz`, no token): keeps the connection's state current while nothing else calls. */
+export const ping = async (): Promise<void> => {
+  try {
+    const response = await fetch("/healthz", { cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" })
+    if (response.ok) up()
+    else down(response.status === 503 ? "it is stopping" : `it answers ${response.status}`)
+  } catch {
+    down("it does not answer")
+  }
+}
+
+const nameKey = "rx.name"
+/** The name this tab decides approvals as (asked once, kept in the tab), or null. */
+export const name = (): string | null => sessionStorage.getItem(nameKey)
+export const rememberName = (value: string) => sessionStorage.setItem(nameKey, value)
 
 const json = async <A>(path: string, init: RequestInit = {}): Promise<A> => (await (await call(path, init)).json()) as A
 
@@ -60,11 +109,23 @@ const goalPath = (goalId: string) => `/v1/goals/${encodeURIComponent(goalId)}`
 
 export const goal = (goalId: string) => json<Goal>(goalPath(goalId))
 export const cancel = (goalId: string) => json<Goal>(`${goalPath(goalId)}/cancel`, { method: "POST" })
-export const decide = (goalId: string, callId: string, approve: boolean, reason?: string) =>
+export const decide = (goalId: string, callId: string, approve: boolean, reason?: string, by?: string) =>
   json<Goal>(`${goalPath(goalId)}/approvals/${encodeURIComponent(callId)}`, {
     method: "POST",
-    body: JSON.stringify(reason === undefined || reason.trim() === "" ? { approve } : { approve, reason })
+    body: JSON.stringify({ approve, ...(reason === undefined || reason.trim() === "" ? {} : { reason }), ...(by === undefined ? {} : { by }) })
   })
+export const resume = (goalId: string) => json<Goal>(`${goalPath(goalId)}/resume`, { method: "POST" })
+
+/** What the page submits: the API's `SubmitRequest`. */
+export interface Submission {
+  readonly goal: string
+  readonly workspace?: string
+  readonly instructions?: string
+  readonly options?: { readonly approval: Readonly<Record<string, "auto" | "ask" | "deny">> }
+}
+/** Submit a goal; `key` makes a retry of the same form safe (the API's Idempotency-Key). */
+export const submit = (body: Submission, key: string) =>
+  json<{ readonly goalId: string }>("/v1/goals", { method: "POST", body: JSON.stringify(body), headers: { "idempotency-key": key } })
 
 /**
  * Follow a goal's events (JSON lines) from after `after`, calling `onEvent` with each event and
@@ -79,14 +140,39 @@ export const follow = async (
 ): Promise<void> => {
   let last = after
   let empties = 0
+  let waitMs = 500
+  /** A server gone (or stopping): wait, longer each time up to 5 s, and follow again after the last event seen. */
+  const later = async () => {
+    await new Promise((resolve) => setTimeout(resolve, waitMs))
+    waitMs = Math.min(5_000, waitMs * 2)
+  }
   while (!signal.aborted) {
-    const response = await call(`${goalPath(goalId)}/events${last < 0 ? "" : `?from=${last}`}`, { signal })
+    let response: Response
+    try {
+      response = await call(`${goalPath(goalId)}/events${last < 0 ? "" : `?from=${last}`}`, { signal })
+    } catch (error) {
+      if (signal.aborted || !unreachable(error)) throw error
+      // Streams ended by a server going away are not the server misbehaving.
+      empties = 0
+      await later()
+      continue
+    }
+    waitMs = 500
     const reader = response.body?.pipeThrough(new TextDecoderStream()).getReader()
     if (reader === undefined) return
     let buffer = ""
     let seen = 0
     for (;;) {
-      const { done, value } = await reader.read()
+      let chunk: ReadableStreamReadResult<string>
+      try {
+        chunk = await reader.read()
+      } catch (error) {
+        // The connection dropped mid-stream (the server stopped): follow again from the last event.
+        if (signal.aborted) throw error
+        down("it does not answer")
+        break
+      }
+      const { done, value } = chunk
       if (done) break
       buffer += value
       let newline = buffer.indexOf("\n")

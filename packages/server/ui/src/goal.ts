@@ -29,8 +29,59 @@ const iterations = (events: ReadonlyArray<Event>): Map<number, Array<Event>> => 
   return by
 }
 
-const row = (e: Event, label: string, cls: string, ...content: ReadonlyArray<Node | string>) =>
-  h("div", { class: `event ${cls}`, id: `seq-${e.seq}` }, h("span", { class: "label" }, label), h("div", { class: "content" }, ...content))
+/** The event itself, as recorded: one click away from what the row shows of it. */
+const rawEvent = (e: Event) => {
+  const details = h("details", { class: "raw-event" }, h("summary", {}, "raw event"))
+  details.addEventListener("toggle", () => {
+    if (!details.open || details.dataset["shown"] === "1") return
+    details.dataset["shown"] = "1"
+    details.appendChild(block(e, `${e.goalId}-${e.seq}-event`))
+  }, { once: false })
+  return details
+}
+
+const row = (e: Event, label: string, cls: string, ...content: ReadonlyArray<Node | string | null>) =>
+  h("div", { class: `event ${cls}`, id: `seq-${e.seq}` }, h("span", { class: "label" }, label), h("div", { class: "content" }, ...content, rawEvent(e)))
+
+type Json = Readonly<Record<string, unknown>>
+const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** A text block with a label (stdout, stderr, content), nothing when empty. */
+const labelled = (label: string, text: unknown, name: string) =>
+  typeof text === "string" && text !== "" ? h("div", { class: `stream ${label}` }, h("span", { class: "stream-label" }, label), block(text, name)) : null
+
+/**
+ * A tool's output as a person reads it: a command's exit and its stdout and stderr as text; a
+ * file tool's path, bytes and hash on one line (and a read's content as text); anything else as
+ * JSON. The event as recorded is one click away (`raw event`).
+ */
+const outputView = (e: Of<"ToolSucceeded">, goalId: string): ReadonlyArray<Node | null> => {
+  const o = e.output
+  const name = `${goalId}-${e.seq}`
+  if (isObject(o) && "exit_code" in o && typeof o["stdout"] === "string") {
+    const failed = o["timed_out"] === true ? "timed out" : typeof o["signal"] === "string" ? `killed by ${o["signal"]}` : o["exit_code"] !== 0 ? `exit ${String(o["exit_code"])}` : null
+    return [
+      h("p", { class: failed === null ? "muted command" : "command failed" },
+        failed ?? "exit 0", ` · ${duration(e.durationMs)}`, typeof o["sandbox"] === "string" ? ` · sandbox ${o["sandbox"]}` : "",
+        o["truncated"] === true ? " · output cut in the middle" : ""),
+      labelled("stdout", o["stdout"], `${name}-stdout`),
+      labelled("stderr", o["stderr"], `${name}-stderr`),
+      o["stdout"] === "" && o["stderr"] === "" ? h("p", { class: "muted" }, "no output") : null
+    ]
+  }
+  if (isObject(o) && typeof o["path"] === "string" && typeof o["sha256"] === "string") {
+    const bytes = typeof o["bytes"] === "number" ? o["bytes"] : typeof o["size"] === "number" ? o["size"] : undefined
+    const what = e.tool === "read_file" ? "read" : o["created"] === true ? "created" : "wrote"
+    return [
+      h("p", { class: "file" }, `${what} `, h("span", { class: "mono" }, o["path"]),
+        bytes === undefined ? "" : ` · ${bytes.toLocaleString("en")} bytes`,
+        " · sha256 ", h("span", { class: "mono", title: o["sha256"] }, o["sha256"].slice(0, 12)),
+        ` · ${duration(e.durationMs)}`),
+      labelled("content", o["content"], `${name}-content`)
+    ]
+  }
+  return [h("p", { class: "muted" }, `${e.tool} succeeded in ${duration(e.durationMs)}`), block(o, `${name}-output`)]
+}
 
 /** One event in a step. */
 const eventRow = (e: Event, goalId: string): HTMLElement | null => {
@@ -45,13 +96,18 @@ const eventRow = (e: Event, goalId: string): HTMLElement | null => {
     case "ModelFailed":
       return row(e, "model", "bad", h("p", {}, `failed: ${e.message}`))
     case "ActionRejected":
-      return row(e, "rejected", "bad", h("p", {}, `${e.index === undefined ? "" : `[${e.index}] `}${e.kind}: ${e.reason}`), block(e.raw, `${goalId}-${e.seq}-raw`))
+      // An answer with no action: what the model said is what a person wants to read.
+      return e.kind === "no_action"
+        ? row(e, "rejected", "bad", h("p", {}, `no action: ${e.reason}`), h("p", { class: "muted" }, "the model said:"), h("p", { class: "said" }, e.raw.trim() === "" ? "(nothing)" : e.raw))
+        : row(e, "rejected", "bad", h("p", {}, `${e.index === undefined ? "" : `[${e.index}] `}${e.kind}: ${e.reason}`), block(e.raw, `${goalId}-${e.seq}-raw`))
     case "ToolStarted":
       return row(e, "tool", "tool", h("p", {}, h("b", {}, e.tool), ` call ${e.callId}`), block(e.input, `${goalId}-${e.seq}-input`))
     case "ToolSucceeded":
-      return row(e, "output", "ok", h("p", { class: "muted" }, `${e.tool} succeeded in ${duration(e.durationMs)}`), block(e.output, `${goalId}-${e.seq}-output`))
+      return row(e, "output", "ok", ...outputView(e, goalId))
     case "ToolFailed":
-      return row(e, "error", "bad", h("p", {}, `${e.tool} failed (${e.error.kind}) in ${duration(e.durationMs)}`), block(e.error.message, `${goalId}-${e.seq}-error`))
+      return row(e, "error", "bad",
+        h("p", {}, e.error.kind === "unknown" ? `${e.tool} was cut short: rx stopped during the call` : `${e.tool} failed (${e.error.kind}) in ${duration(e.durationMs)}`),
+        block(e.error.message, `${goalId}-${e.seq}-error`))
     case "ApprovalRequested":
       return row(e, "approval", "wait", h("p", {}, h("b", {}, e.tool), ` call ${e.callId} waits for a person's approval`), block(e.input, `${goalId}-${e.seq}-input`))
     case "ApprovalDecided":
@@ -95,6 +151,12 @@ const stepCard = (iteration: number, events: ReadonlyArray<Event>, start: number
     ...events.map((e) => eventRow(e, goalId)).filter((n): n is HTMLElement => n !== null))
 }
 
+/** `ok`, or how a command that did not end well ended. */
+const exitOf = (o: unknown) =>
+  isObject(o) && "exit_code" in o && typeof o["stdout"] === "string"
+    ? o["timed_out"] === true ? "timed out" : typeof o["signal"] === "string" ? `killed by ${o["signal"]}` : o["exit_code"] !== 0 ? `exit ${String(o["exit_code"])}` : "ok"
+    : "ok"
+
 const trace = (events: ReadonlyArray<Event>) => {
   const inputs = new Map(events.flatMap((e) => (e._tag === "ToolStarted" ? [[e.callId, e.input] as const] : [])))
   const done = events.filter((e): e is Of<"ToolSucceeded"> | Of<"ToolFailed"> => e._tag === "ToolSucceeded" || e._tag === "ToolFailed")
@@ -104,7 +166,7 @@ const trace = (events: ReadonlyArray<Event>) => {
       h("tr", { class: e._tag === "ToolFailed" ? "bad" : "" },
         h("td", { class: "num" }, h("a", { href: `#seq-${e.seq}`, on: { click: (ev) => jump(ev, e.seq) } }, e.iteration)),
         h("td", {}, e.tool),
-        h("td", {}, e._tag === "ToolSucceeded" ? "ok" : e.error.kind),
+        h("td", {}, e._tag === "ToolSucceeded" ? exitOf(e.output) : e.error.kind),
         h("td", { class: "num" }, duration(e.durationMs)),
         h("td", { class: "mono" }, preview(inputs.get(e.callId), 80))))))
 }
@@ -145,10 +207,18 @@ const approvalPanel = (model: Model, refresh: () => void) => {
   if (model.goal?.status !== "waiting" || approval === null || approval === undefined) return null
   const reason = h("input", { attrs: { type: "text", placeholder: "why (told to the model when denied)", "aria-label": "reason" } })
   const status = h("span", { class: "muted" })
+  // Who decides: asked once per tab, kept in it, recorded with the decision.
+  const name = h("input", { id: "approver-name", attrs: { type: "text", placeholder: "your name", "aria-label": "your name", maxlength: "80", value: Api.name() ?? "" } })
   const act = (approve: boolean) => async () => {
+    const by = name.value.trim()
+    if (by === "") {
+      name.focus()
+      return fill(status, "Your name first: it is recorded with the decision.")
+    }
+    Api.rememberName(by)
     fill(status, approve ? "approving…" : "denying…")
     try {
-      await Api.decide(model.goalId, approval.callId, approve, approve ? undefined : reason.value)
+      await Api.decide(model.goalId, approval.callId, approve, approve ? undefined : reason.value, by)
       fill(status, approve ? "approved" : "denied")
       refresh()
     } catch (error) {
@@ -160,10 +230,32 @@ const approvalPanel = (model: Model, refresh: () => void) => {
     h("p", {}, "Call ", h("span", { class: "mono" }, approval.callId), " of ", h("b", {}, approval.tool), ", exactly as it will run if approved:"),
     block(approval.input, `${model.goalId}-approval`, "value exact"),
     h("div", { class: "actions" },
+      h("label", { class: "who" }, "Deciding as ", name),
       h("button", { class: "primary", id: "approve", on: { click: act(true) } }, "Approve"),
       reason,
       h("button", { id: "deny", on: { click: act(false) } }, "Deny"),
       status))
+}
+
+/** An open goal nothing runs: said plainly, with Resume (the server checks it as the API does, and its answer is shown). */
+const resumePanel = (model: Model, refresh: () => void) => {
+  const g = model.goal
+  if (g === undefined || g.status !== "open" || g.activity !== "idle") return null
+  const status = h("span", { class: "muted" })
+  const resume = async () => {
+    fill(status, "resuming…")
+    try {
+      await Api.resume(model.goalId)
+      fill(status, "resumed")
+      refresh()
+    } catch (error) {
+      fill(status, `Not resumed: ${error instanceof Error ? error.message : String(error)}`)
+    }
+  }
+  return h("section", { class: "idle", id: "resume-panel" },
+    h("p", {}, h("b", {}, "Nothing runs this goal now"),
+      g.suspended === null ? ": its runner stopped before it ended." : `: suspended (${g.suspended.reason}): ${g.suspended.detail}`),
+    h("div", { class: "actions" }, h("button", { class: "primary", id: "resume", on: { click: () => void resume() } }, "Resume"), status))
 }
 
 export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => {
@@ -221,11 +313,11 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
       h("p", { class: "meta" },
         h("span", { class: "mono" }, goalId), " ",
         g === undefined ? "" : badge(g), " ",
-        g === undefined ? "" : `${g.iterations} iterations, submitted ${age(g.submittedAt)}`,
+        g === undefined ? "" : `${g.iterations} iteration${g.iterations === 1 ? "" : "s"}, submitted ${age(g.submittedAt)}`,
         typeof metadata["model"] === "string" ? `, model ${metadata["model"]}` : "",
         typeof metadata["workspace"] === "string" ? `, in ${metadata["workspace"]}` : "",
         " ", cancel))
-    fill(approval, approvalPanel(model, () => void refresh()))
+    fill(approval, approvalPanel(model, () => void refresh()), resumePanel(model, () => void refresh()))
     fill(auditBox, auditView(g))
   }
 
@@ -262,12 +354,18 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
       model.goal = await Api.goal(goalId)
       fill(problem)
     } catch (error) {
-      fill(problem, error instanceof Error ? error.message : String(error))
+      // A server that does not answer is said at the top of the page.
+      if (!Api.unreachable(error)) fill(problem, error instanceof Error ? error.message : String(error))
     }
     drawHead()
   }
 
   void refresh()
+  // Back after the server was gone: what the goal is now (the events follow by themselves).
+  const unwatch = Api.watchConnection((now) => {
+    if (signal.aborted) return unwatch()
+    if (now.state === "up") void refresh()
+  })
   Api.follow(goalId, (event, line) => {
     model.events.push(event)
     model.lines.push(line)

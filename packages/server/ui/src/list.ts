@@ -11,7 +11,60 @@ export const badge = (goal: Pick<Goal, "status" | "reason" | "suspended" | "acti
   if (goal.status === "terminated") return h("span", { class: `badge ${goal.reason === "done" ? "ok" : "bad"}` }, `terminated: ${goal.reason ?? "?"}`)
   if (goal.status === "waiting") return h("span", { class: "badge wait" }, "waiting for approval")
   if (goal.activity === "idle" && goal.suspended !== null) return h("span", { class: "badge wait" }, `suspended: ${goal.suspended.reason}`)
-  return h("span", { class: "badge open" }, goal.activity === "idle" ? "open" : goal.activity)
+  // Open, yet nothing runs it (its runner stopped): not to be taken for a running goal.
+  if (goal.activity === "idle") return h("span", { class: "badge wait", title: "open, and nothing runs it: Resume on its page" }, "idle: nothing runs it")
+  return h("span", { class: "badge open" }, goal.activity)
+}
+
+/** The built-in tools, whose approval the form sets (auto: runs; ask: waits for a person; deny: never runs). */
+const tools = ["shell", "write_file", "edit_file", "http_fetch", "read_file", "list_dir", "find_files", "search_text"]
+
+/**
+ * Submit a goal: its text, the folder (under the server's workspace root) it works in, standing
+ * instructions, and the approval policy. The server checks it as it checks any submission, and
+ * its message is shown as it is; a retry of the same form is the same goal (Idempotency-Key).
+ */
+const submitForm = () => {
+  const text = h("textarea", { id: "new-goal-text", attrs: { rows: "3", "aria-label": "goal", placeholder: "What should the agent achieve?", required: "" } })
+  const workspace = h("input", { id: "new-goal-workspace", attrs: { type: "text", "aria-label": "workspace folder", placeholder: "folder under the server's workspace root (empty: the root)" } })
+  const instructions = h("textarea", { id: "new-goal-instructions", attrs: { rows: "2", "aria-label": "instructions", placeholder: "standing instructions (optional)" } })
+  const policy = tools.map((tool) => {
+    const select = h("select", { attrs: { name: `approval-${tool}`, "aria-label": `approval for ${tool}` } },
+      ...["auto", "ask", "deny"].map((p) => h("option", { attrs: { value: p } }, p)))
+    return { tool, select, label: h("label", { class: "policy" }, h("span", { class: "mono" }, tool), select) }
+  })
+  const problem = h("p", { class: "problem", id: "new-goal-problem" })
+  const button = h("button", { class: "primary", id: "new-goal-submit", attrs: { type: "submit" } }, "Submit")
+  let key = crypto.randomUUID()
+  // Another form content is another submission.
+  const changed = () => {
+    key = crypto.randomUUID()
+  }
+  const form = h("form", { class: "submit", on: { input: changed, change: changed } },
+    text, workspace, instructions,
+    h("details", { class: "approval-policy" }, h("summary", {}, "Approval policy (auto unless set)"), h("div", { class: "policies" }, ...policy.map((p) => p.label))),
+    h("div", { class: "actions" }, button, problem))
+  form.addEventListener("submit", (event) => {
+    event.preventDefault()
+    const goal = text.value
+    if (goal.trim() === "") return fill(problem, "The goal needs a text.")
+    const approval = Object.fromEntries(policy.filter((p) => p.select.value !== "auto").map((p) => [p.tool, p.select.value as "ask" | "deny"]))
+    const body: Api.Submission = {
+      goal,
+      ...(workspace.value.trim() === "" ? {} : { workspace: workspace.value.trim() }),
+      ...(instructions.value.trim() === "" ? {} : { instructions: instructions.value }),
+      ...(Object.keys(approval).length === 0 ? {} : { options: { approval } })
+    }
+    button.setAttribute("disabled", "")
+    fill(problem)
+    Api.submit(body, key).then(({ goalId }) => {
+      location.hash = `#/goals/${encodeURIComponent(goalId)}`
+    }, (error: unknown) => {
+      button.removeAttribute("disabled")
+      fill(problem, `Not submitted: ${error instanceof Error ? error.message : String(error)}`)
+    })
+  })
+  return h("details", { class: "new-goal", id: "new-goal" }, h("summary", {}, "Submit a goal"), form)
 }
 
 export const show = (root: HTMLElement, status: string, signal: AbortSignal) => {
@@ -19,7 +72,7 @@ export const show = (root: HTMLElement, status: string, signal: AbortSignal) => 
   const note = h("p", { class: "muted" })
   const bar = h("nav", { class: "filters" }, ...filters.map(([value, label]) =>
     h("a", { href: `#/${value === "" ? "" : `?status=${value}`}`, class: value === status ? "on" : "" }, label)))
-  fill(root, bar, h("table", { class: "goals" }, h("thead", {}, h("tr", {}, ...["goal", "status", "text", "iterations", "submitted"].map((c) => h("th", {}, c)))), rows), note)
+  fill(root, submitForm(), bar, h("table", { class: "goals" }, h("thead", {}, h("tr", {}, ...["goal", "status", "text", "iterations", "submitted"].map((c) => h("th", {}, c)))), rows), note)
   const draw = (goals: ReadonlyArray<Goal>, more: boolean) => {
     fill(rows, ...goals.map((g) =>
       h("tr", { id: `goal-${g.goalId}` },
@@ -28,7 +81,7 @@ export const show = (root: HTMLElement, status: string, signal: AbortSignal) => 
         h("td", { title: preview(g.goal, 1_000) }, preview(g.goal, 100)),
         h("td", { class: "num" }, g.iterations),
         h("td", { title: new Date(g.submittedAt).toISOString() }, age(g.submittedAt)))))
-    fill(note, goals.length === 0 ? "No goals yet: submit one with rx run --server or POST /v1/goals." : more ? "The newest 100 are shown." : "")
+    fill(note, goals.length === 0 ? "No goals yet: submit one above, with rx run --server, or POST /v1/goals." : more ? "The newest 100 are shown." : "")
   }
   const refresh = async () => {
     while (!signal.aborted) {
@@ -36,7 +89,8 @@ export const show = (root: HTMLElement, status: string, signal: AbortSignal) => 
         const page = await Api.list(status)
         if (!signal.aborted) draw(page.goals, page.cursor !== null)
       } catch (error) {
-        if (!signal.aborted) fill(note, `Cannot list the goals: ${error instanceof Error ? error.message : String(error)}`)
+        // A server that does not answer is said at the top of the page; the list tries again.
+        if (!signal.aborted && !Api.unreachable(error)) fill(note, `Cannot list the goals: ${error instanceof Error ? error.message : String(error)}`)
       }
       await new Promise((resolve) => setTimeout(resolve, refreshMs))
     }

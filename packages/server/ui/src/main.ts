@@ -10,8 +10,35 @@ import * as ListPage from "./list.js"
 
 const app = document.getElementById("app")
 const logout = document.getElementById("logout")
+const banner = document.getElementById("connection")
 
 let current: AbortController | undefined
+/** Why the login form shows: the server refused the token this tab kept. */
+let refused = false
+
+/** How often the page asks the server whether it is there. */
+const pingMs = 2_000
+
+/**
+ * The connection at the top of the page: a server that stopped answering is said at once (what
+ * the page shows may be out of date), and the page goes on by itself when it answers again.
+ */
+const showConnection = (now: Api.Connection) => {
+  if (banner === null) return
+  if (now.state === "up") {
+    banner.className = "connection up"
+    fill(banner, "Connected again: the page is up to date.")
+    setTimeout(() => {
+      if (Api.connectionNow().state === "up") banner.setAttribute("hidden", "")
+    }, 3_000)
+    return
+  }
+  banner.removeAttribute("hidden")
+  banner.className = "connection down"
+  fill(banner,
+    h("b", {}, "The server does not answer"),
+    ` (${now.why}, since ${new Date(now.since).toLocaleTimeString()}): what this page shows may be out of date. It reconnects by itself when the server is back.`)
+}
 
 const login = (root: HTMLElement) => {
   const input = h("input", { id: "token", attrs: { type: "password", autocomplete: "off", "aria-label": "token", placeholder: "the server's token" } })
@@ -22,11 +49,16 @@ const login = (root: HTMLElement) => {
     input,
     h("button", { class: "primary", attrs: { type: "submit" } }, "Open"),
     problem)
+  if (refused) {
+    fill(problem, "The server refused the token this tab had: it was restarted with another one (rx serve --new-token, or another RX_TOKEN). Enter the current token.")
+    problem.id = "refused"
+  }
   form.addEventListener("submit", (event) => {
     event.preventDefault()
     const candidate = input.value.trim()
     Api.check(candidate).then((ok) => {
       if (!ok) return fill(problem, "That is not this server's token.")
+      refused = false
       Api.remember(candidate)
       route()
     }, (error: unknown) => fill(problem, error instanceof Error ? error.message : String(error)))
@@ -51,8 +83,17 @@ const route = () => {
   ListPage.show(app, status, current.signal)
 }
 
-Api.whenUnauthorized(() => route())
+Api.whenUnauthorized(() => {
+  refused = true
+  route()
+})
+Api.watchConnection(showConnection)
+const ping = () => {
+  void Api.ping().finally(() => setTimeout(ping, pingMs))
+}
+ping()
 logout?.addEventListener("click", () => {
+  refused = false
   Api.forget()
   route()
 })
