@@ -97,17 +97,19 @@ interface Rendered {
 
 /**
  * Rendering is a pure function of an immutable Turn and a cap; each Turn is rendered once per
- * level and reused while it stays in the window, so building a prompt stays cheap.
+ * level (and budget) and reused while it stays in the window, so building a prompt stays cheap.
  */
-const cache = new WeakMap<State.Turn, Array<Rendered | undefined>>()
+const cache = new WeakMap<State.Turn, { readonly budget: number; readonly byLevel: Array<Rendered | undefined> }>()
 
 const rendered = (turn: State.Turn, rank: number, budget: number): Rendered => {
   const level = levelOf(rank)
-  let byLevel = cache.get(turn)
-  if (byLevel === undefined) {
-    byLevel = [undefined, undefined, undefined]
-    cache.set(turn, byLevel)
+  // The caps depend on the budget, which a resume may change: a turn is cached per budget.
+  let cached = cache.get(turn)
+  if (cached === undefined || cached.budget !== budget) {
+    cached = { budget, byLevel: [undefined, undefined, undefined] }
+    cache.set(turn, cached)
   }
+  const byLevel = cached.byLevel
   let entry = byLevel[level]
   if (entry === undefined) {
     const cap = capOf(level, budget)

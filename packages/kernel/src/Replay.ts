@@ -7,7 +7,7 @@
  * rejection kind, which termination), never wording, times or counters shown for inspection:
  * the first decision that differs is a `NonDeterminism` naming its seq.
  */
-import { Cause, Clock, Context, Duration, Effect, Either, Exit, Layer, Option, Schema, Stream } from "effect"
+import { Cause, Clock, Context, Effect, Either, Exit, Layer, Option, Schema, Stream } from "effect"
 import * as Behaviour from "./Behaviour.js"
 import * as Event from "./Event.js"
 import * as GoalSummary from "./GoalSummary.js"
@@ -185,18 +185,7 @@ export const check = (
       }
     })
 
-    // The runner reads the clock once per event it drafts; each read gives the next recorded time.
-    const times = events.flatMap((e) => (Event.isExternal(e) ? [] : [e.at]))
-    let ticks = 0
-    const tick = () => times[ticks++] ?? times[times.length - 1] ?? 0
-    const clock: Clock.Clock = {
-      [Clock.ClockTypeId]: Clock.ClockTypeId,
-      unsafeCurrentTimeMillis: tick,
-      unsafeCurrentTimeNanos: () => BigInt(tick()) * 1_000_000n,
-      currentTimeMillis: Effect.sync(tick),
-      currentTimeNanos: Effect.sync(() => BigInt(tick()) * 1_000_000n),
-      sleep: (duration: Duration.Duration) => Effect.sleep(duration)
-    }
+    const clock = recordedClock(events)
 
     const layers = Layer.succeedContext(
       Context.make(StateStore, store).pipe(Context.add(LanguageModel.LanguageModel, model), Context.add(ToolRegistry, registry))
@@ -219,6 +208,25 @@ export const check = (
     if (position < events.length) return yield* new NonDeterminism({ goalId, seq: position, expected: encode(events[position]), actual: null })
     return { _tag: "Complete", result: exit.value } as const
   })
+
+/**
+ * The clock a replay runs under: each read gives the time of the next event the runner drafts,
+ * as recorded; a sleep returns at once (a replay waits for nothing, and its own `sleep` must not
+ * read this clock again).
+ */
+export const recordedClock = (events: ReadonlyArray<Event.Event>): Clock.Clock => {
+  const times = events.flatMap((e) => (Event.isExternal(e) ? [] : [e.at]))
+  let ticks = 0
+  const tick = () => times[ticks++] ?? times[times.length - 1] ?? 0
+  return {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    unsafeCurrentTimeMillis: tick,
+    unsafeCurrentTimeNanos: () => BigInt(tick()) * 1_000_000n,
+    currentTimeMillis: Effect.sync(tick),
+    currentTimeNanos: Effect.sync(() => BigInt(tick()) * 1_000_000n),
+    sleep: () => Effect.void
+  }
+}
 
 /** Replay a terminated goal's log and check the runner reproduces it; an open goal's log is a `ReplayError`. */
 export const verify = (

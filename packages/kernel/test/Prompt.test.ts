@@ -109,3 +109,30 @@ describe("Prompt.build", () => {
     expect(request.tools.map((t) => t.name)).toEqual(["done"])
   })
 })
+
+describe("a changed prompt budget", () => {
+  it.effect("a request after a budget change is the one a fresh fold of the same log gives", () =>
+    Effect.gen(function*() {
+      const steps = [0, 1, 2].map((i): LanguageModel.Step => () => Effect.succeed(LanguageModel.callTool("echo", { text: `${i}:`.padEnd(3_000, "x") })))
+      yield* Runner.run({ goal: "echo", goalId: "budget", options: { maxIterations: 3, promptBudget: 32_000 } }).pipe(
+        Effect.provide(Layer.mergeAll(ToolRegistry.layer([echo]), LanguageModel.layerScripted(steps)))
+      )
+      const events = yield* eventsOf("budget")
+      const before = State.fromEvents("budget", events)
+      // Rendered under the first budget: each turn's rendering is cached.
+      Prompt.build(before)
+      const last = events[events.length - 1]
+      const changed = {
+        _tag: "OptionsChanged" as const,
+        goalId: "budget",
+        seq: events.length,
+        iteration: last?.iteration ?? 0,
+        at: (last?.at ?? 0) + 1,
+        options: { ...before.options, promptBudget: 4_000 }
+      }
+      const live = Prompt.build(State.reduce(before, changed))
+      const fresh = Prompt.build(State.fromEvents("budget", [...events, changed]))
+      expect(JSON.stringify(live)).toBe(JSON.stringify(fresh))
+      expect(JSON.stringify(fresh).length).toBeLessThan(JSON.stringify(Prompt.build(before)).length)
+    }).pipe(Effect.provide(StateStore.layerMemory)))
+})

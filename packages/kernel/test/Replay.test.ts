@@ -82,3 +82,17 @@ describe("Replay.verify", () => {
       expect(error._tag).toBe("@rx/kernel/ReplayError")
     }))
 })
+
+describe("the replay clock", () => {
+  it.live("its sleep returns at once (it waits for nothing, and never reads itself again)", () =>
+    Effect.gen(function*() {
+      const clock = Replay.recordedClock([])
+      const slept = yield* Effect.promise(() =>
+        Promise.race([
+          Effect.runPromise(Effect.sleep("1 hour").pipe(Effect.withClock(clock), Effect.as("returned"))),
+          new Promise<string>((resolve) => setTimeout(() => resolve("still sleeping"), 60_000))
+        ])
+      )
+      expect(slept).toBe("returned")
+    }))
+})
