@@ -10,7 +10,7 @@ import { existsSync, mkdirSync } from "node:fs"
 import * as Net from "node:net"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
-import { bwrapWorks, jsonLines, rx, sandbox, serveRx, start, until } from "./helpers.js"
+import { bwrapWorks, exec, jsonLines, rx, sandbox, serveRx, start, until } from "./helpers.js"
 
 const call = (name: string, args: unknown) => FakeServer.completion({ toolCalls: [{ name, arguments: JSON.stringify(args) }] })
 const done = (summary: string) => call("done", { summary })
@@ -167,4 +167,22 @@ describe("rx serve", () => {
       expect(existsSync(box.db)).toBe(false)
       expect(existsSync(join(box.root, "rx-server.token"))).toBe(false)
     }), 60_000)
+})
+
+describe("trying the in-process model", () => {
+  it.live("the README's command writes the tiny model with a context that fits: rx run --model-file with default settings runs, and does not suspend", () =>
+    Effect.gen(function*() {
+      const box = sandbox()
+      const file = join(box.root, "rx-tiny.gguf")
+      const script = join(import.meta.dirname, "..", "..", "llama", "scripts", "tiny-model.mjs")
+      const wrote = yield* exec(process.execPath, [script, file])
+      expect(wrote.code).toBe(0)
+      expect(wrote.stdout).toContain(`wrote ${file} (`)
+      expect(wrote.stdout).toContain("context 65,536 tokens")
+      // As the README says it, with no --context: rx's default context and prompt budget.
+      const ran = yield* rx(["run", "list the files", "--model-file", file, "--threads", "1", "--seed", "1", "--max-iterations", "2", "--db", box.db, "--workspace", box.workspace, "--sandbox", "none"])
+      expect(ran.stdout).not.toContain("suspended")
+      expect(ran.stdout).toContain("max_iterations after 2 iterations")
+      expect(ran.code).toBe(2)
+    }), 120_000)
 })

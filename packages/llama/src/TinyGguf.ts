@@ -13,9 +13,13 @@ const heads = 4
 const special = ["<unk>", "<s>", "</s>"] as const
 const byteToken = (byte: number) => `<0x${byte.toString(16).toUpperCase().padStart(2, "0")}>`
 
-/** How to write the model: its seed, a chat template, and byte tokens left out (a broken vocabulary). */
+/**
+ * How to write the model: its seed, its trained context (`llama.context_length`, default 4096),
+ * a chat template, and byte tokens left out (a broken vocabulary).
+ */
 export interface Options {
   readonly seed?: number
+  readonly context?: number
   readonly chatTemplate?: string
   readonly withoutBytes?: ReadonlyArray<number>
 }
@@ -120,7 +124,7 @@ export const tinyGguf = (options: Options = {}): Buffer => {
     ["general.architecture", { string: "llama" }],
     ["general.name", { string: "rx-tiny-test" }],
     ["general.alignment", { uint32: 32 }],
-    ["llama.context_length", { uint32: 4096 }],
+    ["llama.context_length", { uint32: options.context ?? 4096 }],
     ["llama.embedding_length", { uint32: dims }],
     ["llama.block_count", { uint32: layers }],
     ["llama.feed_forward_length", { uint32: feedForward }],
