@@ -88,8 +88,10 @@ export const download = (name: string, text: string, type = "text/plain") => {
 export const block = (value: unknown, name: string, cls = "value"): HTMLElement => {
   const text = asText(value)
   if (text.length <= foldAt) return h("pre", { class: cls }, text)
-  const body = h("pre", { class: cls }, `${text.slice(0, foldAt)}…`)
-  const more = h("details", { class: "fold" }, h("summary", {}, `show more (${text.length.toLocaleString("en")} characters)`))
+  // Says exactly how much is hidden: a person deciding on a call must know what they have not seen.
+  const hidden = (text.length - foldAt).toLocaleString("en")
+  const body = h("pre", { class: cls }, `${text.slice(0, foldAt)}\n[… ${hidden} more characters not shown here]`)
+  const more = h("details", { class: "fold" }, h("summary", {}, `show all ${text.length.toLocaleString("en")} characters (${hidden} more)`))
   more.addEventListener("toggle", () => {
     if (!more.open || more.dataset["shown"] === "1") return
     more.dataset["shown"] = "1"
