@@ -3,9 +3,9 @@
  * them, calls the kernel, and prints. What the command line accepts and the help are in `Usage`.
  */
 import { FileSystem, Path } from "@effect/platform"
-import { Builtins, HttpFetch, Sandbox } from "@rx/tools"
+import { Builtins, Confinement, HttpFetch, Sandbox } from "@rx/tools"
 import { Doctor, SqliteStore } from "@rx/store-sqlite"
-import { Event, GoalSummary, LanguageModel, Options as RunOptions, Replay, Runner, StateStore } from "@rx/kernel"
+import { Control, Event, Goal, GoalSummary, LanguageModel, Options as RunOptions, Replay, Runner, StateStore } from "@rx/kernel"
 import { Config as ServerConfig, Server, Toolbox } from "@rx/server"
 import { Console, Context, Deferred, Effect, Either, Layer, Option, Schedule, Schema, Stream } from "effect"
 import * as Net from "node:net"
@@ -118,15 +118,11 @@ const hide = (db: Settings.Database, workspace: string) =>
     const path = yield* Path.Path
     const real = (p: string) => fs.realPath(p).pipe(Effect.orElseSucceed(() => path.resolve(p)))
     const root = yield* real(workspace)
-    const inside = (file: string) => {
-      const relative = path.relative(root, file)
-      return relative !== "" && relative.split(path.sep)[0] !== ".." && !path.isAbsolute(relative)
-    }
     /** `file` with its folder as a real path. */
     const located = (file: string) => Effect.map(real(path.dirname(file)), (folder) => path.join(folder, path.basename(file)))
     const log = db.postgres ? [] : ["", "-wal", "-shm", "-journal"].map((suffix) => `${db.file}${suffix}`)
     const files = yield* Effect.forEach([...log, yield* Remote.tokenFile(db)], located)
-    return files.filter(inside)
+    return files.filter((file) => Confinement.below(root, file))
   })
 
 /** What a command is given: its settings' flags, its other flags and its argument. */
@@ -272,13 +268,13 @@ const recordedKeys = Object.keys(Settings.Recorded.fields).filter((key): key is 
 const resume = (flags: Flags) =>
   local(flags, (server) => Effect.andThen(noMcp(flags, "rx resume --server"), Remote.resume(server, flags.goalId)), withLog(dbFlag(flags.settings), "write")((db) =>
     Effect.scoped(Effect.gen(function*() {
-      const state = yield* Runner.restore(flags.goalId)
+      const state = yield* Goal.restore(flags.goalId)
       if (state.seq === 0) return yield* noGoal(flags.goalId, db)
       const recorded = Settings.recorded(state.options.metadata)
       const { found, values: v, workspace, mcp } = yield* Setup.resolve(flags.settings, Usage.resumeSettings, recorded)
       yield* Setup.existingWorkspace(workspace, found.workspace?.source._tag === "recorded")
-      const volume = state.options.metadata["volume"]
-      if (typeof volume === "string") yield* Postgres.onVolume(flags.goalId, volume, workspace)
+      const { volume } = Confinement.placementOf(state.options.metadata)
+      if (volume !== undefined) yield* Postgres.onVolume(flags.goalId, volume, workspace)
       // The limits of a goal are in its options; only a flag changes them.
       const limitFlags = Settings.values(yield* Settings.fromFlags(flags.settings))
       const limits = Setup.runOptions(limitFlags)
@@ -316,7 +312,7 @@ const resume = (flags: Flags) =>
       const differs = recordedKeys.some((key) => JSON.stringify(recorded[key]) !== JSON.stringify(settings[key]))
       if (state.terminated === null && (differs || changes.length > 0)) {
         const before = state.options
-        const changed = yield* Runner.changeOptions(flags.goalId, (current): RunOptions.Input => ({
+        const changed = yield* Control.changeOptions(flags.goalId, (current): RunOptions.Input => ({
           ...current,
           ...limits,
           metadata: { ...current.metadata, ...settings }
@@ -329,7 +325,7 @@ const resume = (flags: Flags) =>
           }
         }
       }
-      const options = (yield* Runner.restore(flags.goalId)).options
+      const options = (yield* Goal.restore(flags.goalId)).options
       yield* runGoal(
         ({ approve, observe }) => Runner.resume(flags.goalId, { observe, approve }).pipe(Effect.provide(services.layer)),
         { json: flags.json, db, goalId: flags.goalId, options }
@@ -358,13 +354,13 @@ const decide = (
       const by = Option.isSome(flags.by) ? flags.by.value.trim() : yield* Settings.userName
       if (by === "") return yield* new UsageError({ message: "--by needs a name" })
       const callId = Option.getOrUndefined(flags.call)
-      const outcome = yield* (approved ? Runner.approve(id, by, callId) : Runner.deny(id, by, reason, callId)).pipe(
+      const outcome = yield* (approved ? Control.approve(id, by, callId) : Control.deny(id, by, reason, callId)).pipe(
         Effect.catchTags({
           "@rx/kernel/GoalNotFound": () => noGoal(id, db),
           "@rx/kernel/NothingToDecide": (error) => new UsageError({ message: `${error.message} (rx inspect ${id} shows its approvals)` })
         })
       )
-      const state = yield* Runner.restore(id)
+      const state = yield* Goal.restore(id)
       if (outcome === "already_terminated") {
         return yield* new UsageError({ message: `goal ${id} has terminated (${state.terminated?.reason ?? "?"}); there is nothing to decide` })
       }
@@ -471,7 +467,7 @@ const list = (flags: Flags) =>
       const goals = yield* Effect.flatMap(StateStore.StateStore, (store) => store.goals())
       // Why an open goal waits is in its log, not in the store's summary.
       const rows = yield* Effect.forEach(goals, (g) =>
-        g.status === "open" ? Effect.map(Runner.restore(g.goalId), (state) => ({ g, suspended: state.suspended })) : Effect.succeed({ g, suspended: null }))
+        g.status === "open" ? Effect.map(Goal.restore(g.goalId), (state) => ({ g, suspended: state.suspended })) : Effect.succeed({ g, suspended: null }))
       if (flags.json) {
         return yield* Effect.forEach(rows, ({ g, suspended }) => Console.log(Render.jsonLine(JSON.stringify({ ...encodeSummary(g), suspended }))), { discard: true })
       }
@@ -486,7 +482,7 @@ const list = (flags: Flags) =>
 const cancel = (flags: Flags) =>
   local(flags, (server) => Remote.cancel(server, flags.goalId), withLog(dbFlag(flags.settings), "write")(() =>
     Effect.gen(function*() {
-      const outcome = yield* Runner.cancel(flags.goalId, "cancelled with rx cancel")
+      const outcome = yield* Control.cancel(flags.goalId, "cancelled with rx cancel")
       yield* say(
         outcome === "requested"
           ? `cancel requested: goal ${flags.goalId} stops within one step (a goal no process runs is cancelled when resumed)`

@@ -11,7 +11,8 @@
  */
 import { FileSystem, Path } from "@effect/platform"
 import { ToolRegistry } from "@rx/kernel"
-import { Context, Effect, Layer, Schema, type Scope } from "effect"
+import { Confinement } from "@rx/tools"
+import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
 
 /** The file at the workspace root holding the volume's id. Tools must not reach it: add it to their `hiddenPaths`. */
 export const volumeFile = ".rx-volume"
@@ -88,14 +89,8 @@ export const find = (folder: string): Effect.Effect<Volume | undefined, Workspac
     return undefined
   })
 
-/** Whether `candidate` (absolute) is `root` or inside it. */
-const inside = (path: Path.Path, root: string, candidate: string) => {
-  const relative = path.relative(root, candidate)
-  return relative === "" || (!path.isAbsolute(relative) && relative.split(path.sep)[0] !== "..")
-}
-
 /** What a goal working in `workspace` (an absolute folder inside the volume's root) records in its `metadata`. */
-export const stamp = (volume: Volume, workspace: string): { readonly workspace: string; readonly volume: string } => ({
+export const stamp = (volume: Volume, workspace: string): Required<Confinement.Placement> => ({
   workspace,
   volume: volume.id
 })
@@ -118,17 +113,15 @@ export const layerShared = <E extends { readonly message: string }>(options: {
         tools: (goalId, metadata) =>
           Effect.gen(function*() {
             const refuse = (why: string) => new WrongWorkspace({ goalId, message: `goal ${goalId} is not run on this worker: ${why}` })
-            const recorded = metadata["workspace"]
-            const id = metadata["volume"]
-            if (typeof id !== "string") return yield* refuse("it records no workspace volume (it was not submitted for a cluster's workspace root)")
+            const { workspace: recorded, volume: id } = Confinement.placementOf(metadata)
+            if (id === undefined) return yield* refuse("it records no workspace volume (it was not submitted for a cluster's workspace root)")
             if (id !== own.id) {
               return yield* refuse(`its workspace is on volume ${id}, and this worker's root ${own.root} is volume ${own.id} (is the shared volume mounted there?)`)
             }
-            if (typeof recorded !== "string" || !path.isAbsolute(recorded)) return yield* refuse("it records no workspace folder")
-            const real = yield* fs.realPath(recorded).pipe(Effect.orElseSucceed(() => ""))
-            const folder = real !== "" && (yield* fs.stat(real).pipe(Effect.map((info) => info.type === "Directory"), Effect.orElseSucceed(() => false)))
-            if (!folder || !inside(path, own.root, real)) return yield* refuse(`its workspace ${recorded} is not a folder inside this worker's root ${own.root}`)
-            return yield* options.tools(real).pipe(
+            if (recorded === undefined || !path.isAbsolute(recorded)) return yield* refuse("it records no workspace folder")
+            const real = yield* Confinement.folderInside(own.root, recorded).pipe(Effect.provideService(FileSystem.FileSystem, fs))
+            if (Option.isNone(real)) return yield* refuse(`its workspace ${recorded} is not a folder inside this worker's root ${own.root}`)
+            return yield* options.tools(real.value).pipe(
               Effect.mapError((error) => refuse(`its tools cannot be set up: ${error.message}`))
             )
           })
@@ -144,14 +137,16 @@ export const layerFixed: Layer.Layer<Workspaces, never, ToolRegistry.ToolRegistr
   Workspaces,
   Effect.map(ToolRegistry.ToolRegistry, (registry) =>
     Workspaces.of({
-      tools: (goalId, metadata) =>
-        typeof metadata["volume"] === "string"
+      tools: (goalId, metadata) => {
+        const { volume } = Confinement.placementOf(metadata)
+        return volume !== undefined
           ? Effect.fail(
             new WrongWorkspace({
               goalId,
-              message: `goal ${goalId} is not run on this worker: it works in a folder of workspace volume ${metadata["volume"]}, and this worker offers no workspace`
+              message: `goal ${goalId} is not run on this worker: it works in a folder of workspace volume ${volume}, and this worker offers no workspace`
             })
           )
           : Effect.succeed(registry)
+      }
     }))
 )

@@ -26,7 +26,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { type CallToolResult, ErrorCode, McpError as ProtocolError, type Tool as McpTool } from "@modelcontextprotocol/sdk/types.js"
 import { Tool } from "@rx/kernel"
-import { Sandbox } from "@rx/tools"
+import { Confinement, Sandbox } from "@rx/tools"
 import { Ajv, type ErrorObject } from "ajv"
 import { Effect, Either, Option, Schema, type Scope } from "effect"
 import { closeSync, constants, openSync, statSync } from "node:fs"
@@ -141,8 +141,6 @@ const inherited = new Set([
   "NODE_EXTRA_CA_CERTS"
 ])
 
-const within = (root: string, path: string) => path === root || path.startsWith(root.endsWith("/") ? root : `${root}/`)
-
 /**
  * The base environment of a stdio server: PATH, HOME, the user and locale (`LANG`, `LC_*`), TMPDIR,
  * the XDG folders, proxies and CA files, from `environment`. Nothing else of rx's: not RX_TOKEN,
@@ -156,7 +154,7 @@ export const baseEnvironment = (environment: Readonly<Record<string, string | un
     if (value === undefined || value.startsWith("()")) continue
     if (inherited.has(name) || name.startsWith("LC_")) env[name] = value
   }
-  const path = (environment["PATH"] ?? "").split(":").filter((folder) => NodePath.isAbsolute(folder) && !within(workspace, NodePath.resolve(folder)))
+  const path = (environment["PATH"] ?? "").split(":").filter((folder) => NodePath.isAbsolute(folder) && !Confinement.inside(workspace, NodePath.resolve(folder)))
   env["PATH"] = path.length > 0 ? path.join(":") : "/usr/local/bin:/usr/bin:/bin"
   return env
 }

@@ -17,7 +17,8 @@
  */
 import { type Etag, HttpApiBuilder, type HttpPlatform, type HttpServer, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
 import { type NodeContext, NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { Control, Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { Confinement } from "@rx/tools"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { createServer } from "node:http"
 import * as Api from "./Api.js"
@@ -140,7 +141,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
 
     const cancel = (goalId: string) =>
       Effect.gen(function*() {
-        const outcome = yield* Runner.cancel(goalId, "cancelled over HTTP").pipe(
+        const outcome = yield* Control.cancel(goalId, "cancelled over HTTP").pipe(
           Effect.catchTags({
             "@rx/kernel/GoalNotFound": () => Effect.fail(notFound(goalId)),
             "@rx/kernel/StoreError": (error) => Effect.fail(storeFailed(error))
@@ -157,8 +158,8 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         const decision = yield* Body.decode(request, Api.Decision, config.maxBodyBytes)
         const by = decision.by === undefined ? config.approver : `${decision.by} (via ${config.approver})`
         const outcome = yield* (decision.approve
-          ? Runner.approve(goalId, by, callId)
-          : Runner.deny(goalId, by, decision.reason ?? "denied over HTTP", callId)).pipe(
+          ? Control.approve(goalId, by, callId)
+          : Control.deny(goalId, by, decision.reason ?? "denied over HTTP", callId)).pipe(
             Effect.catchTags({
               "@rx/kernel/GoalNotFound": () => Effect.fail(notFound(goalId)),
               "@rx/kernel/NothingToDecide": (error) => Effect.fail(new Conflict({ goalId, message: error.message })),
@@ -175,7 +176,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
       Effect.gen(function*() {
         const summary = yield* summaryOf(goalId)
         if (summary.status === "terminated") return yield* new Conflict({ goalId, message: `goal ${goalId} has terminated (${summary.reason ?? "?"})` })
-        const state = yield* Runner.restore(goalId).pipe(Effect.mapError(storeFailed))
+        const state = yield* Goal.restore(goalId).pipe(Effect.mapError(storeFailed))
         if (Views.waitsForPerson(state) && state.awaiting !== null) {
           return yield* new Conflict({
             goalId,
@@ -187,7 +188,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         if (runs.activity(goalId) === "idle" && Option.isSome(holder)) {
           return yield* new Conflict({ goalId, message: `goal ${goalId} is being run elsewhere (${holder.value})` })
         }
-        if ((yield* Workspace.recorded(daemon.root, state.options.metadata["workspace"])) === undefined) {
+        if ((yield* Workspace.recorded(daemon.root, Confinement.placementOf(state.options.metadata).workspace)) === undefined) {
           return yield* new Conflict({ goalId, message: `goal ${goalId} works in a folder outside this server's workspace root; it is not run here` })
         }
         yield* runs.admit(goalId)

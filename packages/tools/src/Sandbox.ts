@@ -34,6 +34,7 @@ import { spawn, spawnSync } from "node:child_process"
 import { closeSync, constants, type Dirent, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, statSync } from "node:fs"
 import * as NodePath from "node:path"
 import type { SandboxMode } from "./Config.js"
+import * as Confinement from "./Confinement.js"
 
 /** The sandbox `shell` uses, decided once when the tools are built. */
 export type Sandbox =
@@ -72,8 +73,6 @@ export const trustedBwrap: ReadonlyArray<string> = ["/usr/bin/bwrap", "/usr/loca
 /** Where `prlimit` (util-linux) is looked for. */
 export const trustedPrlimit: ReadonlyArray<string> = ["/usr/bin/prlimit", "/bin/prlimit"]
 
-const within = (root: string, path: string): boolean => path === root || path.startsWith(root.endsWith("/") ? root : `${root}/`)
-
 const errorCode = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
 
@@ -107,7 +106,7 @@ export const untrusted = (path: string, workspace: string): string | undefined =
   } catch {
     // The workspace as given.
   }
-  if (within(realWorkspace, real) || within(realWorkspace, NodePath.resolve(path)) || within(workspace, NodePath.resolve(path))) {
+  if (Confinement.inside(realWorkspace, real) || Confinement.inside(realWorkspace, NodePath.resolve(path)) || Confinement.inside(workspace, NodePath.resolve(path))) {
     return `${path} is inside the workspace ${workspace}, which the agent can write`
   }
   try {
@@ -220,7 +219,7 @@ export const guardsOf = (
 ): ReadonlyArray<Guard> => {
   const inside = (entry: string): ReadonlyArray<string> => {
     const absolute = NodePath.resolve(workspace, entry)
-    return absolute !== workspace && within(workspace, absolute) ? [absolute] : []
+    return Confinement.below(workspace, absolute) ? [absolute] : []
   }
   const names = (entries: ReadonlyArray<string>) => entries.filter((entry) => !entry.includes("/"))
   return [
@@ -320,9 +319,9 @@ export const hold = (
       args.push("--bind-fd", String(firstChildFd), root)
     }
     for (const guard of guards) {
-      const relative = NodePath.relative(root, guard.path)
-      if (relative === "" || relative.startsWith("..") || NodePath.isAbsolute(relative)) continue
-      const segments = relative.split(NodePath.sep)
+      const segments = Confinement.segments(root, guard.path)
+      if (segments === undefined || segments.length === 0) continue
+      const relative = segments.join(NodePath.sep)
       if (rootFd === undefined) {
         const info = lstatOrUndefined(guard.path)
         if (info === undefined) {

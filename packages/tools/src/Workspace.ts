@@ -28,6 +28,7 @@ import { randomBytes } from "node:crypto"
 import { closeSync, constants, fstatSync, lstatSync, openSync } from "node:fs"
 import * as NodePath from "node:path"
 import { ToolsConfig } from "./Config.js"
+import * as Confinement from "./Confinement.js"
 import * as Files from "./internal/files.js"
 import * as Text from "./internal/text.js"
 
@@ -353,9 +354,6 @@ const errorCode = (error: PlatformError): string | undefined => {
 const isReason = (error: PlatformError, reason: string): boolean =>
   error._tag === "SystemError" && error.reason === reason
 
-const within = (root: string, absolute: string): boolean =>
-  absolute === root || absolute.startsWith(root.endsWith(NodePath.sep) ? root : root + NodePath.sep)
-
 const entryType = (info: FileSystem.File.Info): EntryType =>
   info.type === "File" ? "file" : info.type === "Directory" ? "directory" : info.type === "SymbolicLink" ? "symlink" : "other"
 
@@ -439,9 +437,8 @@ export const make = (
     const insideRoot = (absolute: string): ReadonlyArray<string> | undefined => {
       // The root as configured may be a link to the real root: both name the workspace.
       for (const base of [realRoot, configured]) {
-        if (within(base, absolute)) {
-          return NodePath.relative(base, absolute).split(NodePath.sep).filter((segment) => segment !== "")
-        }
+        const below = Confinement.segments(base, absolute)
+        if (below !== undefined) return below
       }
       return undefined
     }

@@ -4,8 +4,8 @@
  * known); at start it queues every open goal that does not wait for a person; `drain` stops it.
  */
 import { FileSystem, HttpServer, Path } from "@effect/platform"
-import { type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
-import { HttpFetch } from "@rx/tools"
+import { Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { Confinement, HttpFetch } from "@rx/tools"
 import { Context, Deferred, Effect, Layer, Option } from "effect"
 import type * as Config from "../Config.js"
 import { InvalidConfig } from "../Config.js"
@@ -53,14 +53,14 @@ export const here: Run<StateStore.StateStore | LanguageModel.LanguageModel | Too
   root
 ) =>
   Effect.gen(function*() {
-    const state = yield* Runner.restore(goalId)
+    const state = yield* Goal.restore(goalId)
     if (state.seq === 0 || state.terminated !== null) return
     // A goal recorded for a cluster's workspace volume is the cluster's workers' to run (@rx/cluster).
-    const volume = state.options.metadata["volume"]
-    if (volume !== undefined) {
-      return yield* Effect.logWarning(`goal ${goalId} is not run here: it was submitted to a cluster (workspace volume ${String(volume)}), whose workers run it`)
+    const placement = Confinement.placementOf(state.options.metadata)
+    if (placement.volume !== undefined) {
+      return yield* Effect.logWarning(`goal ${goalId} is not run here: it was submitted to a cluster (workspace volume ${placement.volume}), whose workers run it`)
     }
-    const workspace = yield* Workspace.recorded(root, state.options.metadata["workspace"])
+    const workspace = yield* Workspace.recorded(root, placement.workspace)
     if (workspace === undefined) {
       return yield* Effect.logWarning(`goal ${goalId} is not run here: its workspace is not a folder inside ${root}`)
     }
@@ -110,13 +110,13 @@ export const layer = <R>(config: Config.Config, runGoal: Run<R>): Layer.Layer<Da
         const open = yield* store.goals({ status: "open" })
         for (const summary of [...open].reverse()) {
           const { goalId } = summary
-          const state = yield* Runner.restore(goalId)
+          const state = yield* Goal.restore(goalId)
           if (waitsForPerson(state)) continue
-          if ((yield* Workspace.recorded(root, state.options.metadata["workspace"])) === undefined) {
+          const where = Confinement.placementOf(state.options.metadata).workspace
+          if ((yield* Workspace.recorded(root, where)) === undefined) {
             // Said, so an open goal left behind is not a mystery: another root, or rx resume, runs it.
-            const where = state.options.metadata["workspace"]
             yield* Effect.logWarning(
-              `goal ${goalId} is open but works in ${typeof where === "string" ? where : "a folder it did not record"}, outside this server's workspace root ${root}: it is not resumed here (rx resume ${goalId} runs it)`
+              `goal ${goalId} is open but works in ${where ?? "a folder it did not record"}, outside this server's workspace root ${root}: it is not resumed here (rx resume ${goalId} runs it)`
             )
             continue
           }
