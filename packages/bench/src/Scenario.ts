@@ -3,7 +3,7 @@
  * goes on until `maxIterations` (no repeat, no failure), on a memory or SQLite store.
  */
 import { Effect, Layer } from "effect"
-import { LanguageModel, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { type Goal, LanguageModel, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
 
 export const echo = Tool.echo
@@ -15,13 +15,13 @@ export const model = LanguageModel.layerFunction((_request, index) =>
 export const services = Layer.merge(ToolRegistry.layer([echo]), model)
 
 /** Run one goal of `iterations` iterations against `store`. */
-export const runGoal = (iterations: number, goalId: string) =>
+export const runGoal = (iterations: number, goalId: string): Effect.Effect<Goal.Result, Runner.RunError | Goal.GoalNotFound | ToolRegistry.InvalidToolset, StateStore.StateStore> =>
   Runner.run({ goal: "benchmark", goalId, options: { maxIterations: iterations, noProgressWindow: iterations + 1 } }).pipe(
     Effect.provide(services)
   )
 
 /** Run on a fresh memory store; returns microseconds per iteration. */
-export const memoryRun = (iterations: number) =>
+export const memoryRun = (iterations: number): Effect.Effect<number, Runner.RunError | Goal.GoalNotFound | ToolRegistry.InvalidToolset> =>
   Effect.gen(function*() {
     const started = performance.now()
     yield* runGoal(iterations, `mem-${iterations}`)
@@ -29,7 +29,11 @@ export const memoryRun = (iterations: number) =>
   }).pipe(Effect.provide(StateStore.layerMemory))
 
 /** Run on a SQLite file; returns microseconds per iteration. */
-export const sqliteRun = (filename: string, iterations: number, synchronous: "FULL" | "NORMAL") =>
+export const sqliteRun = (
+  filename: string,
+  iterations: number,
+  synchronous: "FULL" | "NORMAL"
+): Effect.Effect<number, Runner.RunError | Goal.GoalNotFound | ToolRegistry.InvalidToolset | SqliteStore.DatabaseRefused> =>
   Effect.gen(function*() {
     const started = performance.now()
     yield* runGoal(iterations, `sql-${iterations}`)

@@ -10,7 +10,7 @@
  */
 import * as Sse from "@effect/experimental/Sse"
 import { FetchHttpClient, HttpClient, type HttpClientError, HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { Event, LanguageModel, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { Event, Goal, LanguageModel, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { type Config, Server, Toolbox } from "@rx/server"
 import { Context, type Duration, Effect, Either, Layer, Logger, LogLevel, Option, type ParseResult, Schema, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -193,7 +193,7 @@ export type Failure =
   | HttpClientError.HttpClientError
   | ParseResult.ParseError
   | Runner.RunError
-  | Runner.GoalNotFound
+  | Goal.GoalNotFound
   | ToolRegistry.InvalidToolset
 
 export interface Figures {

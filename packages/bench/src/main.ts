@@ -7,7 +7,7 @@ import { execFileSync } from "node:child_process"
 import { mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { LanguageModel, Runner, State, StateStore, ToolRegistry } from "@rx/kernel"
+import { Goal, LanguageModel, Runner, State, StateStore, ToolRegistry } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
 import * as Floors from "./Floors.js"
 import { echo, memoryRun, sqliteRun, untilThenStop } from "./Scenario.js"
@@ -125,7 +125,7 @@ const resume = await run(Effect.gen(function*() {
     })
   })
   yield* Runner.resume("big").pipe(Effect.provide(Layer.merge(ToolRegistry.layer([echo]), model)), Effect.exit)
-  const state = yield* Runner.restore("big")
+  const state = yield* Goal.restore("big")
   return { ms: asked - started, events: state.seq }
 }).pipe(Effect.provide(SqliteStore.layer({ filename: resumeDb }))))
 log(`  ${round(resume.ms)} ms for ${resume.events} events`)

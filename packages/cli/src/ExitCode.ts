@@ -1,5 +1,5 @@
 /** The exit codes of `rx`: one per termination reason, so scripts can tell outcomes apart. */
-import type { Event, Runner } from "@rx/kernel"
+import type { Event, Goal } from "@rx/kernel"
 
 export const byReason: Readonly<Record<Event.Reason, number>> = {
   done: 0,
@@ -16,7 +16,7 @@ export const byReason: Readonly<Record<Event.Reason, number>> = {
 export const suspended = 11
 
 /** The exit code of a run's result. */
-export const of = (result: Runner.Result): number => (result.status === "suspended" ? suspended : byReason[result.reason])
+export const of = (result: Goal.Result): number => (result.status === "suspended" ? suspended : byReason[result.reason])
 
 /** rx itself failed: bad flags, an unknown goal, a database it cannot use. */
 export const failure = 1

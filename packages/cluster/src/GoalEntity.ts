@@ -10,7 +10,7 @@ import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Effect, Layer, Schedule, Schema } from "effect"
-import { type LanguageModel, Runner, type StateStore, ToolRegistry } from "@rx/kernel"
+import { Goal, type LanguageModel, Runner, type StateStore, ToolRegistry } from "@rx/kernel"
 import * as Workspaces from "./Workspaces.js"
 
 /** What driving a goal came to: it ended, it waits (suspended), or another runner has it, or rx refused it. */
@@ -45,8 +45,8 @@ export type Services = LanguageModel.LanguageModel | StateStore.StateStore | Wor
  */
 export const drive = (goalId: string): Effect.Effect<Driven, never, Services> =>
   Effect.gen(function*() {
-    const state = yield* Runner.restore(goalId)
-    if (state.seq === 0) return yield* new Runner.GoalNotFound({ goalId })
+    const state = yield* Goal.restore(goalId)
+    if (state.seq === 0) return yield* new Goal.GoalNotFound({ goalId })
     const registry = yield* Effect.flatMap(Workspaces.Workspaces, (workspaces) => workspaces.tools(goalId, state.options.metadata))
     return yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
   }).pipe(

@@ -6,7 +6,7 @@
 import { Clock, Effect, Option, Predicate, Schema } from "effect"
 import type * as Event from "./Event.js"
 import * as Options from "./Options.js"
-import { GoalNotFound, restore } from "./Runner.js"
+import { GoalNotFound, restore } from "./Goal.js"
 import { StateStore, StoreError } from "./StateStore.js"
 
 /** Ask a goal to stop, from any process: appends `CancelRequested`, which its runner obeys. */

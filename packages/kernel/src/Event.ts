@@ -134,7 +134,7 @@ export const ApprovalRequested = Schema.TaggedStruct("ApprovalRequested", {
   index,
   repair
 })
-/** A person's decision on a requested call; appended by any process (`Runner.approve`, `Runner.deny`). */
+/** A person's decision on a requested call; appended by any process (`Control.approve`, `Control.deny`). */
 export const ApprovalDecided = Schema.TaggedStruct("ApprovalDecided", {
   ...Base,
   callId: Schema.String,

@@ -10,6 +10,7 @@
 import { Cause, Clock, Context, Effect, Either, Exit, Layer, Option, Schema, Stream } from "effect"
 import * as Behaviour from "./Behaviour.js"
 import * as Event from "./Event.js"
+import type * as Goal from "./Goal.js"
 import * as GoalSummary from "./GoalSummary.js"
 import { canonical } from "./internal/json.js"
 import * as LanguageModel from "./LanguageModel.js"
@@ -37,7 +38,7 @@ export class ReplayError extends Schema.TaggedError<ReplayError>()("@rx/kernel/R
 
 /** What a replay found: a terminated goal reproduced to its end, or an open goal's log reproduced as far as it goes. */
 export type Verified =
-  | { readonly _tag: "Complete"; readonly result: Runner.Result }
+  | { readonly _tag: "Complete"; readonly result: Goal.Result }
   | { readonly _tag: "Open"; readonly goalId: string; readonly events: number }
 
 /** What of an event a replay must reproduce: its decision, not its wording, time or derived counters. */
@@ -190,7 +191,7 @@ export const check = (
     const layers = Layer.succeedContext(
       Context.make(StateStore, store).pipe(Context.add(LanguageModel.LanguageModel, model), Context.add(ToolRegistry, registry))
     )
-    const replayed = <E>(effect: Effect.Effect<Runner.Result, E, Runner.Services>) =>
+    const replayed = <E>(effect: Effect.Effect<Goal.Result, E, Runner.Services>) =>
       effect.pipe(Effect.provide(layers), Effect.withClock(clock), Effect.exit)
     const { behaviour, goal, instructions, options } = first
     let exit = yield* replayed(Runner.run({ goal, instructions, options, goalId, behaviour }))
@@ -231,14 +232,14 @@ export const recordedClock = (events: ReadonlyArray<Event.Event>): Clock.Clock =
 /** Replay a terminated goal's log and check the runner reproduces it; an open goal's log is a `ReplayError`. */
 export const verify = (
   events: ReadonlyArray<Event.Event>
-): Effect.Effect<Runner.Result, NonDeterminism | ReplayError | Behaviour.UnsupportedBehaviour> =>
+): Effect.Effect<Goal.Result, NonDeterminism | ReplayError | Behaviour.UnsupportedBehaviour> =>
   Effect.flatMap(check(events), (verified) =>
     verified._tag === "Complete"
       ? Effect.succeed(verified.result)
       : new ReplayError({ message: `goal ${verified.goalId} is still open: its ${verified.events} events verify, but it has no end yet` }))
 
 /** A runner that stopped without ending the goal: suspended, or interrupted where the live one was shut down. */
-const stopped = (exit: Exit.Exit<Runner.Result, unknown>): boolean =>
+const stopped = (exit: Exit.Exit<Goal.Result, unknown>): boolean =>
   Exit.isSuccess(exit) ? exit.value.status === "suspended" : Cause.isInterruptedOnly(exit.cause)
 
 /** The answer as the model gave it: arguments the log keeps only in a `ToolStarted` of the same batch put back. */

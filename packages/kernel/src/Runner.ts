@@ -11,6 +11,7 @@ import * as Action from "./Action.js"
 import * as Answer from "./Answer.js"
 import * as Behaviour from "./Behaviour.js"
 import * as Event from "./Event.js"
+import { GoalNotFound, restore, type Result, result } from "./Goal.js"
 import { fingerprint, isJson } from "./internal/json.js"
 import * as Trace from "./internal/trace.js"
 import * as LanguageModel from "./LanguageModel.js"
@@ -178,32 +179,6 @@ const finish = (run: Run, outcome: Tool.Outcome): Effect.Effect<unknown, RunErro
 /** How soon the cancel watcher follows the log again after its store failed: quickly at first, then every 5 s. */
 const watchAgain = Schedule.exponential("50 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))
 
-/** How a run stopped: the goal ended (`terminated`), or it waits, open, for `resume` (`suspended`). */
-export type Result =
-  | {
-    readonly status: "terminated"
-    readonly goalId: string
-    readonly reason: Event.Reason
-    readonly detail: string
-    readonly iterations: number
-    readonly state: State.State
-  }
-  | {
-    readonly status: "suspended"
-    readonly goalId: string
-    readonly reason: Event.SuspendReason
-    readonly detail: string
-    readonly iterations: number
-    readonly state: State.State
-  }
-
-const result = (state: State.State): Result => {
-  const base = { goalId: state.goalId, iterations: state.completed, state }
-  if (state.terminated !== null) return { ...base, status: "terminated", ...state.terminated }
-  const suspended = state.suspended ?? { reason: "shutdown", detail: "the runner stopped" }
-  return { ...base, status: "suspended", ...suspended }
-}
-
 /** A person's answer to an approval request: `None` leaves the goal suspended until someone decides. */
 export type Approver = (request: State.Awaiting) => Effect.Effect<Option.Option<Decision>>
 
@@ -220,13 +195,6 @@ export interface Hooks {
   readonly observe?: Observer | undefined
   /** Asked when a call needs approval (a person at a terminal); without it, the goal suspends. */
   readonly approve?: Approver | undefined
-}
-
-/** No goal with this id is in the store. */
-export class GoalNotFound extends Schema.TaggedError<GoalNotFound>()("@rx/kernel/GoalNotFound", { goalId: Schema.String }) {
-  override get message() {
-    return `no goal with id ${this.goalId}`
-  }
 }
 
 /** Another runner holds the goal or appended to it: only one may run it at a time. */
@@ -327,17 +295,6 @@ const ending = (result: Result): Trace.Ending => ({
     ? `the goal ended with ${result.reason}: ${result.detail}`
     : undefined
 })
-
-/** A goal's State: its latest snapshot, if any, with the events after it folded in. */
-export const restore = (goalId: string): Effect.Effect<State.State, StoreError, StateStore> =>
-  Effect.gen(function*() {
-    const store = yield* StateStore
-    const snapshot = yield* store.snapshot(goalId)
-    const base = Option.match(snapshot, { onNone: () => State.empty(goalId), onSome: (s) => s.state })
-    return State.fold(base, yield* store.load(goalId, base.seq))
-  })
-
-export { approve, cancel, changeOptions, deny } from "./Control.js"
 
 /** `g` + time (base 36) + a fingerprint of the goal: sortable, stable under replay. */
 export const deriveGoalId = (goal: string, at: number): string =>

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Option, Ref, Schema } from "effect"
-import { Event, LanguageModel, Prompt, Replay, Runner, State, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { Control, Event, LanguageModel, Prompt, Replay, Runner, State, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { echo, endsOnce, eventsOf, flaky, ledgerTool, tags } from "./fixtures.js"
 
 const { callTool, done } = LanguageModel
@@ -171,7 +171,7 @@ describe("Approvals", () => {
       const before = (yield* eventsOf("a")).length
       yield* Runner.resume("a").pipe(Effect.provide(services(ledger, [])))
       expect((yield* eventsOf("a")).length).toBe(before)
-      expect(yield* Runner.approve("a", "alice")).toBe("decided")
+      expect(yield* Control.approve("a", "alice")).toBe("decided")
       const requests: Array<LanguageModel.Request> = []
       const result = yield* Runner.resume("a").pipe(Effect.provide(services(ledger, [capture(requests, done("ok"))])))
       expect(result.reason).toBe("done")
@@ -195,7 +195,7 @@ describe("Approvals", () => {
     Effect.gen(function*() {
       const ledger = yield* Ref.make<ReadonlyArray<string>>([])
       yield* Runner.run({ goal: "deny", goalId: "n", options: ask }).pipe(Effect.provide(services(ledger, [callTool("append", { line: "x" })])))
-      expect(yield* Runner.deny("n", "bob", "not on Fridays")).toBe("decided")
+      expect(yield* Control.deny("n", "bob", "not on Fridays")).toBe("decided")
       const requests: Array<LanguageModel.Request> = []
       yield* Runner.resume("n").pipe(Effect.provide(services(ledger, [capture(requests, done("ok"))])))
       expect(yield* Ref.get(ledger)).toEqual([])
@@ -236,7 +236,7 @@ describe("A person's decision", () => {
       const always: Runner.Approver = (request) =>
         Effect.gen(function*() {
           yield* Ref.update(asked, (n) => n + 1)
-          yield* Runner.changeOptions("k2", (o) => ({ ...o, approval: { ...o.approval, [request.tool]: "auto" as const } }))
+          yield* Control.changeOptions("k2", (o) => ({ ...o, approval: { ...o.approval, [request.tool]: "auto" as const } }))
           return Option.some({ approved: true, reason: "always", by: "terminal" })
         }).pipe(Effect.orDie, Effect.provideService(StateStore.StateStore, store))
       const result = yield* Runner.run({ goal: "always", goalId: "k2", options: { approval: { append: "ask" } }, approve: always }).pipe(
@@ -269,7 +269,7 @@ describe("Instructions and limits", () => {
       const ledger = yield* Ref.make<ReadonlyArray<string>>([])
       const down: LanguageModel.Step = () => Effect.fail(new LanguageModel.ModelError({ message: "down" }))
       yield* Runner.run({ goal: "limit", goalId: "l", options: { maxIterations: 1 } }).pipe(Effect.provide(services(ledger, [down])))
-      expect(yield* Runner.changeOptions("l", (o) => ({ ...o, maxIterations: 3 }))).toBe("changed")
+      expect(yield* Control.changeOptions("l", (o) => ({ ...o, maxIterations: 3 }))).toBe("changed")
       const result = yield* Runner.resume("l").pipe(
         Effect.provide(services(ledger, [callTool("echo", { text: "1" }), callTool("echo", { text: "2" }), callTool("echo", { text: "3" }), done("no")]))
       )

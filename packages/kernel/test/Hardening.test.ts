@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Option, Ref, Schema } from "effect"
-import { Behaviour, Event, LanguageModel, Options, Replay, Runner, State, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { Behaviour, Control, Event, LanguageModel, Options, Replay, Runner, State, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { echo, eventsOf, layers, ledgerTool, runGoal, tags } from "./fixtures.js"
 
 const { callTool, callToolRaw, done } = LanguageModel
@@ -179,20 +179,20 @@ describe("Runner.resume after a crash inside a call", () => {
     }))
 })
 
-describe("Runner.changeOptions", () => {
+describe("Control.changeOptions", () => {
   it.effect("appends OptionsChanged from outside the runner; the reducer and replay follow it", () =>
     Effect.gen(function*() {
       const store = yield* StateStore.StateStore
       yield* store.append("o", 0, [
         { _tag: "GoalSubmitted", goalId: "o", seq: 0, iteration: 0, at: 1, goal: "g", options: Options.defaults, tools: [echo.spec], behaviour: 2 }
       ])
-      const changed = yield* Runner.changeOptions("o", (current) => ({ ...current, metadata: { sandbox: "none" } }))
+      const changed = yield* Control.changeOptions("o", (current) => ({ ...current, metadata: { sandbox: "none" } }))
       expect(changed).toBe("changed")
-      expect(yield* Runner.changeOptions("o", (current) => current)).toBe("unchanged")
+      expect(yield* Control.changeOptions("o", (current) => current)).toBe("unchanged")
       const events = yield* eventsOf("o")
       expect(tags(events)).toEqual(["GoalSubmitted", "OptionsChanged"])
       expect(State.fromEvents("o", events).options.metadata).toEqual({ sandbox: "none" })
-      const bad = yield* Effect.flip(Runner.changeOptions("o", (current) => ({ ...current, maxIterations: 0 })))
+      const bad = yield* Effect.flip(Control.changeOptions("o", (current) => ({ ...current, maxIterations: 0 })))
       expect(bad._tag).toBe("@rx/kernel/InvalidOptions")
       const result = yield* Runner.resume("o")
       expect(result.reason).toBe("done")

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { readdirSync, readFileSync, statSync } from "node:fs"
-import { join } from "node:path"
+import { dirname, join, resolve } from "node:path"
 
 const sources = (dir: string): Array<string> =>
   readdirSync(dir).flatMap((name) => {
@@ -32,5 +32,28 @@ describe("the kernel's sources", () => {
     )
     const foreign = imports.filter(({ spec }) => spec !== "effect" && !spec.startsWith("./") && !spec.startsWith("../"))
     expect(foreign).toEqual([])
+  })
+
+  it("have no import circle: each module reads only modules below it", () => {
+    // Every relative `import`/`export ... from`, type-only ones included, as an edge between files.
+    const edges = new Map(files.map(({ path, text }) => [
+      path,
+      [...text.matchAll(/(?:import|export)\s[^;]*?from\s+"(\.{1,2}\/[^"]+)\.js"/g)].map((m) => resolve(dirname(path), `${m[1] ?? ""}.ts`))
+    ]))
+    expect([...edges.values()].flat()).toContain(join(src, "Goal.ts"))
+    const done = new Set<string>()
+    const circles: Array<string> = []
+    const visit = (path: string, trail: ReadonlyArray<string>): void => {
+      const at = trail.indexOf(path)
+      if (at >= 0) {
+        circles.push([...trail.slice(at), path].map((p) => p.slice(src.length + 1)).join(" -> "))
+        return
+      }
+      if (done.has(path)) return
+      for (const next of edges.get(path) ?? []) visit(next, [...trail, path])
+      done.add(path)
+    }
+    for (const path of edges.keys()) visit(path, [])
+    expect(circles).toEqual([])
   })
 })

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Ref, Schema } from "effect"
-import { Event, LanguageModel, Options, Prompt, Replay, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { Control, Event, LanguageModel, Options, Prompt, Replay, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { echo, endsOnce, eventsOf, flaky, layers, runGoal, tags } from "./fixtures.js"
 
 const { callTool, callToolRaw, done, text } = LanguageModel
@@ -210,13 +210,13 @@ describe("Runner: cancellation", () => {
         Effect.provide(Layer.mergeAll(ToolRegistry.layer([echo]), LanguageModel.layerScripted([callTool("echo", { text: "a" }), slow])))
       ))
       yield* Deferred.await(asked)
-      expect(yield* Runner.cancel("c1", "user pressed Ctrl-C")).toBe("requested")
+      expect(yield* Control.cancel("c1", "user pressed Ctrl-C")).toBe("requested")
       const result = yield* Fiber.join(fiber)
       expect(result).toMatchObject({ reason: "cancelled", detail: "user pressed Ctrl-C" })
       expect(yield* Ref.get(interrupted)).toBe(true)
       const events = yield* eventsOf("c1")
       expect(tags(events).slice(-3)).toEqual(["IterationCompleted", "CancelRequested", "Terminated"])
-      expect(yield* Runner.cancel("c1")).toBe("already_terminated")
+      expect(yield* Control.cancel("c1")).toBe("already_terminated")
       expect((yield* Replay.verify(events)).reason).toBe("cancelled")
     }).pipe(Effect.provide(StateStore.layerMemory)))
 
@@ -228,7 +228,7 @@ describe("Runner: cancellation", () => {
         Effect.provide(Layer.mergeAll(ToolRegistry.layer([slowTool]), LanguageModel.layerScripted([callTool("slow", {}), done("x")])))
       ))
       yield* Deferred.await(started)
-      yield* Runner.cancel("c2")
+      yield* Control.cancel("c2")
       const result = yield* Fiber.join(fiber)
       expect(result.reason).toBe("cancelled")
       const events = yield* eventsOf("c2")
@@ -255,7 +255,7 @@ describe("Runner: cancellation", () => {
           Effect.provide(Layer.mergeAll(ToolRegistry.layer([slowTool]), LanguageModel.layerScripted([callTool("slow", {}), done("x")])))
         ))
         yield* Deferred.await(started)
-        yield* Runner.cancel("c-flaky")
+        yield* Control.cancel("c-flaky")
         const result = yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds"))
         expect(result.reason).toBe("cancelled")
         expect(failures).toBeGreaterThan(3)
@@ -271,7 +271,7 @@ describe("Runner: cancellation", () => {
       const { events } = yield* runGoal("x", { maxIterations: 1 })
       // Re-create the log without its end, as if the process died, then cancel it.
       yield* store.append("g2", 0, events.slice(0, 5).map((e) => ({ ...e, goalId: "g2" })))
-      yield* Runner.cancel("g2", "not needed any more")
+      yield* Control.cancel("g2", "not needed any more")
       const result = yield* Runner.resume("g2")
       expect(result).toMatchObject({ reason: "cancelled", detail: "not needed any more" })
     }).pipe(Effect.provide(layers([callTool("echo", { text: "1" })]))))

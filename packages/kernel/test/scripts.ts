@@ -1,7 +1,7 @@
 /** Random scripted runs, for the property tests. */
 import { Effect, FastCheck as fc, Layer, Option, Ref } from "effect"
 import { TestClock } from "effect"
-import { Event, LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { Event, Goal, LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
 import { echo, flaky, ledgerTool, recordingStore } from "./fixtures.js"
 
 export type Move =
@@ -80,7 +80,7 @@ export const steps = (moves: ReadonlyArray<Move>): ReadonlyArray<LanguageModel.S
     ))
 
 /** Run, then resume while the goal is suspended (the model comes back, a decision is made). */
-const toEnd = <E1, E2>(start: Effect.Effect<Runner.Result, E1, Runner.Services>, services: Layer.Layer<Runner.Services, E2>) =>
+const toEnd = <E1, E2>(start: Effect.Effect<Goal.Result, E1, Runner.Services>, services: Layer.Layer<Runner.Services, E2>) =>
   Effect.gen(function*() {
     let result = yield* start.pipe(Effect.provide(services))
     while (result.status === "suspended") result = yield* Runner.resume(goalId, { approve: approver }).pipe(Effect.provide(services))

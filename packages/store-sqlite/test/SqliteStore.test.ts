@@ -3,7 +3,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Chunk, Clock, Context, Deferred, Effect, Either, Fiber, HashMap, Layer, List, Logger, Option, Schema, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Event, GoalSummary, Replay, Runner, State, StateStore, StoreConformance } from "@rx/kernel"
+import { Event, Goal, GoalSummary, Replay, Runner, State, StateStore, StoreConformance } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
 import { contiguous, echoRun, endsOnce, submitted } from "./fixtures.js"
 import { exec, layerWithClient, tempDb, tempDir } from "./helpers.js"
@@ -158,16 +158,16 @@ describe("SqliteStore", () => {
           expect(seq).toBeGreaterThan(events.length - 6)
           expect(state).toEqual(State.fromEvents("g", events.slice(0, seq)))
         }
-        expect(yield* Runner.restore("g")).toEqual(State.fromEvents("g", events))
+        expect(yield* Goal.restore("g")).toEqual(State.fromEvents("g", events))
         // A snapshot of another State version is ignored: restore folds from the start.
         yield* exec(`UPDATE snapshots SET state_version = ${State.version + 1}`)
         expect(Option.isNone(yield* store.snapshot("g"))).toBe(true)
-        expect(yield* Runner.restore("g")).toEqual(State.fromEvents("g", events))
+        expect(yield* Goal.restore("g")).toEqual(State.fromEvents("g", events))
         expect(logs.lines).toEqual([])
         // A corrupt snapshot is ignored too, with a warning.
         yield* exec(`UPDATE snapshots SET state_version = ${State.version}, state = '{"goalId": 1}'`)
         expect(Option.isNone(yield* store.snapshot("g"))).toBe(true)
-        expect(yield* Runner.restore("g")).toEqual(State.fromEvents("g", events))
+        expect(yield* Goal.restore("g")).toEqual(State.fromEvents("g", events))
         expect(logs.lines.map((line) => line.message)).toEqual([
           expect.stringContaining("goal g: its snapshot at seq"),
           expect.stringContaining("goal g: its snapshot at seq")
@@ -207,7 +207,7 @@ describe("SqliteStore", () => {
           "goal o: the State handed with the events up to seq 3 is goal f's at seq 3; no snapshot is saved"
         ])
         // Restore starts from the State handed over, then folds the events after it.
-        expect((yield* Runner.restore("f")).goal).toBe("handed at 4")
+        expect((yield* Goal.restore("f")).goal).toBe("handed at 4")
       }).pipe(Effect.provide(layerWithClient({ filename, snapshotEvery: 3 })), Effect.provide(logs.layer))
     }))
 

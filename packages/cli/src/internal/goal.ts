@@ -3,7 +3,7 @@
  * JSON lines with `--json`), a live status line on a terminal, Ctrl-C and SIGTERM, approvals
  * asked in place, and the exit code of how it ended.
  */
-import { Event, Options as RunOptions, Runner, type State, StateStore } from "@rx/kernel"
+import { Control, Event, Goal, Options as RunOptions, Runner, type State, StateStore } from "@rx/kernel"
 import { Cause, Console, Context, Effect, Exit, Fiber, Ref, Runtime } from "effect"
 import * as Approval from "../Approval.js"
 import * as ExitCode from "../ExitCode.js"
@@ -63,19 +63,12 @@ export interface RunHooks {
   readonly approve: Runner.Approver | undefined
 }
 
-/** A goal's result as its folded log says: how it ended, or why it waits (`otherwise` if its log does not say). */
-export const resultOf = (goalId: string, state: State.State, otherwise: string): Runner.Result => {
-  const base = { goalId, iterations: state.completed, state }
-  if (state.terminated !== null) return { ...base, status: "terminated", ...state.terminated }
-  return { ...base, status: "suspended", ...(state.suspended ?? { reason: "shutdown", detail: otherwise }) }
-}
-
 /** The result of a goal whose runner was stopped from outside (SIGTERM), as its log says. */
 const stopped = (goalId: string) =>
-  Effect.map(Runner.restore(goalId), (state) => resultOf(goalId, state, "rx was stopped before the goal ended"))
+  Effect.map(Goal.restore(goalId), (state) => Goal.result(state, { reason: "shutdown", detail: "rx was stopped before the goal ended" }))
 
 /** The closing line of a run (not with `--json`), what to do next if the goal waits, and the exit code. */
-export const finish = (result: Runner.Result, json: boolean, where: Render.Where) =>
+export const finish = (result: Goal.Result, json: boolean, where: Render.Where) =>
   Effect.gen(function*() {
     const code = ExitCode.of(result)
     const next = Render.nextSteps(result, where)
@@ -96,7 +89,7 @@ const statusLine = (json: boolean, goalId: string | undefined, options: RunOptio
       Settings.recorded(options?.metadata).model ?? ""
     )
     // A resume commits nothing before its first model call: say what runs first.
-    if (goalId !== undefined) yield* progress.set(Progress.resumed(yield* Runner.restore(goalId)))
+    if (goalId !== undefined) yield* progress.set(Progress.resumed(yield* Goal.restore(goalId)))
     yield* Effect.acquireRelease(
       Effect.sync(() => Output.setStatusLine({ clear: () => Effect.runSync(progress.clear), redraw: () => Effect.runSync(progress.redraw) })),
       () => Effect.sync(() => Output.setStatusLine(undefined))
@@ -112,7 +105,7 @@ const statusLine = (json: boolean, goalId: string | undefined, options: RunOptio
  * is printed.
  */
 export const runGoal = <E>(
-  start: (hooks: RunHooks) => Effect.Effect<Runner.Result, E, StateStore.StateStore>,
+  start: (hooks: RunHooks) => Effect.Effect<Goal.Result, E, StateStore.StateStore>,
   how: { readonly json: boolean; readonly db: Settings.Database; readonly goalId?: string; readonly options?: RunOptions.Options }
 ) =>
   Effect.scoped(Effect.gen(function*() {
@@ -124,9 +117,9 @@ export const runGoal = <E>(
       presses++
       if (presses > 1 || goalId === undefined) process.exit(ExitCode.interrupted)
       Output.err(`\ncancelling goal ${goalId}; press Ctrl-C again to stop at once\n`)
-      Runtime.runFork(runtime)(Effect.ignore(Runner.cancel(goalId, "cancelled by Ctrl-C")))
+      Runtime.runFork(runtime)(Effect.ignore(Control.cancel(goalId, "cancelled by Ctrl-C")))
     })
-    const print = printer(how.json, how.options, how.goalId === undefined ? null : (yield* Runner.restore(how.goalId)).pending)
+    const print = printer(how.json, how.options, how.goalId === undefined ? null : (yield* Goal.restore(how.goalId)).pending)
     const status = yield* statusLine(how.json, how.goalId, how.options)
     const observe = (event: Event.Event) => {
       goalId = event.goalId
@@ -134,7 +127,7 @@ export const runGoal = <E>(
     }
     // "always" at the terminal: the tool runs without asking from now on, recorded as an options change.
     const always = (tool: string) =>
-      goalId === undefined ? Effect.void : Runner.changeOptions(goalId, (current): RunOptions.Input => ({
+      goalId === undefined ? Effect.void : Control.changeOptions(goalId, (current): RunOptions.Input => ({
         ...current,
         approval: { ...current.approval, [tool]: "auto" }
       })).pipe(

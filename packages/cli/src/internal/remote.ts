@@ -6,7 +6,7 @@
  */
 import { FileSystem, Path } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { type Event, Replay, State } from "@rx/kernel"
+import { type Event, Goal, Replay, State } from "@rx/kernel"
 import { type ApiError, Client, Config as ServerConfig } from "@rx/server"
 import { Console, Effect, Option, Runtime, Stream } from "effect"
 import * as ExitCode from "../ExitCode.js"
@@ -14,7 +14,7 @@ import * as Render from "../Render.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
 import * as Usage from "../Usage.js"
-import { finish, note, printer, resultOf, say, sayJson, setExit } from "./goal.js"
+import { finish, note, printer, say, sayJson, setExit } from "./goal.js"
 import { takeOver } from "./interrupt.js"
 import * as Output from "./output.js"
 import * as Setup from "./setup.js"
@@ -124,7 +124,7 @@ const follow = (rx: Client.Service, url: string, goalId: string, printFrom: numb
         })
       )
     )
-    yield* finish(resultOf(goalId, state, "the server ended the events before the goal ended"), json, { server: url })
+    yield* finish(Goal.result(state, { reason: "shutdown", detail: "the server ended the events before the goal ended" }), json, { server: url })
   }))
 
 /** `rx run --server`: submit, then follow to the end as a local run prints it. */

@@ -3,7 +3,7 @@
  * (why it is suspended, the call awaiting approval) folded from it, and the server's activity.
  * Listing pages through the store's order (newest first) with an opaque cursor.
  */
-import { Audit, type GoalSummary, Runner, type State, StateStore } from "@rx/kernel"
+import { Audit, Goal, type GoalSummary, type State, StateStore } from "@rx/kernel"
 import { Effect, Either, Option, Schema } from "effect"
 import type * as Api from "../Api.js"
 import { BadRequest, NotFound } from "../ApiError.js"
@@ -56,7 +56,7 @@ export const makeCache = (capacity = 10_000) => {
     Effect.suspend(() => {
       const hit = kept.get(summary.goalId)
       if (hit !== undefined && hit.nextSeq === summary.nextSeq) return Effect.succeed(hit.log)
-      return Effect.map(Runner.restore(summary.goalId), (state) => {
+      return Effect.map(Goal.restore(summary.goalId), (state) => {
         const log = fromLog(state)
         kept.delete(summary.goalId)
         kept.set(summary.goalId, { nextSeq: state.seq, log })
@@ -73,7 +73,7 @@ export const one = (goalId: string, activity: (goalId: string) => Api.Activity) 
     const store = yield* StateStore.StateStore
     const summary = yield* store.goal(goalId)
     if (Option.isNone(summary)) return yield* new NotFound({ goalId, message: `no goal with id ${goalId}` })
-    const state = yield* Runner.restore(goalId)
+    const state = yield* Goal.restore(goalId)
     const goal = view(summary.value, fromLog(state), activity(goalId))
     if (state.terminated === null) return goal
     const audit = Audit.of(yield* store.load(goalId))
