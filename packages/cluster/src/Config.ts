@@ -3,7 +3,7 @@
  * with this Schema, so a bad value is a clear error before any connection is made or port opened.
  */
 import { Effect, Schema } from "effect"
-import { Issues, StateStore } from "@rx/kernel"
+import { Decode, StateStore } from "@rx/kernel"
 import { Config as PgConfig } from "@rx/store-pg"
 
 /** A positive whole number of milliseconds, `fallback` when absent. */
@@ -91,11 +91,8 @@ export const WorkerConfig = Schema.Struct({
 export type WorkerConfig = typeof WorkerConfig.Type
 export type WorkerInput = typeof WorkerConfig.Encoded
 
-const decodeWith = <A, I>(schema: Schema.Schema<A, I>, what: string) => (input: I): Effect.Effect<A, StateStore.StoreError> =>
-  Effect.mapError(
-    Schema.decodeUnknown(schema, { errors: "all", onExcessProperty: "error" })(input),
-    (error) => new StateStore.StoreError({ message: `invalid ${what} configuration: ${PgConfig.redact(Issues.format(error))}` })
-  )
+const decodeWith = <A, I>(schema: Schema.Schema<A, I>, what: string): (input: I) => Effect.Effect<A, StateStore.StoreError> =>
+  Decode.config(schema, (problems) => new StateStore.StoreError({ message: `invalid ${what} configuration: ${PgConfig.redact(problems)}` }))
 
 /** Decode a worker's configuration; a failure names each offending field (never the URL's password). */
 export const decodeWorker = decodeWith(WorkerConfig, "cluster worker")

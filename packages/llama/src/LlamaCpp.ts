@@ -5,7 +5,7 @@
  * @rx/llm's JSON mode. node-llama-cpp is loaded when the Layer is built, not when this module is
  * imported, so importing @rx/llama never loads the native addon.
  */
-import { Issues, LanguageModel, type Tool } from "@rx/kernel"
+import { Decode, LanguageModel, type Tool } from "@rx/kernel"
 import { Context, Duration, Effect, Either, Layer, type Scope, Schema } from "effect"
 import { open, stat } from "node:fs/promises"
 import { totalmem } from "node:os"
@@ -87,11 +87,11 @@ export interface Model extends LanguageModel.Service {
 /** The context when neither the setting nor the model says less. */
 export const defaultContextSize = 16_384
 
+const validateConfig = Decode.validated(Config, (problems) => new InvalidConfig({ message: `invalid local model configuration: ${problems}` }))
+
 /** Check an input and fill in the defaults. */
 export const config = (input: Input): Effect.Effect<Config, InvalidConfig> =>
-  Schema.validate(Config, { errors: "all" })(Config.make(input, { disableValidation: true })).pipe(
-    Effect.mapError((error) => new InvalidConfig({ message: `invalid local model configuration: ${Issues.format(error)}` }))
-  )
+  validateConfig(Config.make(input, { disableValidation: true }))
 
 /** Text on one line, at most `max` characters. */
 const oneLine = (text: string, max = 200): string => {

@@ -5,7 +5,7 @@
  */
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Issues, LanguageModel } from "@rx/kernel"
+import { Decode, Issues, LanguageModel } from "@rx/kernel"
 import { Duration, Effect, Either, Encoding, Layer, Redacted, Schema } from "effect"
 import * as ChatCompletions from "./ChatCompletions.js"
 import * as Attempt from "./internal/attempt.js"
@@ -85,13 +85,11 @@ export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("@rx/llm/
   message: Schema.String
 }) {}
 
+const validateConfig = Decode.validated(Config, (problems) => new InvalidConfig({ message: `invalid model configuration: ${problems}` }))
+
 /** Check an input and fill in the defaults. */
 export const config = (input: Input): Effect.Effect<Config, InvalidConfig> =>
-  Schema.validate(Config, { errors: "all" })(Config.make(input, { disableValidation: true })).pipe(
-    Effect.mapError((error) =>
-      new InvalidConfig({ message: `invalid model configuration: ${Issues.format(error)}` })
-    )
-  )
+  validateConfig(Config.make(input, { disableValidation: true }))
 
 const trimSlashes = (url: string) => url.replace(/\/+$/, "")
 

@@ -2,7 +2,7 @@
  * The server's configuration. Every field but `token` and `workspace` has a default; the input
  * is decoded with this Schema, so a bad value is one clear error before anything listens.
  */
-import { Issues } from "@rx/kernel"
+import { Decode } from "@rx/kernel"
 import { Effect, Schema } from "effect"
 
 const positive = (fallback: number) => Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => fallback })
@@ -58,7 +58,7 @@ export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("@rx/serv
   message: Schema.String
 }) {}
 
-const decodeConfig = Schema.decodeUnknown(Config, { errors: "all", onExcessProperty: "error" })
+const decodeConfig = Decode.config(Config, (problems) => new InvalidConfig({ message: `invalid server configuration: ${problems}` }))
 
 /** Whether `host` is this machine only: 127.0.0.0/8, ::1, localhost. */
 export const isLoopback = (host: string): boolean => {
@@ -69,11 +69,6 @@ export const isLoopback = (host: string): boolean => {
 /** Decode caller input; a failure names each offending field (never the token's value). */
 export const decode = (input: Input): Effect.Effect<Config, InvalidConfig> =>
   decodeConfig(input).pipe(
-    Effect.mapError((error) =>
-      new InvalidConfig({
-        message: `invalid server configuration: ${Issues.format(error)}`
-      })
-    ),
     Effect.filterOrFail(
       (config) => config.allowRemote || isLoopback(config.host),
       (config) =>

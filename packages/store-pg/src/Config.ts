@@ -3,7 +3,7 @@
  * decoded with this Schema, so a bad value is a clear error before any connection is made.
  */
 import { Effect, Schema } from "effect"
-import { Issues, StateStore } from "@rx/kernel"
+import { Decode, StateStore } from "@rx/kernel"
 
 /** A positive whole number (milliseconds, events), `fallback` when absent. */
 const positive = (fallback: number) => Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => fallback })
@@ -52,11 +52,10 @@ export type Config = typeof Config.Type
 export type Input = typeof Config.Encoded
 
 /** Decode caller input; a failure names each offending field (never the URL's password). */
-export const decode = (input: Input): Effect.Effect<Config, StateStore.StoreError> =>
-  Effect.mapError(
-    Schema.decodeUnknown(Config, { errors: "all", onExcessProperty: "error" })(input),
-    (error) => new StateStore.StoreError({ message: `invalid Postgres store configuration: ${redact(Issues.format(error))}` })
-  )
+export const decode: (input: Input) => Effect.Effect<Config, StateStore.StoreError> = Decode.config(
+  Config,
+  (problems) => new StateStore.StoreError({ message: `invalid Postgres store configuration: ${redact(problems)}` })
+)
 
 /** A connection URL, or text holding one, with its password replaced by `***`. */
 export const redact = (text: string): string => text.replace(/(postgres(?:ql)?:\/\/[^:/@\s]*:)[^@\s]*@/g, "$1***@")

@@ -3,7 +3,7 @@
  * is decoded with this Schema, so a bad value is a clear error before the file is touched.
  */
 import { Effect, Schema } from "effect"
-import { Issues, StateStore } from "@rx/kernel"
+import { Decode, StateStore } from "@rx/kernel"
 
 export const Config = Schema.Struct({
   /** The database file; created (with its tables) when missing, never recreated or overwritten. */
@@ -48,14 +48,8 @@ export type Config = typeof Config.Type
 /** What a caller passes: `filename` and any of the other fields. */
 export type Input = typeof Config.Encoded
 
-const decodeConfig = Schema.decodeUnknown(Config, { errors: "all", onExcessProperty: "error" })
-
 /** Decode caller input; a failure names each offending field. */
-export const decode = (input: Input): Effect.Effect<Config, StateStore.StoreError> =>
-  decodeConfig(input).pipe(
-    Effect.mapError((error) =>
-      new StateStore.StoreError({
-        message: `invalid SQLite store configuration: ${Issues.format(error)}`
-      })
-    )
-  )
+export const decode: (input: Input) => Effect.Effect<Config, StateStore.StoreError> = Decode.config(
+  Config,
+  (problems) => new StateStore.StoreError({ message: `invalid SQLite store configuration: ${problems}` })
+)

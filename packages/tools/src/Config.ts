@@ -3,7 +3,7 @@
  * default. A Schema, so a caller can record the decoded config (for instance in a goal's
  * `metadata`) and a later run can use exactly the same one.
  */
-import { Issues } from "@rx/kernel"
+import { Decode } from "@rx/kernel"
 import { Context, Effect, Layer, Schema } from "effect"
 import * as Ip from "./internal/ip.js"
 
@@ -155,15 +155,11 @@ export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("@rx/tool
   message: Schema.String
 }) {}
 
-const decodeConfig = Schema.decodeUnknown(Config, { errors: "all", onExcessProperty: "error" })
-
 /** Decode caller input into a complete config. */
-export const decode = (input: unknown): Effect.Effect<Config, InvalidConfig> =>
-  decodeConfig(input).pipe(
-    Effect.mapError((error) =>
-      new InvalidConfig({ message: `invalid tools config: ${Issues.format(error)}` })
-    )
-  )
+export const decode: (input: unknown) => Effect.Effect<Config, InvalidConfig> = Decode.config(
+  Config,
+  (problems) => new InvalidConfig({ message: `invalid tools config: ${problems}` })
+)
 
 /** The config as JSON, for a goal's `metadata`. */
 export const encode = (config: Config): typeof Config.Encoded => Schema.encodeSync(Config)(config)

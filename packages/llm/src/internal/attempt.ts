@@ -3,7 +3,8 @@
  * timeout, and classify what went wrong so the caller can decide whether to try again.
  */
 import type { HttpClient, HttpClientError, HttpClientRequest } from "@effect/platform"
-import { Data, Duration, Effect, Predicate, Stream } from "effect"
+import { Causes } from "@rx/kernel"
+import { Data, Duration, Effect, Stream } from "effect"
 import { isRetryableStatus } from "../Retry.js"
 
 /** The server could not be reached, or the connection broke. Worth another attempt. */
@@ -38,19 +39,8 @@ export interface Answer {
 const refusedCodes = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"])
 
 /** The `code`s and messages along an error's `cause` chain (undici nests them). */
-const causes = (error: unknown): Array<{ code: string | undefined; message: string }> => {
-  const out: Array<{ code: string | undefined; message: string }> = []
-  let current: unknown = error
-  for (let depth = 0; depth < 8 && current !== undefined && current !== null; depth++) {
-    const code = Predicate.hasProperty(current, "code") && typeof current.code === "string" ? current.code : undefined
-    const message = Predicate.hasProperty(current, "message") && typeof current.message === "string"
-      ? current.message
-      : String(current)
-    out.push({ code, message })
-    current = Predicate.hasProperty(current, "cause") ? current.cause : undefined
-  }
-  return out
-}
+const causes = (error: unknown): ReadonlyArray<{ code: string | undefined; message: string }> =>
+  Causes.chain(error, 8).map((link) => ({ code: Causes.codeOf(link), message: Causes.messageOf(link) ?? String(link) }))
 
 /** A network error as `refused` (nothing listens) and a one-line detail from its causes. */
 export const describeCause = (cause: unknown): { readonly refused: boolean; readonly detail: string } => {

@@ -1,6 +1,6 @@
 /** Turn Postgres failures into `StoreError`s a user can act on; the refusal of a database. */
 import { Schema } from "effect"
-import { StateStore } from "@rx/kernel"
+import { Causes, StateStore } from "@rx/kernel"
 import { redact } from "../Config.js"
 
 /**
@@ -14,25 +14,11 @@ export class DatabaseRefused extends Schema.TaggedError<DatabaseRefused>()("@rx/
   message: Schema.String
 }) {}
 
-/** A failure and the causes it wraps (SqlError wraps pg's error), outermost first. */
-const chain = (error: unknown): ReadonlyArray<object> => {
-  const found: Array<object> = []
-  for (let current: unknown = error; typeof current === "object" && current !== null && found.length < 5;) {
-    found.push(current)
-    current = "cause" in current ? current.cause : undefined
-  }
-  return found
-}
-
-/** The SQLSTATE of a server error (`23505`, `08006`, ...), or a Node error code (`ECONNREFUSED`). */
-export const codeOf = (error: unknown): string | undefined => {
-  for (const link of chain(error)) if ("code" in link && typeof link.code === "string") return link.code
-  return undefined
-}
+/** The SQLSTATE of a server error (`23505`, `08006`, ...), or a Node error code (`ECONNREFUSED`), through wrappers (SqlError wraps pg's error). */
+export const codeOf = (error: unknown): string | undefined => Causes.firstCode(error, { max: 5 })
 
 /** The innermost message of a failure. */
-export const detailOf = (error: unknown): string =>
-  chain(error).reduce((message, link) => ("message" in link && typeof link.message === "string" && link.message !== "" ? link.message : message), String(error))
+export const detailOf = (error: unknown): string => Causes.innermostMessage(error, 5)
 
 /** Whether a failure means the connection itself is gone (not a statement's own error). */
 export const isConnectionLoss = (error: unknown): boolean => {

@@ -1,6 +1,6 @@
 /** Turn SQLite failures into `StoreError`s a user can act on; the refusal to open a file. */
 import { Schema } from "effect"
-import { StateStore } from "@rx/kernel"
+import { Causes, StateStore } from "@rx/kernel"
 
 /**
  * A file rx will not use as its log, and why: it does not exist (and may not be created), is
@@ -15,25 +15,11 @@ export class DatabaseRefused extends Schema.TaggedError<DatabaseRefused>()("@rx/
 }) {}
 
 /** The SQLite result code of a failure (`SQLITE_FULL`, ...), looking through wrappers. */
-export const codeOf = (error: unknown): string | undefined => {
-  let current: unknown = error
-  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
-    if ("code" in current && typeof current.code === "string" && current.code.startsWith("SQLITE")) return current.code
-    current = "cause" in current ? current.cause : undefined
-  }
-  return undefined
-}
+export const codeOf = (error: unknown): string | undefined =>
+  Causes.firstCode(error, { max: 4, accept: (code) => code.startsWith("SQLITE") })
 
 /** The innermost message of a failure. */
-const detailOf = (error: unknown): string => {
-  let current: unknown = error
-  let message = String(error)
-  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
-    if ("message" in current && typeof current.message === "string" && current.message !== "") message = current.message
-    current = "cause" in current ? current.cause : undefined
-  }
-  return message
-}
+const detailOf = (error: unknown): string => Causes.innermostMessage(error, 4)
 
 export interface Where {
   readonly filename: string
