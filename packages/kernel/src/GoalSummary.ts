@@ -5,6 +5,18 @@
 import { Schema } from "effect"
 import * as Event from "./Event.js"
 
+/** Why a runner stopped without ending the goal (`Suspended`). */
+export const Suspension = Schema.Struct({ reason: Event.SuspendReason, detail: Schema.String })
+
+/** A call waiting for a person's decision: as requested, with its place in the answer. */
+export const Approval = Schema.Struct({
+  callId: Schema.String,
+  tool: Schema.String,
+  input: Schema.Unknown,
+  /** The call's index in its answer. */
+  index: Schema.NonNegativeInt
+})
+
 export const GoalSummary = Schema.Struct({
   goalId: Schema.String,
   goal: Schema.String,
@@ -16,10 +28,54 @@ export const GoalSummary = Schema.Struct({
   /** The iteration of the last event. */
   lastIteration: Schema.NonNegativeInt,
   reason: Schema.NullOr(Event.Reason),
+  /**
+   * Why the open goal waits, as its last runner recorded (`Suspended`), until the goal moves on
+   * (what others append meanwhile, a decision, a cancel, an options change, keeps it); the
+   * State's `suspended`, kept here so a listing reads no log.
+   */
+  suspended: Schema.NullOr(Suspension),
+  /** The call waiting for a person's decision, exactly as it will run if approved; null once decided, or cancelled. */
+  approval: Schema.NullOr(Approval),
   submittedAt: Schema.Number,
   updatedAt: Schema.Number
 })
 export type GoalSummary = typeof GoalSummary.Type
+
+/** A summary's fields that say why an open goal waits. */
+export type Waiting = Pick<GoalSummary, "suspended" | "approval">
+
+/** Nothing waits: a goal just submitted, or ended. */
+export const notWaiting: Waiting = { suspended: null, approval: null }
+
+/**
+ * `waiting` after `event`: a `Suspended` says why; what others append (a decision, a cancel, an
+ * options change) keeps it and anything else clears it, as the reducer does. An approval request
+ * waits until its call is decided, rejected, started or cancelled, or the goal ends.
+ */
+export const waitingAfter = (waiting: Waiting, event: Event.Event): Waiting => {
+  const { approval, suspended } = waiting
+  switch (event._tag) {
+    case "Suspended":
+      return { suspended: { reason: event.reason, detail: event.detail }, approval }
+    case "ApprovalRequested":
+      return { suspended: null, approval: { callId: event.callId, tool: event.tool, input: event.input, index: event.index ?? 0 } }
+    case "ApprovalDecided":
+      return approval?.callId === event.callId ? { suspended, approval: null } : waiting
+    case "OptionsChanged":
+      return waiting
+    case "CancelRequested":
+      return approval === null ? waiting : { suspended, approval: null }
+    case "ActionRejected":
+      return suspended === null && (approval === null || approval.index !== event.index)
+        ? waiting
+        : { suspended: null, approval: approval !== null && approval.index === event.index ? null : approval }
+    case "ToolStarted":
+    case "Terminated":
+      return suspended === null && approval === null ? waiting : notWaiting
+    default:
+      return suspended === null ? waiting : { suspended: null, approval }
+  }
+}
 
 /** The summary after `event`; `undefined` before `GoalSubmitted`. */
 export const update = (summary: GoalSummary | undefined, event: Event.Event): GoalSummary | undefined => {
@@ -32,19 +88,28 @@ export const update = (summary: GoalSummary | undefined, event: Event.Event): Go
       nextSeq: event.seq + 1,
       lastIteration: event.iteration,
       reason: null,
+      suspended: null,
+      approval: null,
       submittedAt: event.at,
       updatedAt: event.at
     }
   }
   if (summary === undefined) return undefined
-  return advanced(summary, event, event._tag === "IterationCompleted" ? 1 : 0, event._tag === "Terminated" ? event.reason : undefined)
+  const iterations = event._tag === "IterationCompleted" ? 1 : 0
+  return advanced(summary, event, iterations, event._tag === "Terminated" ? event.reason : undefined, waitingAfter(summary, event))
 }
 
 /**
  * The summary moved to `last`, with `iterations` more completed and the reason if it ended. Every
  * field in one literal: a spread here gave V8 slow objects (about 1 µs per append).
  */
-const advanced = (summary: GoalSummary, last: Event.Event, iterations: number, terminated: Event.Reason | undefined): GoalSummary => ({
+const advanced = (
+  summary: GoalSummary,
+  last: Event.Event,
+  iterations: number,
+  terminated: Event.Reason | undefined,
+  waiting: Waiting
+): GoalSummary => ({
   goalId: summary.goalId,
   goal: summary.goal,
   status: terminated === undefined ? summary.status : "terminated",
@@ -52,6 +117,8 @@ const advanced = (summary: GoalSummary, last: Event.Event, iterations: number, t
   nextSeq: last.seq + 1,
   lastIteration: last.iteration,
   reason: terminated ?? summary.reason,
+  suspended: waiting.suspended,
+  approval: waiting.approval,
   submittedAt: summary.submittedAt,
   updatedAt: last.at
 })
@@ -61,19 +128,25 @@ export const updateAll = (summary: GoalSummary | undefined, events: ReadonlyArra
   let current = summary
   let iterations = 0
   let terminated: Event.Reason | undefined
+  let waiting: Waiting = current ?? notWaiting
   for (const event of events) {
     if (event._tag === "GoalSubmitted" || current === undefined) {
       current = update(current, event)
+      if (current !== undefined) waiting = current
       continue
     }
     if (event._tag === "IterationCompleted") iterations++
     if (event._tag === "Terminated") terminated = event.reason
+    waiting = waitingAfter(waiting, event)
   }
   const last = events[events.length - 1]
-  if (current === undefined || last === undefined || (iterations === 0 && terminated === undefined && last.seq + 1 === current.nextSeq)) {
+  if (
+    current === undefined || last === undefined ||
+    (iterations === 0 && terminated === undefined && last.seq + 1 === current.nextSeq && waiting === current)
+  ) {
     return current
   }
-  return advanced(current, last, iterations, terminated)
+  return advanced(current, last, iterations, terminated, waiting)
 }
 
 /** Which goals `StateStore.goals` returns, newest first. */
@@ -82,3 +155,13 @@ export const Query = Schema.Struct({
   limit: Schema.optional(Schema.Int.pipe(Schema.positive()))
 })
 export type Query = typeof Query.Type
+
+/**
+ * Why a goal waits after `events`, the tail of its log from (at or before) its last `Suspended`
+ * and its last `ApprovalRequested`: what a store that kept no such field fills its summaries with.
+ */
+export const waitingOf = (events: ReadonlyArray<Event.Event>): Waiting => {
+  let waiting = notWaiting
+  for (const event of events) waiting = waitingAfter(waiting, event)
+  return waiting
+}

@@ -7,6 +7,7 @@
  */
 import { Chunk, Effect, Either, Exit, Fiber, Option, Schema, Scope, Stream } from "effect"
 import * as Event from "./Event.js"
+import type * as GoalSummary from "./GoalSummary.js"
 import * as Options from "./Options.js"
 import * as State from "./State.js"
 import { first, StateStore } from "./StateStore.js"
@@ -55,6 +56,30 @@ export const sampleLog = (goalId: string, at = 1_000): ReadonlyArray<Event.Event
       summary: { toolCalls: 1, consecutiveFailures: 0, consecutiveMalformed: 0, idleIterations: 0, repeats: 1, last: "ok", fingerprint: "0badf00d" }
     },
     { ...base, _tag: "Terminated", seq: 5, iteration: 1, reason: "done", detail: "said hi" }
+  ]
+}
+
+/**
+ * An open goal that waits twice: for the model (then the options change, which keeps it waiting),
+ * and for a person's decision on a call (then decided, started, and done).
+ */
+const waitingLog = (goalId: string): ReadonlyArray<Event.Event> => {
+  const [submitted, responded] = sampleLog(goalId)
+  const base = { goalId, at: 1_000 }
+  const callId = `${goalId}:1`
+  const input = { command: "rm -r build" }
+  return [
+    submitted as Event.Event,
+    { ...base, _tag: "ModelFailed", seq: 1, iteration: 1, message: "connection refused", status: 503 },
+    { ...base, _tag: "Suspended", seq: 2, iteration: 1, reason: "model_unavailable", detail: "connection refused" },
+    { ...base, _tag: "OptionsChanged", seq: 3, iteration: 1, options: { ...Options.defaults, maxIterations: 7 } },
+    { ...(responded as Event.Event), seq: 4 },
+    { ...base, _tag: "ApprovalRequested", seq: 5, iteration: 1, callId, tool: "shell", input, index: 0 },
+    { ...base, _tag: "Suspended", seq: 6, iteration: 1, reason: "awaiting_approval", detail: "call 1 waits" },
+    { ...base, _tag: "ApprovalDecided", seq: 7, iteration: 1, callId, approved: true, reason: "approved", by: "ann" },
+    { ...base, _tag: "ToolStarted", seq: 8, iteration: 1, callId, tool: "shell", input, index: 0 },
+    { ...base, _tag: "ToolSucceeded", seq: 9, iteration: 1, callId, tool: "shell", output: {}, durationMs: 1 },
+    { ...base, _tag: "Terminated", seq: 10, iteration: 1, reason: "done", detail: "cleaned" }
   ]
 }
 
@@ -168,6 +193,40 @@ export const cases: ReadonlyArray<Case> = [
       const all = (yield* store.goals()).map((g) => g.goalId)
       yield* check(all.indexOf(newer) !== -1 && all.indexOf(newer) < all.indexOf(older), "goals are newest first")
       yield* same((yield* store.goals({ limit: 1 })).length, 1, "limit")
+    })
+  },
+  {
+    name: "a goal's summary says why it waits, as its State does: the suspension, and the call awaiting a decision",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const goalId = freshGoal("waiting")
+      const log = [...waitingLog(goalId)]
+      // What goal() and goals() say after each append, against what the State of the log so far says.
+      const says = (s: GoalSummary.GoalSummary | undefined) => s === undefined ? undefined : { suspended: s.suspended, approval: s.approval }
+      for (let seq = 0; seq < log.length; seq++) {
+        yield* store.append(goalId, seq, [log[seq] as Event.Event])
+        const state = State.fromEvents(goalId, log.slice(0, seq + 1))
+        const awaiting = state.awaiting
+        const expected = {
+          suspended: state.suspended,
+          approval: awaiting === null || awaiting.decision !== null || state.cancelRequested !== null || state.terminated !== null
+            ? null
+            : { callId: awaiting.callId, tool: awaiting.tool, input: awaiting.input, index: awaiting.index }
+        }
+        const after = `after ${log[seq]?._tag} (seq ${seq})`
+        yield* same(says(Option.getOrUndefined(yield* store.goal(goalId))), expected, `goal(): why the goal waits ${after}`)
+        yield* same(says((yield* store.goals()).find((g) => g.goalId === goalId)), expected, `goals(): why the goal waits ${after}`)
+      }
+      // The same in one batch: the summary is that of the whole batch.
+      const batched = freshGoal("waiting-batch")
+      const cut = log.findIndex((e) => e._tag === "ApprovalDecided")
+      yield* store.append(batched, 0, waitingLog(batched).slice(0, cut))
+      const summary = Option.getOrUndefined(yield* store.goal(batched))
+      yield* same(
+        says(summary),
+        { suspended: { reason: "awaiting_approval", detail: "call 1 waits" }, approval: { callId: `${batched}:1`, tool: "shell", input: { command: "rm -r build" }, index: 0 } },
+        "a batch ending in an approval request and its suspension"
+      )
     })
   },
   {

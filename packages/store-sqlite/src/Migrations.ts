@@ -6,7 +6,8 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { StateStore } from "@rx/kernel"
+import { GoalSummary, StateStore } from "@rx/kernel"
+import { checksumColumnSince, decodeRows, eventColumns } from "./internal/codec.js"
 import { DatabaseRefused, toStoreError } from "./internal/errors.js"
 import { connection, field, immediate, query } from "./internal/sql.js"
 import type { Connection } from "@effect/sql/SqlConnection"
@@ -77,21 +78,59 @@ const addChecksum = Effect.gen(function*() {
   yield* sql`ALTER TABLE events ADD COLUMN checksum INTEGER`
 })
 
+const addGoalWaiting = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // Why an open goal waits (`GoalSummary.suspended`, `approval`), as JSON; NULL when nothing waits.
+  yield* sql`ALTER TABLE goals ADD COLUMN suspended TEXT`
+  yield* sql`ALTER TABLE goals ADD COLUMN approval TEXT`
+  // Open goals' rows are filled from their logs: only the tail from the last event that can set them is read.
+  const open = yield* sql<{ readonly goal_id: string }>`SELECT goal_id FROM goals WHERE status = 'open'`
+  for (const { goal_id: goalId } of open) {
+    const from = tailFrom(yield* sql.unsafe(waitingTailSql, [goalId]))
+    if (from === undefined) continue
+    const rows = yield* sql.unsafe(`SELECT ${eventColumns(checksumColumnSince)} FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq`, [goalId, from]).values
+    // A log that does not decode is left saying nothing waits: reading it fails loudly anyway, and Doctor names the row.
+    const waiting = yield* Effect.orElseSucceed(Effect.map(decodeRows(goalId, from, rows), GoalSummary.waitingOf), () => GoalSummary.notWaiting)
+    yield* sql.unsafe("UPDATE goals SET suspended = ?, approval = ? WHERE goal_id = ?", [...waitingParams(waiting), goalId])
+  }
+})
+
+/** The last `Suspended` and `ApprovalRequested` of a goal: why it waits is in its log from the earlier of the two. */
+export const waitingTailSql =
+  "SELECT max(CASE WHEN tag = 'Suspended' THEN seq END) AS suspended, max(CASE WHEN tag = 'ApprovalRequested' THEN seq END) AS approval FROM events WHERE goal_id = ?"
+
+/** Where the tail `waitingTailSql` found starts; undefined when the goal never waited. */
+export const tailFrom = (rows: ReadonlyArray<unknown>): number | undefined => {
+  const seqs = [field(rows[0], "suspended"), field(rows[0], "approval")].filter((seq): seq is number => typeof seq === "number")
+  return seqs.length === 0 ? undefined : Math.min(...seqs)
+}
+
+/** The `suspended` and `approval` columns of a summary. */
+export const waitingParams = (waiting: GoalSummary.Waiting): [string | null, string | null] => [
+  waiting.suspended === null ? null : JSON.stringify(waiting.suspended),
+  waiting.approval === null ? null : JSON.stringify(waiting.approval)
+]
+
 /** Every migration, by `<id>_<name>`. */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_create_log": createLog,
   "0002_create_leases": createLeases,
   "0003_payload_format": addPayloadFormat,
-  "0004_event_checksum": addChecksum
+  "0004_event_checksum": addChecksum,
+  "0005_goal_waiting": addGoalWaiting
 }
 
 /** The schema version this rx writes: the highest migration id. */
-export const latest = 4
+export const latest = 5
+
+/** The schema version that added the `goals` columns saying why an open goal waits. */
+export const waitingColumnsSince = 5
 
 /**
  * The oldest schema a read-only store reads as is: later migrations added a table reading does not
  * use (`leases`), the `format` column, whose value rows of older schemas all have (2, slim), and
- * the `checksum` column, which older rows lack anyway, so reads supply both. Raise it with a
+ * the `checksum` column, which older rows lack anyway, so reads supply both, and the `goals`
+ * columns saying why an open goal waits, which reads fill from the log. Raise it with a
  * migration whose effect reads cannot supply.
  */
 export const readableFrom = 1

@@ -294,6 +294,7 @@ const makeStore = (
             summary.nextSeq,
             summary.lastIteration,
             summary.reason,
+            ...Migrations.waitingParams(summary),
             summary.updatedAt,
             goalId,
             expectedSeq
@@ -356,10 +357,30 @@ const makeStore = (
         Effect.flatMap(({ end, rows }) => Effect.map(decodeRows(goalId, undefined, rows), (events) => ({ events, end })))
       )
 
+    /**
+     * A summary as read: a read-only store over a schema before the `goals` columns saying why a
+     * goal waits reads it from the open goal's log (its tail from the last event that can set it).
+     */
+    const summaryOf = (row: unknown): Effect.Effect<GoalSummary.GoalSummary, StoreError> =>
+      schema >= Migrations.waitingColumnsSince
+        ? decodeSummary(row)
+        : Effect.flatMap(decodeSummary(row), (summary) => {
+          const goalId = summary.goalId
+          if (summary.status !== "open") return Effect.succeed(summary)
+          return db.read((tx) => {
+            const from = Migrations.tailFrom([tx.get(Migrations.waitingTailSql, [goalId])])
+            return Either.right(from === undefined ? undefined : { from, rows: tx.values(selectEventsSql, [goalId, from]) })
+          }).pipe(
+            Effect.catchTag("SqlError", (error) => Effect.fail(failed(`reading goal ${goalId}`, goalId)(error))),
+            Effect.flatMap((tail) => tail === undefined ? Effect.succeed(GoalSummary.notWaiting) : Effect.map(decodeRows(goalId, tail.from, tail.rows), GoalSummary.waitingOf)),
+            Effect.map((waiting) => ({ ...summary, suspended: waiting.suspended, approval: waiting.approval }))
+          )
+        })
+
     const goal: Service["goal"] = (goalId) =>
       db.read((tx) => Either.right(tx.get(selectGoalSql, [goalId]))).pipe(
         Effect.catchTag("SqlError", (error) => Effect.fail(failed(`reading goal ${goalId}`, goalId)(error))),
-        Effect.flatMap((row) => (row === undefined ? Effect.succeed(Option.none()) : Effect.map(decodeSummary(row), Option.some)))
+        Effect.flatMap((row) => (row === undefined ? Effect.succeed(Option.none()) : Effect.map(summaryOf(row), Option.some)))
       )
 
     const goals: Service["goals"] = (q = {}) => {
@@ -368,7 +389,7 @@ const makeStore = (
       const params = [...(q.status === undefined ? [] : [q.status]), ...(q.limit === undefined ? [] : [q.limit])]
       return db.read((tx) => Either.right(tx.all(`SELECT * FROM goals${where} ORDER BY submitted_at DESC, goal_id DESC${limit}`, params))).pipe(
         Effect.catchTag("SqlError", (error) => Effect.fail(failed("listing goals")(error))),
-        Effect.flatMap((rows) => Effect.forEach(rows, decodeSummary))
+        Effect.flatMap((rows) => Effect.forEach(rows, summaryOf))
       )
     }
 
@@ -559,13 +580,13 @@ const maxCachedSummaries = 256
 const lastSeqSql = "SELECT max(seq) AS last FROM events WHERE goal_id = ?"
 const selectGoalSql = "SELECT * FROM goals WHERE goal_id = ?"
 /** The summary after an append, only if the goal's log still ends at the expected seq (`goals_newest` untouched). */
-const advanceGoalSql = `UPDATE goals SET status = ?, iterations = ?, next_seq = ?, last_iteration = ?, reason = ?, updated_at = ?
-WHERE goal_id = ? AND next_seq = ?`
-const upsertGoalSql = `INSERT INTO goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, submitted_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+const advanceGoalSql = `UPDATE goals SET status = ?, iterations = ?, next_seq = ?, last_iteration = ?, reason = ?, suspended = ?, approval = ?,
+  updated_at = ? WHERE goal_id = ? AND next_seq = ?`
+const upsertGoalSql = `INSERT INTO goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, suspended, approval, submitted_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, status = excluded.status, iterations = excluded.iterations,
   next_seq = excluded.next_seq, last_iteration = excluded.last_iteration, reason = excluded.reason,
-  submitted_at = excluded.submitted_at, updated_at = excluded.updated_at`
+  suspended = excluded.suspended, approval = excluded.approval, submitted_at = excluded.submitted_at, updated_at = excluded.updated_at`
 const upsertSnapshotSql = `INSERT INTO snapshots (goal_id, seq, state_version, state) VALUES (?, ?, ?, ?)
 ON CONFLICT (goal_id) DO UPDATE SET seq = excluded.seq, state_version = excluded.state_version, state = excluded.state`
 const selectSnapshotSql = "SELECT seq, state_version, state FROM snapshots WHERE goal_id = ?"
@@ -614,11 +635,18 @@ const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> => [
   s.nextSeq,
   s.lastIteration,
   s.reason,
+  ...Migrations.waitingParams(s),
   s.submittedAt,
   s.updatedAt
 ]
 
-const decodeSummaryEither = Schema.decodeUnknownEither(GoalSummary.GoalSummary)
+/** A `goals` row's fields: why a goal waits is JSON (NULL when nothing waits). */
+const SummaryRow = Schema.Struct({
+  ...GoalSummary.GoalSummary.fields,
+  suspended: Schema.NullOr(Schema.parseJson(GoalSummary.Suspension)),
+  approval: Schema.NullOr(Schema.parseJson(GoalSummary.Approval))
+})
+const decodeSummaryEither = Schema.decodeUnknownEither(SummaryRow)
 
 /** A `goals` row as a `GoalSummary`. */
 const decodeSummary = (row: unknown): Either.Either<GoalSummary.GoalSummary, StoreError> => {
@@ -632,6 +660,8 @@ const decodeSummary = (row: unknown): Either.Either<GoalSummary.GoalSummary, Sto
       nextSeq: field(row, "next_seq"),
       lastIteration: field(row, "last_iteration"),
       reason: field(row, "reason"),
+      suspended: field(row, "suspended") ?? null,
+      approval: field(row, "approval") ?? null,
       submittedAt: field(row, "submitted_at"),
       updatedAt: field(row, "updated_at")
     }),

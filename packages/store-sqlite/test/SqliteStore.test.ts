@@ -1,11 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as SqlClient from "@effect/sql/SqlClient"
+import Sqlite from "better-sqlite3"
 import { Chunk, Clock, Context, Deferred, Effect, Either, Fiber, HashMap, Layer, List, Logger, Option, Schema, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Event, Goal, GoalSummary, Replay, Runner, State, StateStore, StoreConformance } from "@rx/kernel"
+import { Control, Event, Goal, GoalSummary, LanguageModel, Replay, Runner, State, StateStore, StoreConformance, ToolRegistry } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
-import { contiguous, echoRun, endsOnce, submitted } from "./fixtures.js"
+import { contiguous, echo, echoRun, endsOnce, submitted } from "./fixtures.js"
 import { exec, layerWithClient, tempDb, tempDir } from "./helpers.js"
 
 const loadAll = (goalId: string) => Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId))
@@ -40,6 +41,50 @@ describe("SqliteStore", () => {
         Effect.provide(SqliteStore.layer({ filename, readonly: true }))
       )
       expect(Option.map(summary, (s) => [s.status, s.reason, s.nextSeq])).toEqual(Option.some(["terminated", "done", events.length]))
+    }))
+
+  it.scoped("why an open goal waits is in its summary; a database of schema 4 has it filled from the logs, read-only as it is and by the migration", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      const tools = ToolRegistry.layer([echo])
+      const down = () => Effect.fail(new LanguageModel.ModelError({ message: "connection refused", status: 503 }))
+      const runs = [
+        // Waits for a person: the echo call needs approval, and no one is asked.
+        Runner.run({ goal: "ask", goalId: "ask", options: { approval: { echo: "ask" } } }).pipe(Effect.provide(LanguageModel.layerScripted([LanguageModel.callTool("echo", { text: "hi" })]))),
+        // Waits for the model, after one call; then its options change, and it still waits.
+        Effect.zipLeft(
+          Runner.run({ goal: "down", goalId: "down" }).pipe(Effect.provide(LanguageModel.layerScripted([LanguageModel.callTool("echo", { text: "a" }), down]))),
+          Control.changeOptions("down", (o) => ({ ...o, maxIterations: 9 }))
+        ),
+        // Waited for the model, then was cancelled: nothing waits once it ended.
+        Effect.zipLeft(
+          Runner.run({ goal: "ended", goalId: "ended" }).pipe(Effect.provide(LanguageModel.layerScripted([down]))),
+          Effect.zipRight(Control.cancel("ended"), Runner.resume("ended").pipe(Effect.provide(LanguageModel.layerScripted([]))))
+        )
+      ]
+      yield* Effect.forEach(runs, (run) => run, { discard: true }).pipe(Effect.provide(Layer.merge(Layer.fresh(SqliteStore.layer({ filename })), tools)))
+      const expected = Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        return yield* Effect.forEach(["ask", "down", "ended"], (id) => Effect.map(store.load(id), (events) => GoalSummary.updateAll(undefined, events)))
+      })
+      const listed = Effect.flatMap(StateStore.StateStore, (store) => Effect.map(store.goals(), (all) => [...all].sort((a, b) => a.goalId.localeCompare(b.goalId))))
+      const reading = Layer.fresh(SqliteStore.layer({ filename, readonly: true }))
+      const summaries = yield* expected.pipe(Effect.provide(reading))
+      expect(summaries.map((s) => [s?.goalId, s?.suspended?.reason ?? null, s?.approval?.tool ?? null])).toEqual([
+        ["ask", "awaiting_approval", "echo"],
+        ["down", "model_unavailable", null],
+        ["ended", null, null]
+      ])
+      expect(yield* listed.pipe(Effect.provide(reading))).toEqual(summaries)
+
+      // The same database as rx of schema 4 left it: no columns saying why a goal waits.
+      const sqlite = new Sqlite(filename)
+      sqlite.exec("ALTER TABLE goals DROP COLUMN suspended; ALTER TABLE goals DROP COLUMN approval; DELETE FROM rx_migrations WHERE migration_id = 5")
+      sqlite.close()
+      expect(yield* listed.pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename, readonly: true }))))).toEqual(summaries)
+      expect(yield* listed.pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename }))))).toEqual(summaries)
+      expect(yield* listed.pipe(Effect.provide(reading))).toEqual(summaries)
+      expect(yield* exec("SELECT max(migration_id) AS id FROM rx_migrations").pipe(Effect.provide(Layer.fresh(layerWithClient({ filename }))))).toEqual([{ id: 5 }])
     }))
 
   it.scoped("a row that does not decode is a StoreError naming goal and seq; nothing is skipped", () =>
