@@ -6,7 +6,8 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { StateStore } from "@rx/kernel"
+import { GoalSummary, StateStore } from "@rx/kernel"
+import { decodeRows, eventColumns } from "./internal/codec.js"
 import { DatabaseRefused, toStoreError } from "./internal/errors.js"
 import { reserve } from "./internal/sql.js"
 
@@ -68,14 +69,42 @@ const addChecksum = Effect.gen(function*() {
   yield* sql`ALTER TABLE rx_events ADD COLUMN checksum integer`
 })
 
+const addGoalWaiting = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // Why an open goal waits (`GoalSummary.suspended`, `approval`), as JSON; NULL when nothing waits.
+  yield* sql`ALTER TABLE rx_goals ADD COLUMN suspended text, ADD COLUMN approval text`
+  // Open goals' rows are filled from their logs: only the tail from the last event that can set them is read.
+  const open = yield* sql<{ readonly goal_id: string; readonly suspended: number | null; readonly approval: number | null }>`
+    SELECT g.goal_id,
+      (SELECT max(seq) FROM rx_events e WHERE e.goal_id = g.goal_id AND e.tag = 'Suspended') AS suspended,
+      (SELECT max(seq) FROM rx_events e WHERE e.goal_id = g.goal_id AND e.tag = 'ApprovalRequested') AS approval
+    FROM rx_goals g WHERE g.status = 'open'`
+  for (const row of open) {
+    const seqs = [row.suspended, row.approval].filter((seq): seq is number => seq !== null)
+    if (seqs.length === 0) continue
+    const from = Math.min(...seqs)
+    const rows = yield* sql.unsafe(`SELECT ${eventColumns} FROM rx_events WHERE goal_id = $1 AND seq >= $2 ORDER BY seq`, [row.goal_id, from]).values
+    // A log that does not decode is left saying nothing waits: reading it fails loudly anyway.
+    const waiting = yield* Effect.orElseSucceed(Effect.map(decodeRows(row.goal_id, from, rows), GoalSummary.waitingOf), () => GoalSummary.notWaiting)
+    yield* sql.unsafe("UPDATE rx_goals SET suspended = $1, approval = $2 WHERE goal_id = $3", [...waitingParams(waiting), row.goal_id])
+  }
+})
+
+/** The `suspended` and `approval` columns of a summary. */
+export const waitingParams = (waiting: GoalSummary.Waiting): [string | null, string | null] => [
+  waiting.suspended === null ? null : JSON.stringify(waiting.suspended),
+  waiting.approval === null ? null : JSON.stringify(waiting.approval)
+]
+
 /** Every migration, by `<id>_<name>`. */
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_create_log": createLog,
-  "0002_event_checksum": addChecksum
+  "0002_event_checksum": addChecksum,
+  "0003_goal_waiting": addGoalWaiting
 }
 
 /** The schema version this rx writes: the highest migration id. */
-export const latest = 2
+export const latest = 3
 
 /** The tables each schema version has; one missing means the database was damaged. */
 const tables = ["rx_events", "rx_goals", "rx_snapshots", "rx_leases"]

@@ -151,7 +151,8 @@ export const makeWithClient = (
           payloads,
           ...summaryParams(next),
           Listener.payloadOf(goalId),
-          checksums
+          checksums,
+          ...Migrations.waitingParams(next)
         ], undefined)
         if (snapshot !== undefined) yield* conn.execute(upsertSnapshotSql, snapshot, undefined)
       })
@@ -359,7 +360,7 @@ export const makeWithClient = (
 
 /** The `rx_goals` columns, named as `GoalSummary`'s fields, so a row decodes as one. */
 const summaryColumns = `goal_id AS "goalId", goal, status, iterations, next_seq AS "nextSeq", last_iteration AS "lastIteration",
-  reason, submitted_at AS "submittedAt", updated_at AS "updatedAt"`
+  reason, suspended, approval, submitted_at AS "submittedAt", updated_at AS "updatedAt"`
 
 const lockGoalSql = `SELECT ${summaryColumns} FROM rx_goals WHERE goal_id = $1 FOR UPDATE`
 const lastSeqSql = "SELECT max(seq) AS last FROM rx_events WHERE goal_id = $1"
@@ -377,19 +378,19 @@ ON CONFLICT (goal_id) DO UPDATE SET seq = excluded.seq, state_version = excluded
 /**
  * The events, the goal's new summary and the notification, in one statement: $1 goal, $2 encoding
  * version, $3-$5 the events' seqs, tags and payloads, $6-$13 the summary, $14 the notification's
- * payload, $15 the events' checksums. The events are arrays, so a batch of any size binds these 15
- * parameters (Postgres allows 65,535 a statement).
+ * payload, $15 the events' checksums, $16-$17 why the goal waits. The events are arrays, so a batch
+ * of any size binds these 17 parameters (Postgres allows 65,535 a statement).
  */
 const appendSql = `WITH inserted AS (
   INSERT INTO rx_events (goal_id, seq, tag, version, payload, checksum)
   SELECT $1, e.seq, e.tag, $2, e.payload, e.checksum
   FROM unnest($3::integer[], $4::text[], $5::text[], $15::integer[]) AS e(seq, tag, payload, checksum)
 ), summary AS (
-  INSERT INTO rx_goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, submitted_at, updated_at)
-  VALUES ($1, $6, $7, $8, $9, $10, $11, $12, $13)
+  INSERT INTO rx_goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, submitted_at, updated_at, suspended, approval)
+  VALUES ($1, $6, $7, $8, $9, $10, $11, $12, $13, $16, $17)
   ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, status = excluded.status, iterations = excluded.iterations,
     next_seq = excluded.next_seq, last_iteration = excluded.last_iteration, reason = excluded.reason,
-    submitted_at = excluded.submitted_at, updated_at = excluded.updated_at
+    submitted_at = excluded.submitted_at, updated_at = excluded.updated_at, suspended = excluded.suspended, approval = excluded.approval
   RETURNING goal_id
 )
 SELECT pg_notify('${Listener.channel}', $14) FROM summary`
@@ -398,7 +399,13 @@ SELECT pg_notify('${Listener.channel}', $14) FROM summary`
 const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> =>
   [s.goal, s.status, s.iterations, s.nextSeq, s.lastIteration, s.reason, s.submittedAt, s.updatedAt]
 
-const decodeSummaryEither = Schema.decodeUnknownEither(GoalSummary.GoalSummary)
+/** A `rx_goals` row's fields: why a goal waits is JSON (NULL when nothing waits). */
+const SummaryRow = Schema.Struct({
+  ...GoalSummary.GoalSummary.fields,
+  suspended: Schema.NullOr(Schema.parseJson(GoalSummary.Suspension)),
+  approval: Schema.NullOr(Schema.parseJson(GoalSummary.Approval))
+})
+const decodeSummaryEither = Schema.decodeUnknownEither(SummaryRow)
 
 /** A `rx_goals` row (selected with `summaryColumns`) as a `GoalSummary`; one that does not decode is an error naming the goal. */
 const decodeSummary = (row: unknown): Effect.Effect<GoalSummary.GoalSummary, StoreError> =>

@@ -5,7 +5,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, layer } from "@effect/vitest"
 import { Context, Effect, Either, Fiber, Layer } from "effect"
-import { type Event, StateStore, StoreConformance } from "@rx/kernel"
+import { type Event, GoalSummary, StateStore, StoreConformance } from "@rx/kernel"
 import { Migrations, PgStore } from "@rx/store-pg"
 import * as TestDatabase from "./database.js"
 
@@ -37,6 +37,42 @@ describe("opening a Postgres store", () => {
         expect(error).toMatchObject({ _tag: "@rx/store-pg/DatabaseRefused", reason: "newer" })
         expect(error.message).toContain("upgrade rx")
         expect(yield* sql`SELECT count(*)::int AS n FROM rx_events`).toEqual(before)
+      }), 60_000)
+
+    it.scoped("a database of schema 2 has why each open goal waits filled from its log by the migration", () =>
+      Effect.gen(function*() {
+        const { url } = yield* TestDatabase.fresh
+        const base = { at: 1_000, iteration: 1 }
+        const [submitted] = StoreConformance.sampleLog("w")
+        const logs: ReadonlyArray<ReadonlyArray<Event.Event>> = ["ask", "down", "plain"].map((goalId) => [
+          { ...(submitted as Event.Event), goalId },
+          ...(goalId === "ask"
+            ? [
+              { ...base, goalId, _tag: "ApprovalRequested", seq: 1, callId: "ask:1", tool: "shell", input: { command: "ls" }, index: 0 },
+              { ...base, goalId, _tag: "Suspended", seq: 2, reason: "awaiting_approval", detail: "waits" },
+              { ...base, goalId, _tag: "CancelRequested", seq: 3, reason: "no" }
+            ] satisfies ReadonlyArray<Event.Event>
+            : goalId === "down"
+            ? [
+              { ...base, goalId, _tag: "ModelFailed", seq: 1, message: "refused", status: 503 },
+              { ...base, goalId, _tag: "Suspended", seq: 2, reason: "model_unavailable", detail: "refused" }
+            ] satisfies ReadonlyArray<Event.Event>
+            : [])
+        ])
+        const ctx = yield* Layer.build(PgStore.layerWithClient({ url }))
+        const store = Context.get(ctx, StateStore.StateStore)
+        for (const log of logs) yield* store.append(log[0]?.goalId ?? "", 0, log)
+        const expected = logs.map((log) => GoalSummary.updateAll(undefined, log))
+        expect(expected.map((s) => [s?.suspended?.reason ?? null, s?.approval?.callId ?? null])).toEqual([
+          ["awaiting_approval", null],
+          ["model_unavailable", null],
+          [null, null]
+        ])
+        const sql = Context.get(ctx, SqlClient.SqlClient)
+        yield* sql`ALTER TABLE rx_goals DROP COLUMN suspended, DROP COLUMN approval`
+        yield* sql`DELETE FROM rx_migrations WHERE migration_id = 3`
+        const migrated = yield* Effect.scoped(Effect.flatMap(PgStore.make({ url }), (s) => s.goals()))
+        expect([...migrated].sort((a, b) => a.goalId.localeCompare(b.goalId))).toEqual(expected)
       }), 60_000)
 
     it.scoped("a stored event that does not decode is an error naming goal and seq, never skipped", () =>
