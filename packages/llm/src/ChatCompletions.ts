@@ -431,32 +431,38 @@ export interface StreamProblem {
 const joinName = (sofar: string, fragment: string): string =>
   fragment === "" || fragment === sofar ? sofar : sofar === "" || fragment.startsWith(sofar) ? fragment : sofar + fragment
 
+/** A streamed answer being assembled, one `data:` event at a time. */
+export interface Assembler {
+  /** Take the payload of one `data:` line; a problem ends the answer (nothing later can mend it). */
+  readonly data: (payload: string) => Either.Either<void, StreamProblem>
+  /** Whether `[DONE]` came: the answer is complete, whatever follows. */
+  readonly done: () => boolean
+  /** The answer once the events are over; a stream with neither `[DONE]` nor a finish reason was cut short. */
+  readonly result: () => Either.Either<ChatResponse, StreamProblem>
+}
+
 /**
- * Assemble a streamed answer (the whole `text/event-stream` body) into a `ChatResponse`:
- * text deltas concatenated, tool call fragments joined by `index`, the last finish reason
- * and usage kept. A stream with neither `[DONE]` nor a finish reason was cut short.
+ * Assemble a streamed answer event by event: text deltas concatenated, tool call fragments
+ * joined by `index`, the last finish reason and usage kept. It holds the answer, never the
+ * events, so a long stream costs what its answer costs.
  */
-export const assembleStream = (body: string): Either.Either<ChatResponse, StreamProblem> => {
+export const assembler = (): Assembler => {
   let text = ""
   let sawText = false
   let finish: string | undefined
   let usage: typeof ResponseUsage.Type | undefined
   let done = false
   const calls: Array<{ id: string | undefined; name: string; arguments: string }> = []
-  // Not a stream at all (an HTML page, an error, a plain answer from a server that does not stream): read it as one.
-  if (/^\s*[<{]/.test(body) && !/^data:/m.test(body)) return Either.mapLeft(readResponse(body), (message) => ({ message, dropped: false }))
-  for (const rawLine of body.split(/\r?\n/)) {
-    if (!rawLine.startsWith("data:")) continue
-    const data = rawLine.slice(5).trim()
-    if (data === "") continue
-    if (data === "[DONE]") {
+  const data = (payload: string): Either.Either<void, StreamProblem> => {
+    if (payload === "") return Either.void
+    if (payload === "[DONE]") {
       done = true
-      continue
+      return Either.void
     }
-    const parsed = parseJsonText(data)
-    if (Either.isLeft(parsed)) return Either.left({ message: `sent an event that is not JSON: ${data.slice(0, 200)}`, dropped: false })
+    const parsed = parseJsonText(payload)
+    if (Either.isLeft(parsed)) return Either.left({ message: `sent an event that is not JSON: ${payload.slice(0, 200)}`, dropped: false })
     if (isErrorEvent(parsed.right)) {
-      return Either.left({ message: `reported an error in the middle of the answer: ${errorMessage(data)}`, dropped: false })
+      return Either.left({ message: `reported an error in the middle of the answer: ${errorMessage(payload)}`, dropped: false })
     }
     const chunk = decodeChunk(parsed.right)
     if (Either.isLeft(chunk)) {
@@ -486,21 +492,47 @@ export const assembleStream = (body: string): Either.Either<ChatResponse, Stream
         }
       }
     }
+    return Either.void
   }
-  if (!done && finish === undefined) return Either.left({ message: "stopped the answer before it was complete", dropped: true })
-  const toolCalls = calls.filter((call) => call !== undefined).map((call) => ({
-    ...(call.id === undefined ? {} : { id: call.id }),
-    type: "function",
-    function: { name: call.name, arguments: call.arguments }
-  }))
-  return Either.right({
-    choices: [{
-      index: 0,
-      message: { role: "assistant", content: sawText ? text : null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
-      finish_reason: finish ?? null
-    }],
-    ...(usage === undefined ? {} : { usage })
-  })
+  const result = (): Either.Either<ChatResponse, StreamProblem> => {
+    if (!done && finish === undefined) return Either.left({ message: "stopped the answer before it was complete", dropped: true })
+    const toolCalls = calls.filter((call) => call !== undefined).map((call) => ({
+      ...(call.id === undefined ? {} : { id: call.id }),
+      type: "function",
+      function: { name: call.name, arguments: call.arguments }
+    }))
+    return Either.right({
+      choices: [{
+        index: 0,
+        message: { role: "assistant", content: sawText ? text : null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+        finish_reason: finish ?? null
+      }],
+      ...(usage === undefined ? {} : { usage })
+    })
+  }
+  return { data, done: () => done, result }
+}
+
+/**
+ * Whether a body that starts with `head` (its first lines) and has no `data:` line so far is not
+ * a stream at all (an HTML page, an error, a plain answer from a server that does not stream),
+ * to be read as one answer.
+ */
+export const notAStream = (head: string): boolean => /^\s*[<{]/.test(head)
+
+/**
+ * Assemble a streamed answer given whole (a `text/event-stream` body) into a `ChatResponse`;
+ * a body that is not a stream is read as one answer.
+ */
+export const assembleStream = (body: string): Either.Either<ChatResponse, StreamProblem> => {
+  if (notAStream(body) && !/^data:/m.test(body)) return Either.mapLeft(readResponse(body), (message) => ({ message, dropped: false }))
+  const assembly = assembler()
+  for (const rawLine of body.split(/\r?\n/)) {
+    if (!rawLine.startsWith("data:")) continue
+    const fed = assembly.data(rawLine.slice(5).trim())
+    if (Either.isLeft(fed)) return Either.left(fed.left)
+  }
+  return assembly.result()
 }
 
 const parseJsonText = Schema.decodeUnknownEither(Schema.parseJson())

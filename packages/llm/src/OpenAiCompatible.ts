@@ -10,6 +10,7 @@ import { Duration, Effect, Either, Encoding, Layer, Redacted, Schema } from "eff
 import * as ChatCompletions from "./ChatCompletions.js"
 import * as Attempt from "./internal/attempt.js"
 import * as Retrying from "./internal/retrying.js"
+import * as Sse from "./internal/sse.js"
 import * as Retry from "./Retry.js"
 
 const PositiveInt = Schema.Int.pipe(Schema.positive())
@@ -129,6 +130,11 @@ const classify = (server: string, config: Config, error: Attempt.AttemptError): 
   ...(error._tag === "Status" ? { status: error.status, headers: error.headers } : {})
 })
 
+/** One attempt's answer: what was read from it, or only its size when it passed the cap. */
+type Read =
+  | { readonly status: number; readonly oversize: number }
+  | { readonly status: number; readonly decoded: Either.Either<ChatCompletions.ChatResponse, ChatCompletions.StreamProblem> }
+
 /** An answer too large to read: the kernel rejects it as `too_large` and tells the model. */
 export const oversized = (bytes: number): LanguageModel.Response => ({
   text: "",
@@ -211,11 +217,52 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
     /** A 2xx answer that is not usable is the server's fault, and not retried. */
     const unusable = (status: number, message: string): Retrying.Failure => ({ message, status, retryable: false })
 
-    /** The body as one answer, streamed or not. */
-    const decode = (body: string): Either.Either<ChatCompletions.ChatResponse, ChatCompletions.StreamProblem> =>
-      cfg.stream
-        ? ChatCompletions.assembleStream(body)
-        : Either.mapLeft(ChatCompletions.readResponse(body), (message) => ({ message, dropped: false }))
+    /** A body read whole, as one answer. */
+    const whole = (request: HttpClientRequest.HttpClientRequest): Effect.Effect<Read, Attempt.AttemptError> =>
+      Effect.map(Attempt.attempt(client, request, idle, cfg.maxResponseBytes), (answer) =>
+        answer.oversize !== undefined
+          ? { status: answer.status, oversize: answer.oversize }
+          : { status: answer.status, decoded: Either.mapLeft(ChatCompletions.readResponse(answer.body), (message) => ({ message, dropped: false })) })
+
+    /**
+     * A streamed answer, assembled event by event as the body arrives; reading stops at `[DONE]`
+     * or at an event that spoils the answer. A body that turns out not to be a stream (its first
+     * text `<` or `{`, no `data:` line) is read as one answer, as `assembleStream` reads it.
+     */
+    const streamed = (request: HttpClientRequest.HttpClientRequest): Effect.Effect<Read, Attempt.AttemptError> =>
+      Effect.suspend(() => {
+        const assembly = ChatCompletions.assembler()
+        // The lines before the first event, kept only while the body may be a plain answer.
+        let plain: Array<string> | undefined = []
+        let blank = true
+        let problem: ChatCompletions.StreamProblem | undefined
+        const line = (text: string): boolean => {
+          const payload = Sse.data(text)
+          if (payload === undefined) {
+            if (plain !== undefined && blank && text.trim() !== "") {
+              blank = false
+              if (!ChatCompletions.notAStream(text)) plain = undefined
+            }
+            plain?.push(text)
+            return false
+          }
+          plain = undefined
+          const fed = assembly.data(payload)
+          if (Either.isLeft(fed)) {
+            problem = fed.left
+            return true
+          }
+          return assembly.done()
+        }
+        return Effect.map(Attempt.attemptLines(client, request, idle, cfg.maxResponseBytes, line), (lines): Read => {
+          if (lines.oversize !== undefined) return { status: lines.status, oversize: lines.oversize }
+          if (problem !== undefined) return { status: lines.status, decoded: Either.left(problem) }
+          if (plain !== undefined && !blank) {
+            return { status: lines.status, decoded: Either.mapLeft(ChatCompletions.readResponse(plain.join("\n")), (message) => ({ message, dropped: false })) }
+          }
+          return { status: lines.status, decoded: assembly.result() }
+        })
+      })
 
     const generate = (request: LanguageModel.Request): Effect.Effect<LanguageModel.Response, LanguageModel.ModelError> =>
       Effect.gen(function*() {
@@ -228,10 +275,10 @@ export const make = (input: Input): Effect.Effect<LanguageModel.LanguageModel["T
           Effect.catchAll((error) => fail(`cannot encode the request: ${Issues.format(error)}`))
         )
         const httpRequest = HttpClientRequest.bodyText(base, JSON.stringify(encoded), "application/json")
-        const once = Attempt.attempt(client, httpRequest, idle, cfg.maxResponseBytes).pipe(
+        const once = (cfg.stream ? streamed : whole)(httpRequest).pipe(
           Effect.mapError((error) => classify(server, cfg, error)),
           Effect.flatMap((answer) =>
-            answer.oversize !== undefined ? Effect.succeed(oversized(answer.oversize)) : Either.match(decode(answer.body), {
+            "oversize" in answer ? Effect.succeed(oversized(answer.oversize)) : Either.match(answer.decoded, {
               onLeft: (problem) =>
                 Effect.fail(
                   problem.dropped

@@ -198,4 +198,44 @@ describe("streaming", () => {
           assert.strictEqual(server.received.length, 1)
         })
     ))
+
+  it.live("an answer is decoded as it arrives: complete at [DONE], while the connection is still open", () => {
+    const events = Fake.streamed({ content: "decoded while streaming", finishReason: "stop" })
+    // The server sends the whole answer, then neither ends the body nor sends more: read whole,
+    // the body would only end at the idle timeout (and fail); read as it arrives, [DONE] completes it.
+    return withStreaming(
+      [{ kind: "sse", events, stallAfter: events.length }],
+      { idleTimeoutMs: 3_000, retry: { maxAttempts: 1, baseDelayMs: 10, maxDelayMs: 10 } },
+      (model, server) =>
+        Effect.gen(function*() {
+          const answer = yield* model.generate(request)
+          assert.strictEqual(answer.text, "decoded while streaming")
+          assert.strictEqual(answer.finishReason, "stop")
+          assert.strictEqual(server.received.length, 1)
+        })
+    )
+  })
+
+  it.live("an event that spoils the answer ends it at once, without waiting for the rest of the body", () =>
+    withStreaming(
+      [{ kind: "sse", events: [Fake.streamed({ content: "x", finishReason: "stop" })[0], "{not json"], stallAfter: 2 }],
+      { idleTimeoutMs: 3_000, retry: { maxAttempts: 1, baseDelayMs: 10, maxDelayMs: 10 } },
+      (model, server) =>
+        Effect.gen(function*() {
+          const error = failure(yield* Effect.exit(model.generate(request)))
+          assert.include(error.message, `${server.baseUrl} sent an event that is not JSON: {not json`)
+        })
+    ))
+
+  it.live("a streamed answer past maxResponseBytes is read no further and reported as oversized", () =>
+    withStreaming(
+      [{ kind: "sse", events: Fake.streamed({ content: "y".repeat(4_000), finishReason: "stop", pieces: 40 }) }],
+      { maxResponseBytes: 2_000 },
+      (model) =>
+        Effect.gen(function*() {
+          const answer = yield* model.generate(request)
+          assert.isDefined(answer.oversize)
+          assert.isAbove(answer.oversize ?? 0, 2_000)
+        })
+    ))
 })

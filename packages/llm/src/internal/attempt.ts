@@ -2,10 +2,11 @@
  * One HTTP attempt against a model server: send, wait for headers and body under an idle
  * timeout, and classify what went wrong so the caller can decide whether to try again.
  */
-import type { HttpClient, HttpClientError, HttpClientRequest } from "@effect/platform"
+import type { HttpClient, HttpClientError, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { Causes } from "@rx/kernel"
 import { Data, Duration, Effect, Stream } from "effect"
 import { isRetryableStatus } from "../Retry.js"
+import * as Sse from "./sse.js"
 
 /** The server could not be reached, or the connection broke. Worth another attempt. */
 export class Transport extends Data.TaggedError("Transport")<{
@@ -67,6 +68,44 @@ const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
   return out
 }
 
+/** The response to `request`, its headers awaited under the idle timeout. */
+const send = (client: HttpClient.HttpClient, request: HttpClientRequest.HttpClientRequest, idle: Duration.Duration) =>
+  client.execute(request).pipe(
+    Effect.mapError(transport),
+    Effect.timeoutFail({ duration: idle, onTimeout: () => new Idle({ phase: "headers" }) })
+  )
+
+/** A response's body bytes, each chunk under the idle timeout. */
+const bytesOf = (response: HttpClientResponse.HttpClientResponse, idle: Duration.Duration) =>
+  response.stream.pipe(
+    Stream.mapError(transport),
+    Stream.timeoutFail(() => new Idle({ phase: "body" }), idle)
+  )
+
+/** The whole body, or only its size when that passed `maxBytes` (reading stops there). */
+const readAll = (response: HttpClientResponse.HttpClientResponse, idle: Duration.Duration, maxBytes: number) =>
+  Effect.map(
+    bytesOf(response, idle).pipe(
+      Stream.runFoldWhile(
+        { parts: [] as Array<Uint8Array>, size: 0 },
+        (acc) => acc.size <= maxBytes,
+        (acc, chunk) => {
+          acc.parts.push(chunk)
+          acc.size += chunk.length
+          return acc
+        }
+      )
+    ),
+    (read) => ({ size: read.size, over: read.size > maxBytes, body: read.size > maxBytes ? "" : new TextDecoder().decode(concat(read.parts)) })
+  )
+
+/** An error status, with its body (or what stands for a body over the cap). */
+const statusError = (response: HttpClientResponse.HttpClientResponse, idle: Duration.Duration, maxBytes: number) =>
+  Effect.flatMap(readAll(response, idle, maxBytes), (read) =>
+    new Status({ status: response.status, body: read.over ? `(an error body over ${maxBytes} bytes)` : read.body, headers: response.headers }))
+
+const ok = (status: number) => status >= 200 && status <= 299
+
 /**
  * Send `request` and read the whole body, at most `maxBytes` of it: past that, reading stops
  * (the request is aborted) and only the size is kept, so memory stays bounded whatever the
@@ -80,29 +119,43 @@ export const attempt = (
   maxBytes: number
 ): Effect.Effect<Answer, AttemptError> =>
   Effect.gen(function*() {
-    const response = yield* client.execute(request).pipe(
-      Effect.mapError(transport),
-      Effect.timeoutFail({ duration: idle, onTimeout: () => new Idle({ phase: "headers" }) })
+    const response = yield* send(client, request, idle)
+    if (!ok(response.status)) return yield* statusError(response, idle, maxBytes)
+    const read = yield* readAll(response, idle, maxBytes)
+    return read.over ? { status: response.status, body: "", oversize: read.size } : { status: response.status, body: read.body }
+  })
+
+/** A 2xx answer read line by line: its status, and its size when that passed the cap. */
+export interface Lines {
+  readonly status: number
+  /** Bytes read when reading stopped at the cap (`maxBytes`); the lines then stop short. */
+  readonly oversize?: number
+}
+
+/**
+ * Send `request` and give each line of a 2xx body to `line` as it arrives (a streamed answer is
+ * decoded while it comes); `line` answers whether reading may stop (the answer is complete, or
+ * cannot be mended), and the rest of the body is then not waited for. Only the unfinished line
+ * is held. Reading stops past `maxBytes`, as `attempt`'s does; an error status is read whole,
+ * as `attempt` reads it. Timeouts as `attempt`'s.
+ */
+export const attemptLines = (
+  client: HttpClient.HttpClient,
+  request: HttpClientRequest.HttpClientRequest,
+  idle: Duration.Duration,
+  maxBytes: number,
+  line: (text: string) => boolean
+): Effect.Effect<Lines, AttemptError> =>
+  Effect.gen(function*() {
+    const response = yield* send(client, request, idle)
+    if (!ok(response.status)) return yield* statusError(response, idle, maxBytes)
+    let size = 0
+    const capped = bytesOf(response, idle).pipe(
+      Stream.tap((chunk) => Effect.sync(() => (size += chunk.length))),
+      Stream.takeWhile(() => size <= maxBytes)
     )
-    const read = yield* response.stream.pipe(
-      Stream.mapError(transport),
-      Stream.timeoutFail(() => new Idle({ phase: "body" }), idle),
-      Stream.runFoldWhile(
-        { parts: [] as Array<Uint8Array>, size: 0 },
-        (acc) => acc.size <= maxBytes,
-        (acc, chunk) => {
-          acc.parts.push(chunk)
-          acc.size += chunk.length
-          return acc
-        }
-      )
-    )
-    const over = read.size > maxBytes
-    const body = new TextDecoder().decode(concat(over ? [] : read.parts))
-    if (response.status < 200 || response.status > 299) {
-      return yield* new Status({ status: response.status, body: over ? `(an error body over ${maxBytes} bytes)` : body, headers: response.headers })
-    }
-    return over ? { status: response.status, body: "", oversize: read.size } : { status: response.status, body }
+    yield* Sse.lines(capped).pipe(Stream.runForEachWhile((text) => Effect.sync(() => !line(text))))
+    return size > maxBytes ? { status: response.status, oversize: size } : { status: response.status }
   })
 
 /** Whether another attempt may help. */
