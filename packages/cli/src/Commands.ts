@@ -464,17 +464,15 @@ const encodeSummary = Schema.encodeSync(GoalSummary.GoalSummary)
 const list = (flags: Flags) =>
   local(flags, Remote.list, withLog(dbFlag(flags.settings), "read")(() =>
     Effect.gen(function*() {
+      // Each summary says why an open goal waits: no log is read.
       const goals = yield* Effect.flatMap(StateStore.StateStore, (store) => store.goals())
-      // Why an open goal waits is in its log, not in the store's summary.
-      const rows = yield* Effect.forEach(goals, (g) =>
-        g.status === "open" ? Effect.map(Goal.restore(g.goalId), (state) => ({ g, suspended: state.suspended })) : Effect.succeed({ g, suspended: null }))
       if (flags.json) {
-        return yield* Effect.forEach(rows, ({ g, suspended }) => Console.log(Render.jsonLine(JSON.stringify({ ...encodeSummary(g), suspended }))), { discard: true })
+        return yield* Effect.forEach(goals, (g) => Console.log(Render.jsonLine(JSON.stringify(encodeSummary(g)))), { discard: true })
       }
       yield* say(
         goals.length === 0
           ? "no goals yet (rx run \"<goal>\" starts one)"
-          : [Render.listHeader, ...rows.map(({ g, suspended }) => Render.listLine(g, suspended?.reason ?? null))].join("\n")
+          : [Render.listHeader, ...goals.map(Render.listLine)].join("\n")
       )
     })
   ))

@@ -343,13 +343,16 @@ export const approvals = (events: ReadonlyArray<Event.Event>): ReadonlyArray<str
 
 const date = (at: number) => new Date(at).toISOString()
 
-/** A goal's status: `open`, `suspended(reason)` or `terminated(reason)`. */
-export const status = (g: GoalSummary.GoalSummary, suspended: Event.SuspendReason | null) =>
-  g.status === "terminated" ? `terminated(${g.reason ?? "?"})` : suspended === null ? "open" : `suspended(${suspended})`
+/** What a line of `rx list` shows of a goal: its summary, from a local log or a server. */
+export type Listed = Pick<GoalSummary.GoalSummary, "goalId" | "goal" | "status" | "iterations" | "reason" | "suspended" | "submittedAt" | "updatedAt">
 
-/** `rx list`: one line per goal; `suspended` is why an open goal waits, if it does. */
-export const listLine = (g: GoalSummary.GoalSummary, suspended: Event.SuspendReason | null = null) =>
-  `${pad(g.goalId, 18)} ${pad(status(g, suspended), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(g.goal, 60)}`
+/** A goal's status: `open`, `suspended(reason)` or `terminated(reason)`. */
+export const status = (g: Listed) =>
+  g.status === "terminated" ? `terminated(${g.reason ?? "?"})` : g.suspended === null ? "open" : `suspended(${g.suspended.reason})`
+
+/** `rx list`: one line per goal, saying why an open goal waits, if it does. */
+export const listLine = (g: Listed) =>
+  `${pad(g.goalId, 18)} ${pad(status(g), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(g.goal, 60)}`
 
 export const listHeader = `${pad("GOAL", 18)} ${pad("STATUS", 28)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
 

@@ -70,7 +70,6 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
   Effect.gen(function*() {
     const daemon = yield* Daemon.Daemon
     const { config, runs } = daemon
-    const listed = Views.makeCache()
 
     const view = (goalId: string) =>
       Views.one(goalId, runs.activity).pipe(Effect.catchTag("@rx/kernel/StoreError", (error) => Effect.fail(storeFailed(error))))
@@ -218,7 +217,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
 
     return handlers
       .handleRaw("submit", ({ request }) => submit(request))
-      .handle("list", ({ urlParams }) => Views.page(urlParams, runs.activity, listed).pipe(Effect.catchTag("@rx/kernel/StoreError", (e) => Effect.fail(storeFailed(e)))))
+      .handle("list", ({ urlParams }) => Views.page(urlParams, runs.activity).pipe(Effect.catchTag("@rx/kernel/StoreError", (e) => Effect.fail(storeFailed(e)))))
       .handle("get", ({ path }) => view(path.id))
       .handle("events", ({ headers, path, request, urlParams }) => events(path.id, headers["last-event-id"] ?? urlParams.from, urlParams.follow, headers.accept, request))
       .handle("cancel", ({ path }) => cancel(path.id))

@@ -172,7 +172,7 @@ export const list = (remote: Remote) =>
         ? `no goals yet at ${remote.url}`
         : [
           Render.listHeader,
-          ...Array.from(goals, (g) => Render.listLine({ ...g, status: g.status === "terminated" ? "terminated" : "open", lastIteration: g.iterations }, g.suspended?.reason ?? null))
+          ...Array.from(goals, (g) => Render.listLine({ ...g, status: g.status === "terminated" ? "terminated" : "open" }))
         ].join("\n")
     )
   })
