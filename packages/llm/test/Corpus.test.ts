@@ -74,7 +74,7 @@ export const toolsOf = (c: Case, ran: Ref.Ref<ReadonlyArray<{ tool: string; inpu
 const done = Fake.completion({ toolCalls: [{ name: "done", arguments: "{\"summary\":\"ok\"}" }] })
 
 /** What rx did with the case's answer: the calls that ran, the first decision of iteration 1, its repairs. */
-export const runCase = (c: Case) =>
+const runCase = (c: Case) =>
   Effect.gen(function*() {
     const server = yield* Fake.make([{ kind: "text", status: 200, body: body(c), headers: { "content-type": "application/json" } }, done])
     const ran = yield* Ref.make<ReadonlyArray<{ tool: string; input: unknown }>>([])
