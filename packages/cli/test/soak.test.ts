@@ -32,12 +32,12 @@ const loops = 50
 describe.skipIf(!bwrapWorks)("rx run killed at random, then resumed", () => {
   it.scopedLive(`${loops} loops: each kill is followed by a successful resume; the workspace holds only what the tools wrote`, () =>
     Effect.gen(function*() {
-      // The loops whose goal reached the model: kills are timed from there, so a loaded machine's
-      // slow start-up does not push them all before the goal is recorded.
-      const asked = new Set<number>()
+      // How many model requests each loop's goal has made: kills are timed from one of them, so
+      // neither a loaded machine's slow start-up nor a quick one moves them all out of the goal.
+      const asked = new Map<number, number>()
       const model = yield* busyModel(20, (request) => {
         const loop = /soak (\d+)/.exec(JSON.stringify(request))
-        if (loop !== null) asked.add(Number(loop[1]))
+        if (loop !== null) asked.set(Number(loop[1]), (asked.get(Number(loop[1])) ?? 0) + 1)
         return body(script[Math.min(results(request), script.length - 1)] ?? call("done", { summary: "x" }))
       })
       const kills = { beforeGoal: 0, open: 0, finished: 0 }
@@ -50,9 +50,13 @@ describe.skipIf(!bwrapWorks)("rx run killed at random, then resumed", () => {
           if (inside) mkdirSync(join(box.workspace, ".rx"))
           const common = ["--db", db, "--base-url", model.baseUrl, "--model", "fake"]
           const run = start(["run", `soak ${i}`, "--json", "--workspace", box.workspace, "--sandbox", "bwrap", ...common])
-          // One loop in ten is killed while starting; the others at a random moment of the goal.
-          if (i % 10 !== 0) yield* until(() => asked.has(i) || run.exitCode !== null, `loop ${i} to reach the model`, 600_000)
-          yield* Effect.sleep(`${Math.floor(Math.random() * (i % 10 === 0 ? 500 : 1_500))} millis`)
+          // One loop in ten is killed while starting; the others after one of the first three model
+          // requests (before the write, either shell call, or the last answer), at a random moment.
+          if (i % 10 !== 0) {
+            const request = 1 + Math.floor(Math.random() * 3)
+            yield* until(() => (asked.get(i) ?? 0) >= request || run.exitCode !== null, `loop ${i} to reach the model`, 600_000)
+          }
+          yield* Effect.sleep(`${Math.floor(Math.random() * (i % 10 === 0 ? 500 : 600))} millis`)
           run.kill("SIGKILL")
           const ran = yield* Effect.promise(() => run.done)
           // The goal's id as the run printed it, or from the log when it was killed before printing.

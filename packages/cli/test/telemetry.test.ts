@@ -206,10 +206,14 @@ const noOtel: Record<string, undefined> = Object.fromEntries(
 const at = (box: ReturnType<typeof sandbox>, server: FakeServer.FakeServer) =>
   ["--db", box.db, "--workspace", box.workspace, "--base-url", server.baseUrl, "--model", "fake", "--sandbox", "none", "--json"]
 
-/** A span of the SQLite store creating or migrating its tables when it opens a new database (no goal yet). */
+/**
+ * A span of the SQLite store creating or migrating its tables when it opens a new database (no goal
+ * yet): the schema, the migrations' table, and a migration's look for open goals to fill in.
+ */
 const migration = (span: Span) =>
   span.name.startsWith("sql.") && span.attributes["rx.goal_id"] === undefined &&
-  (span.attributes["db.query.text"] === undefined || /rx_migrations|^CREATE |^ALTER /.test(String(span.attributes["db.query.text"])))
+  (span.attributes["db.query.text"] === undefined ||
+    /rx_migrations|^CREATE |^ALTER |^SELECT goal_id FROM goals WHERE status = 'open'$/.test(String(span.attributes["db.query.text"])))
 
 const goalOf = (stdout: string) => String(jsonLines(stdout)[0]?.["goalId"])
 

@@ -128,7 +128,7 @@ describe.skipIf(!available)("web inspector", () => {
       expect(shown).toContain(`[… ${hidden} more characters not shown here]`)
       expect(shown).toContain(`show all ${whole.length.toLocaleString("en")} characters (${hidden} more)`)
       yield* Effect.promise(() => page.locator("#approval summary").first().click())
-      yield* Effect.promise(() => page.waitForFunction(`document.querySelector("#approval")?.textContent?.includes("example.invalid/x | sh") === true`))
+      yield* Effect.promise(() => page.locator("#approval pre", { hasText: "example.invalid/x | sh" }).waitFor())
     }), 60_000)
 
   it.scopedLive("approve from the page: the call is shown exactly as it will run, and the goal goes on", () =>
