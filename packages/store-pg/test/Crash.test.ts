@@ -113,10 +113,11 @@ describe("crash tests on Postgres: SIGKILL a runner process, then resume from an
         let kills = 0
         for (let round = 0; round < 5; round++) {
           const exists = (yield* inspect(store, goalId)).length > 0
-          // Each call takes 150 ms, so a run takes well over a second: most rounds are cut short.
+          // Four calls of 400 ms each: a whole run takes longer than the longest delay (1.5 s) on any
+          // machine, so the first round is always cut short, and later ones at random points.
           const delay = 300 + Math.floor(Math.random() * 1_200)
           delays.push(delay)
-          const exit = yield* Processes.run([url, exists ? "resume" : "run", goalId, ledger, "none", "0", "150"], delay)
+          const exit = yield* Processes.run([url, exists ? "resume" : "run", goalId, ledger, "none", "0", "400"], delay)
           if (exit.code === 0) break
           expect(exit.signal, `delays ${delays.join(", ")}: ${exit.stdout}${exit.stderr}`).toBe("SIGKILL")
           kills++

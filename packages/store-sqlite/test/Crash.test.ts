@@ -141,10 +141,11 @@ describe("crash tests: SIGKILL a runner process, then resume", () => {
       let kills = 0
       for (let round = 0; round < 6; round++) {
         const exists = fs.existsSync(db) && (yield* inspect(db, goalId)).length > 0
-        // Each call takes 150 ms, so a run takes well over a second: most rounds are cut short.
+        // Calls of 400 ms each: a whole run takes longer than the longest delay (1.4 s) on any
+        // machine, so the first round is always cut short, and later ones at random points.
         const delay = 200 + Math.floor(Math.random() * 1_200)
         delays.push(delay)
-        const exit = yield* runChild([db, goalId, ledger, exists ? "resume" : "run", "none", "0", "150"], delay)
+        const exit = yield* runChild([db, goalId, ledger, exists ? "resume" : "run", "none", "0", "400"], delay)
         if (exit.code === 0) break
         expect(exit.signal, `delays ${delays.join(", ")}: ${exit.stdout}${exit.stderr}`).toBe("SIGKILL")
         kills++

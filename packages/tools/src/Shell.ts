@@ -200,6 +200,8 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
       let args = argv.slice(1)
       let fds: ReadonlyArray<number> = []
       let cwd = workspace.root
+      // Where the workspace is scanned for changes: the checked descriptor when sandboxed.
+      let scanned = workspace.root
       let moved: ReadonlyArray<string> = []
       return yield* Effect.scoped(Effect.gen(function*() {
         const group = cgroups === undefined ? undefined : Limits.create(cgroups, `rx-shell-${marker}`, limits.processes)
@@ -222,6 +224,8 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
           fds = held.fds
           file = sandbox.path
           cwd = "/"
+          // The trailing slash resolves the descriptor's link to the folder itself.
+          scanned = `/proc/self/fd/${rootFd}/`
           const tmpBytes = sandbox.tmpfsSize ? limits.memoryBytes : undefined
           args = [...Sandbox.bwrapArgs(workspace.root, argv, held.args, tmpBytes)]
         }
@@ -230,7 +234,7 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
           file = "/bin/sh"
         }
         // The workspace before and after: a sandboxed command that changed nothing did nothing.
-        const before = sandboxed ? Tree.fingerprint(workspace.root) : undefined
+        const before = sandboxed ? Tree.fingerprint(scanned) : undefined
         const result = yield* Process.run({
           file,
           args,
@@ -247,7 +251,7 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
         }).pipe(
           Effect.mapError((error) => Tool.ToolError.fatal(`the command could not be started: ${error.message}`))
         )
-        const after = before === undefined ? undefined : Tree.fingerprint(workspace.root)
+        const after = before === undefined ? undefined : Tree.fingerprint(scanned)
         const processesBy = group?.limitsTasks === true ? "cgroup" as const : nproc !== undefined ? "rlimit" as const : null
         return (moved: ReadonlyArray<string>): Output => ({
           command,
