@@ -333,6 +333,13 @@ const resume = (flags: Flags) =>
     }))
   ))
 
+/** Who decides: `--by`, else the OS user name; an empty name is refused. */
+const decider = (given: Option.Option<string>) =>
+  Effect.flatMap(
+    Option.match(given, { onNone: () => Settings.userName, onSome: (name) => Effect.succeed(name.trim()) }),
+    (by) => (by === "" ? new UsageError({ message: "--by needs a name" }) : Effect.succeed(by))
+  )
+
 /**
  * Record a decision on the call a goal waits on (`rx approve`, `rx deny`). It runs nothing: the
  * goal goes on at `rx resume`.
@@ -345,14 +352,11 @@ const decide = (
   local(
     flags,
     (server) =>
-      Option.isSome(flags.by)
-        ? new UsageError({ message: "--by does not apply with --server: the server records who decided as its own approver" })
-        : Remote.decide(server, flags.goalId, approved, flags.call, approved ? undefined : reason),
+      Effect.flatMap(decider(flags.by), (by) => Remote.decide(server, flags.goalId, approved, flags.call, approved ? undefined : reason, by)),
     withLog(dbFlag(flags.settings), "write")((db) =>
     Effect.gen(function*() {
       const id = flags.goalId
-      const by = Option.isSome(flags.by) ? flags.by.value.trim() : yield* Settings.userName
-      if (by === "") return yield* new UsageError({ message: "--by needs a name" })
+      const by = yield* decider(flags.by)
       const callId = Option.getOrUndefined(flags.call)
       const outcome = yield* (approved ? Control.approve(id, by, callId) : Control.deny(id, by, reason, callId)).pipe(
         Effect.catchTags({

@@ -65,13 +65,13 @@ describe("--server", () => {
       const goalId = /goal (\S+) submitted to/.exec(waiting.stderr)?.[1] ?? ""
       expect(waiting.stdout).toContain(`approve: rx approve ${goalId} --server ${url}`)
       expect(waiting.stdout).toContain("then the server goes on with it")
-      const approved = yield* rx(["approve", goalId, "--server", url, "--db", box.db])
+      const approved = yield* rx(["approve", goalId, "--server", url, "--db", box.db, "--by", "Ada Lovelace"])
       expect(approved.code, approved.stderr).toBe(0)
       expect(approved.stdout).toContain(`approved call ${goalId}:1 of goal ${goalId}:\n  write_file, with this input:\n    path: "ok.txt"\n    content: "approved"\nrecorded at ${url}`)
       expect(waiting.stdout).toContain(`waits for approval: write_file, with this input:\n  path: "ok.txt"\n  content: "approved"\n`)
       const followed = jsonLines((yield* rx(["events", goalId, "--follow", "--server", url, "--db", box.db])).stdout)
       expect(followed.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
-      expect(followed.find((e) => e["_tag"] === "ApprovalDecided")).toMatchObject({ approved: true, by: "http" })
+      expect(followed.find((e) => e["_tag"] === "ApprovalDecided")).toMatchObject({ approved: true, by: "Ada Lovelace (via http)" })
       expect(readFileSync(join(box.workspace, "ok.txt"), "utf8")).toBe("approved")
       refused(yield* rx(["approve", goalId, "--server", url, "--db", box.db]), `goal ${goalId} has terminated (done); there is nothing to decide`)
 
@@ -103,7 +103,6 @@ describe("--server", () => {
       refused(yield* rx(["run", "--server", url, "--db", box.db, "--model", "other", "x"]), "--model does not apply with --server")
       refused(yield* rx(["run", "--server", url, "--db", box.db, "--sandbox", "none", "x"]), "--sandbox does not apply with --server")
       refused(yield* rx(["resume", "g", "--server", url, "--db", box.db, "--max-iterations", "9"]), "--max-iterations does not apply with --server")
-      refused(yield* rx(["approve", "g", "--server", url, "--db", box.db, "--by", "me"]), "--by does not apply with --server")
       refused(yield* rx(["events", "g", "--follow", "--wait", "--server", url, "--db", box.db]), "--wait does not apply with --server")
       refused(yield* rx(["run", "--server", url, "--db", box.db, "--workspace", "../out", "x"]), "workspace")
       expect(model.received).toHaveLength(0)

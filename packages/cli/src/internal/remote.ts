@@ -205,7 +205,7 @@ export const cancel = (remote: Remote, goalId: string) =>
   })
 
 /** `rx approve/deny --server`: the call the goal waits on (or `call`); the server goes on with it. */
-export const decide = (remote: Remote, goalId: string, approve: boolean, call: Option.Option<string>, reason: string | undefined) =>
+export const decide = (remote: Remote, goalId: string, approve: boolean, call: Option.Option<string>, reason: string | undefined, by: string) =>
   Effect.gen(function*() {
     const rx = yield* connect(remote.url, remote.given)
     const goal = yield* rx.goal(goalId).pipe(Effect.mapError(explain(remote.url)))
@@ -217,7 +217,8 @@ export const decide = (remote: Remote, goalId: string, approve: boolean, call: O
           : `goal ${goalId} waits for no decision (rx inspect ${goalId} --server ${remote.url} shows its approvals)`
       })
     }
-    yield* rx.decide(goalId, callId, { approve, ...(reason === undefined ? {} : { reason }) }).pipe(Effect.mapError(explain(remote.url)))
+    // The server records who decided as `<by> (via http)`.
+    yield* rx.decide(goalId, callId, { approve, by, ...(reason === undefined ? {} : { reason }) }).pipe(Effect.mapError(explain(remote.url)))
     // The call decided on, whole (or how much is not shown, and where), then what happens next.
     const view = goal.approval !== null && goal.approval.callId === callId
       ? Render.callView(goal.approval.tool, goal.approval.input, `rx events ${goalId} --server ${Render.shellWord(remote.url)}`)
