@@ -262,30 +262,35 @@ const nodeFlags = (directory: boolean) =>
  */
 const openBelow = (dirFd: number, segments: ReadonlyArray<string>): Either.Either<number | undefined, string> => {
   let current = dirFd
-  try {
-    for (let i = 0; i < segments.length; i++) {
-      const at = `/proc/self/fd/${current}/${segments[i]}`
-      const last = i === segments.length - 1
-      let info
-      try {
-        info = lstatSync(at)
-      } catch (error) {
-        if (errorCode(error) === "ENOENT" || errorCode(error) === "ENOTDIR") return Either.right(undefined)
-        throw error
-      }
-      if (info.isSymbolicLink()) {
-        return Either.left(`${segments.slice(0, i + 1).join("/")} is a symbolic link, which the sandbox cannot hold (the link could be replaced); replace it by what it points to, or remove it from the config`)
-      }
-      if (!last && !info.isDirectory()) return Either.right(undefined)
-      const next = openSync(at, nodeFlags(!last || info.isDirectory()))
-      if (current !== dirFd) closeSync(current)
-      current = next
-    }
-    return Either.right(current === dirFd ? undefined : current)
-  } catch (error) {
+  // Every return but the last closes the folder opened last.
+  const release = () => {
     if (current !== dirFd) closeSync(current)
-    return Either.left(`${segments.join("/")} cannot be opened to hold it: ${String(error)}`)
   }
+  for (let i = 0; i < segments.length; i++) {
+    const at = `/proc/self/fd/${current}/${segments[i]}`
+    const last = i === segments.length - 1
+    const info = Either.try(() => lstatSync(at))
+    if (Either.isLeft(info)) {
+      release()
+      const code = errorCode(info.left)
+      return code === "ENOENT" || code === "ENOTDIR"
+        ? Either.right(undefined)
+        : Either.left(`${segments.join("/")} cannot be checked to hold it: ${String(info.left)}`)
+    }
+    if (info.right.isSymbolicLink()) {
+      release()
+      return Either.left(`${segments.slice(0, i + 1).join("/")} is a symbolic link, which the sandbox cannot hold (the link could be replaced); replace it by what it points to, or remove it from the config`)
+    }
+    if (!last && !info.right.isDirectory()) {
+      release()
+      return Either.right(undefined)
+    }
+    const next = Either.try(() => openSync(at, nodeFlags(!last || info.right.isDirectory())))
+    release()
+    if (Either.isLeft(next)) return Either.left(`${segments.join("/")} cannot be opened to hold it: ${String(next.left)}`)
+    current = next.right
+  }
+  return Either.right(current === dirFd ? undefined : current)
 }
 
 /**
