@@ -29,6 +29,7 @@
  * found and outlives the call; and if rx itself is killed with SIGKILL, a running command
  * survives it.
  */
+import { Causes } from "@rx/kernel"
 import { Effect, Either, Option, Schema, type Scope } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import { closeSync, constants, type Dirent, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, renameSync, statSync } from "node:fs"
@@ -73,8 +74,6 @@ export const trustedBwrap: ReadonlyArray<string> = ["/usr/bin/bwrap", "/usr/loca
 /** Where `prlimit` (util-linux) is looked for. */
 export const trustedPrlimit: ReadonlyArray<string> = ["/usr/bin/prlimit", "/bin/prlimit"]
 
-const errorCode = (error: unknown): string | undefined =>
-  typeof error === "object" && error !== null && "code" in error ? String(error.code) : undefined
 
 /** The owners rx trusts: root, and the user running rx. */
 const trustedOwner = (uid: number): boolean => uid === 0 || uid === process.getuid?.()
@@ -99,7 +98,7 @@ export const untrusted = (path: string, workspace: string): string | undefined =
   try {
     real = realpathSync(path)
   } catch (error) {
-    return errorCode(error) === "ENOENT" ? `${path} does not exist` : `${path} cannot be resolved: ${String(error)}`
+    return Causes.codeOf(error) === "ENOENT" ? `${path} does not exist` : `${path} cannot be resolved: ${String(error)}`
   }
   try {
     realWorkspace = realpathSync(workspace)
@@ -272,7 +271,7 @@ const openBelow = (dirFd: number, segments: ReadonlyArray<string>): Either.Eithe
     const info = Either.try(() => lstatSync(at))
     if (Either.isLeft(info)) {
       release()
-      const code = errorCode(info.left)
+      const code = Causes.codeOf(info.left)
       return code === "ENOENT" || code === "ENOTDIR"
         ? Either.right(undefined)
         : Either.left(`${segments.join("/")} cannot be checked to hold it: ${String(info.left)}`)

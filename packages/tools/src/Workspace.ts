@@ -23,6 +23,7 @@
  */
 import { FileSystem } from "@effect/platform"
 import type { PlatformError } from "@effect/platform/Error"
+import { Causes } from "@rx/kernel"
 import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
 import { randomBytes } from "node:crypto"
 import { closeSync, constants, fstatSync, lstatSync, openSync } from "node:fs"
@@ -143,7 +144,7 @@ export const openIdentified = (root: string, expected: Identity): Effect.Effect<
     try {
       fd = openSync(root, directoryFlags)
     } catch (error) {
-      const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : "unknown"
+      const code = Causes.codeOf(error) ?? "unknown"
       let link = code === "ELOOP"
       try {
         link ||= lstatSync(root).isSymbolicLink()

@@ -7,7 +7,7 @@
 import { Effect, Either } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { StateStore } from "@rx/kernel"
+import { Causes, StateStore } from "@rx/kernel"
 import * as Migrations from "../Migrations.js"
 import * as Database from "./database.js"
 import { DatabaseRefused, toStoreError } from "./errors.js"
@@ -25,8 +25,6 @@ interface Options {
   readonly busyTimeoutMs: number
 }
 
-const errnoOf = (error: unknown): string | undefined =>
-  typeof error === "object" && error !== null && "code" in error && typeof error.code === "string" ? error.code : undefined
 
 /** The file's size and its first bytes, or undefined when it does not exist. */
 const probe = (filename: string) =>
@@ -98,7 +96,7 @@ const alive = (pid: number): boolean => {
     process.kill(pid, 0)
     return true
   } catch (error) {
-    return errnoOf(error) === "EPERM"
+    return Causes.codeOf(error) === "EPERM"
   }
 }
 
@@ -162,8 +160,8 @@ const create = (options: Options) =>
 /** Link `temp` to `filename`; a file already there (another process created it) is kept. */
 const place = (temp: string, filename: string): Either.Either<void, unknown> => {
   const linked = Either.try(() => fs.linkSync(temp, filename))
-  if (Either.isRight(linked) || errnoOf(linked.left) === "EEXIST") return Either.void
+  if (Either.isRight(linked) || Causes.codeOf(linked.left) === "EEXIST") return Either.void
   // Filesystems without hard links: an exclusive copy, which also never replaces a file.
   const copied = Either.try(() => fs.copyFileSync(temp, filename, fs.constants.COPYFILE_EXCL))
-  return Either.isLeft(copied) && errnoOf(copied.left) !== "EEXIST" ? copied : Either.void
+  return Either.isLeft(copied) && Causes.codeOf(copied.left) !== "EEXIST" ? copied : Either.void
 }

@@ -14,8 +14,10 @@ export interface Note {
   readonly missing: ReadonlyArray<string>
 }
 
-/** The notes' folder, made if missing; undefined when it is not rx's user's alone. */
+/** The notes' folder, made if missing; undefined when it is not rx's user's alone. Checked once while it passes. */
+let checked: string | undefined
 const folder = (): string | undefined => {
+  if (checked !== undefined) return checked
   const dir = NodePath.join(tmpdir(), `rx-shell-${process.getuid?.() ?? "user"}`)
   try {
     mkdirSync(dir, { mode: 0o700 })
@@ -25,7 +27,8 @@ const folder = (): string | undefined => {
   try {
     const info = lstatSync(dir)
     const own = process.getuid === undefined || info.uid === process.getuid()
-    return info.isDirectory() && own && (info.mode & 0o077) === 0 ? dir : undefined
+    if (info.isDirectory() && own && (info.mode & 0o077) === 0) checked = dir
+    return checked
   } catch {
     return undefined
   }
@@ -37,13 +40,18 @@ const file = (marker: string): string | undefined => {
 }
 
 export const write = (marker: string, note: Note): void => {
-  const path = file(marker)
-  if (path === undefined) return
-  try {
-    writeFileSync(path, JSON.stringify(note), { mode: 0o600 })
-  } catch {
-    // Without a note, a crash during the call leaves what it created; the call itself still checks.
+  // Twice at most: the folder may have been cleaned out of the temp folder since it was checked.
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const path = file(marker)
+    if (path === undefined) return
+    try {
+      writeFileSync(path, JSON.stringify(note), { mode: 0o600 })
+      return
+    } catch {
+      checked = undefined
+    }
   }
+  // Without a note, a crash during the call leaves what it created; the call itself still checks.
 }
 
 export const read = (marker: string): Note | undefined => {
