@@ -1,21 +1,26 @@
 /**
  * rx serve over HTTP: a real Node server from `Server.layer` on 127.0.0.1 (port 0), the memory
- * store, an instant scripted model and `echo`, driven by `fetch` in the same process.
+ * store, an instant scripted model and `echo`, driven by `fetch`.
  *
- * - Throughput: `goals` goals submitted at once, each followed (JSON lines) to `Terminated`; the
- *   same goals run in-process by `Runner.run` in as many fibers give the kernel's own cost, so
- *   the difference is the server's (and its client's) cost per iteration.
- * - SSE latency: from an event's commit (noted by a wrapper of the store) to its parsing by a
- *   client following with `Accept: text/event-stream`; one process, so one `performance.now()`.
+ * - Throughput: `goals` goals submitted at once, each followed (JSON lines) to `Terminated`, with
+ *   the server in a child process of its own (`ServeChild.ts`) and the clients here: the wall time
+ *   the clients see, the server's CPU time (its `process.cpuUsage`) and the clients' own. The same
+ *   goals run in-process by `Runner.run` in as many fibers give the kernel's own cost; the same
+ *   HTTP rounds with the server in this process are kept for comparison with earlier figures.
+ * - SSE latency: from an event's commit (noted by a wrapper of the server's store) to its parsing
+ *   by a client here following with `Accept: text/event-stream`; both sides note the time as
+ *   `performance.timeOrigin + performance.now()`.
  */
 import * as Sse from "@effect/experimental/Sse"
 import { FetchHttpClient, HttpClient, type HttpClientError, HttpClientRequest, HttpClientResponse } from "@effect/platform"
 import { Event, Goal, LanguageModel, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { type Config, Server, Toolbox } from "@rx/server"
-import { Context, type Duration, Effect, Either, Layer, Logger, LogLevel, Option, type ParseResult, Schema, Stream } from "effect"
+import { Context, type Duration, Effect, Either, Layer, Logger, LogLevel, Option, type ParseResult, Queue, Schema, type Scope, Stream } from "effect"
+import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { createInterface } from "node:readline"
 
 /** A goal did not end as scripted, or an SSE event was not an event. */
 export class BenchError extends Schema.TaggedError<BenchError>()("@rx/bench/BenchError", { message: Schema.String }) {}
@@ -28,7 +33,7 @@ const range = (n: number) => Array.from({ length: n }, (_, i) => i)
  * `echo` with a new text each turn, and `done` as a goal's `iterations`-th answer; after `delay`,
  * if given. Turns are counted per goal (its line in the first message), as goals run at once.
  */
-const model = (iterations: number, delay?: Duration.DurationInput): Layer.Layer<LanguageModel.LanguageModel> =>
+export const model = (iterations: number, delay?: Duration.DurationInput): Layer.Layer<LanguageModel.LanguageModel> =>
   Layer.sync(LanguageModel.LanguageModel, () => {
     const turns = new Map<string, number>()
     const answer = (request: LanguageModel.Request) =>
@@ -42,8 +47,8 @@ const model = (iterations: number, delay?: Duration.DurationInput): Layer.Layer<
     return LanguageModel.LanguageModel.of({ generate: delay === undefined ? answer : (request) => Effect.delay(answer(request), delay) })
   })
 
-/** The memory store, noting when each event's append succeeded, by `goalId:seq`. */
-const timedMemory = (committed: Map<string, number>): Layer.Layer<StateStore.StateStore> =>
+/** The memory store, noting when each event's append succeeded (`now()`), by `goalId:seq`. */
+export const timedMemory = (committed: Map<string, number>, now: () => number): Layer.Layer<StateStore.StateStore> =>
   Layer.effect(
     StateStore.StateStore,
     Effect.map(StateStore.makeMemory, (store) =>
@@ -52,14 +57,14 @@ const timedMemory = (committed: Map<string, number>): Layer.Layer<StateStore.Sta
         append: (goalId, expectedSeq, events, state) =>
           Effect.tap(store.append(goalId, expectedSeq, events, state), () =>
             Effect.sync(() => {
-              const at = performance.now()
+              const at = now()
               for (const event of events) committed.set(`${goalId}:${event.seq}`, at)
             }))
       }))
   )
 
 /** A server in the current scope, with `concurrency` goals at once; its base URL. */
-const serve = (
+export const serve = (
   concurrency: number,
   llm: Layer.Layer<LanguageModel.LanguageModel>,
   store: Layer.Layer<StateStore.StateStore>
@@ -111,18 +116,111 @@ const followToEnd = (client: HttpClient.HttpClient, url: string, goalId: string)
 
 const client = Effect.map(HttpClient.HttpClient, HttpClient.filterStatusOk)
 
-/** Milliseconds from the first submission until every goal's stream ended at `Terminated(done)`. */
-const overHttp = (goals: number, iterations: number) =>
+/** Milliseconds since the epoch, comparable between the processes of this machine. */
+const now = () => performance.timeOrigin + performance.now()
+
+/** A server in a child process (`ServeChild.ts`). */
+interface Child {
+  readonly url: string
+  /** The child's CPU time so far (µs). */
+  readonly cpu: Effect.Effect<number, BenchError>
+  /** When each event's append succeeded since the last call (`now()` in the child), by `goalId:seq`. */
+  readonly commits: Effect.Effect<ReadonlyMap<string, number>, BenchError>
+}
+
+const Reply = Schema.parseJson(Schema.Union(
+  Schema.Struct({ url: Schema.String }),
+  Schema.Struct({ cpu: Schema.Number }),
+  Schema.Struct({ commits: Schema.Array(Schema.Tuple(Schema.String, Schema.Number)) }),
+  Schema.Struct({ error: Schema.String })
+))
+type Reply = typeof Reply.Type
+
+/**
+ * Start the server in a child process for the current scope (closed by ending its stdin, so a
+ * `--cpu-prof` profile is written). `profileDir`: run it under `node --cpu-prof` into that folder.
+ */
+const spawnServer = (
+  concurrency: number,
+  iterations: number,
+  options: { readonly delayMs?: number; readonly profileDir?: string | undefined } = {}
+): Effect.Effect<Child, BenchError, Scope.Scope> =>
   Effect.gen(function*() {
-    const url = yield* serve(goals, model(iterations), StateStore.layerMemory)
+    const args = [
+      ...(options.profileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDir}`]),
+      join(import.meta.dirname, "ServeChild.js"),
+      String(concurrency),
+      String(iterations),
+      ...(options.delayMs === undefined ? [] : [String(options.delayMs)])
+    ]
+    const lines = yield* Queue.unbounded<string | null>()
+    const child = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] })
+        const out = createInterface({ input: child.stdout })
+        out.on("line", (line) => Queue.unsafeOffer(lines, line))
+        out.on("close", () => Queue.unsafeOffer(lines, null))
+        return child
+      }),
+      (child) =>
+        Effect.async<void>((resume) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+          // A profile takes a moment to write; a child that does not end in a minute is killed.
+          const timer = setTimeout(() => child.kill("SIGKILL"), 60_000)
+          child.once("exit", () => {
+            clearTimeout(timer)
+            resume(Effect.void)
+          })
+          child.stdin.end()
+        })
+    )
+    const next: Effect.Effect<Reply, BenchError> = Effect.flatMap(Queue.take(lines), (line) =>
+      line === null
+        ? Effect.fail(new BenchError({ message: `the bench server (pid ${child.pid}) ended` }))
+        : Schema.decodeUnknown(Reply)(line).pipe(
+          Effect.mapError(() => new BenchError({ message: `the bench server said: ${line}` }))
+        ))
+    const ask = (request: string) =>
+      Effect.zipRight(Effect.sync(() => child.stdin.write(`${JSON.stringify(request)}\n`)), next)
+    const unexpected = (reply: Reply) => new BenchError({ message: `unexpected reply from the bench server: ${JSON.stringify(reply)}` })
+    const first = yield* next
+    if (!("url" in first)) return yield* unexpected(first)
+    return {
+      url: first.url,
+      cpu: Effect.flatMap(ask("cpu"), (reply) => ("cpu" in reply ? Effect.succeed(reply.cpu) : Effect.fail(unexpected(reply)))),
+      commits: Effect.flatMap(ask("commits"), (reply) => ("commits" in reply ? Effect.succeed(new Map(reply.commits)) : Effect.fail(unexpected(reply))))
+    }
+  })
+
+/** Milliseconds from the first submission until every goal's stream ended at `Terminated(done)`; goals are named by `round`. */
+const drive = (url: string, round: string, goals: number, iterations: number) =>
+  Effect.gen(function*() {
     const http = yield* client
     const started = performance.now()
     yield* Effect.forEach(
       range(goals),
-      (i) => Effect.flatMap(submit(http, url, `benchmark goal ${i}`, iterations), (goalId) => followToEnd(http, url, goalId)),
+      (i) => Effect.flatMap(submit(http, url, `benchmark goal ${round}-${i}`, iterations), (goalId) => followToEnd(http, url, goalId)),
       { concurrency: "unbounded", discard: true }
     )
     return performance.now() - started
+  })
+
+/** One round against the server in the child: the clients' wall time, the server's CPU time and theirs (ms). */
+const overHttp = (child: Child, round: string, goals: number, iterations: number) =>
+  Effect.gen(function*() {
+    const serverBefore = yield* child.cpu
+    const clientBefore = process.cpuUsage()
+    const ms = yield* drive(child.url, round, goals, iterations)
+    const client = process.cpuUsage(clientBefore)
+    const server = (yield* child.cpu) - serverBefore
+    return { ms, serverCpuMs: server / 1000, clientCpuMs: (client.user + client.system) / 1000 }
+  })
+
+/** One round with the server in this process, a fresh one (as measured before the server had a process of its own). */
+const overHttpHere = (goals: number, iterations: number) =>
+  Effect.gen(function*() {
+    const url = yield* serve(goals, model(iterations), StateStore.layerMemory)
+    return yield* drive(url, "here", goals, iterations)
   }).pipe(Effect.scoped)
 
 /** Milliseconds for the same goals run by `Runner.run` in as many fibers, on a fresh memory store. */
@@ -141,44 +239,49 @@ const inProcess = (goals: number, iterations: number) =>
     return performance.now() - started
   }).pipe(Effect.provide(Layer.mergeAll(tools, model(iterations), StateStore.layerMemory)))
 
-/** Follow one goal over SSE; each event's delay from its commit, for events committed once the response came. */
-const followSse = (http: HttpClient.HttpClient, url: string, goalId: string, committed: ReadonlyMap<string, number>) =>
+/** Follow one goal over SSE: when each event was parsed (`now()`), by seq, and when the response came. */
+const followSse = (http: HttpClient.HttpClient, url: string, goalId: string) =>
   Effect.gen(function*() {
     const response = yield* http.execute(events(url, goalId).pipe(HttpClientRequest.setHeader("accept", "text/event-stream")))
-    const connected = performance.now()
-    const delays: Array<number> = []
+    const connected = now()
+    const parsed: Array<readonly [number, number]> = []
     let last = Option.none<Event.Event>()
     let invalid: string | undefined
     const parser = Sse.makeParser((message) => {
       if (message._tag !== "Event") return
       const decoded = Event.decodeJson(message.data)
-      const at = performance.now()
+      const at = now()
       if (Either.isLeft(decoded)) {
         invalid ??= decoded.left
         return
       }
       last = Option.some(decoded.right)
-      const commit = committed.get(`${goalId}:${decoded.right.seq}`)
-      if (commit !== undefined && commit >= connected) delays.push(at - commit)
+      parsed.push([decoded.right.seq, at])
     })
     yield* response.stream.pipe(Stream.decodeText(), Stream.runForEach((text) => Effect.sync(() => parser.feed(text))))
     if (invalid !== undefined) return yield* new BenchError({ message: `goal ${goalId}: an SSE event did not decode: ${invalid}` })
     yield* endsDone(goalId, last)
-    return delays
+    return { goalId, connected, parsed }
   }).pipe(Effect.scoped)
 
-/** Delays (ms) from commit to SSE parsing of `goals` goals of `iterations`, the model answering after `delay`. */
-const sseDelays = (goals: number, iterations: number, delay: Duration.DurationInput) =>
+/** Delays (ms) from commit (in the server's process) to SSE parsing (here) of `goals` goals of `iterations`, the model answering after `delayMs`. */
+const sseDelays = (goals: number, iterations: number, delayMs: number) =>
   Effect.gen(function*() {
-    const committed = new Map<string, number>()
-    const url = yield* serve(goals, model(iterations, delay), timedMemory(committed))
+    const child = yield* spawnServer(goals, iterations, { delayMs })
     const http = yield* client
-    const all = yield* Effect.forEach(
+    const followed = yield* Effect.forEach(
       range(goals),
-      (i) => Effect.flatMap(submit(http, url, `followed goal ${i}`, iterations), (goalId) => followSse(http, url, goalId, committed)),
+      (i) => Effect.flatMap(submit(http, child.url, `followed goal ${i}`, iterations), (goalId) => followSse(http, child.url, goalId)),
       { concurrency: "unbounded" }
     )
-    return all.flat()
+    const committed = yield* child.commits
+    // Events committed once the response came: those before it were read from the log at once.
+    return followed.flatMap(({ connected, goalId, parsed }) =>
+      parsed.flatMap(([seq, at]) => {
+        const commit = committed.get(`${goalId}:${seq}`)
+        return commit !== undefined && commit >= connected ? [at - commit] : []
+      })
+    )
   }).pipe(Effect.scoped)
 
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
@@ -198,7 +301,14 @@ export type Failure =
 
 export interface Figures {
   readonly goalsPerSecond: number
+  /** Wall time per iteration seen by the clients, server in its own process. */
   readonly serverUsPerIteration: number
+  /** The server process's CPU time per iteration. */
+  readonly serverCpuUsPerIteration: number
+  /** The clients' process's CPU time per iteration. */
+  readonly clientCpuUsPerIteration: number
+  /** Wall time per iteration with the server in the clients' process. */
+  readonly sameProcessUsPerIteration: number
   readonly inProcessUsPerIteration: number
   readonly sse: { readonly p50: number; readonly p99: number; readonly events: number }
 }
@@ -208,33 +318,46 @@ export interface Workload {
   readonly goals: number
   /** Iterations per goal, the last one `done`. */
   readonly iterations: number
-  /** Measured rounds of each kind, alternating; one more of each warms up. */
+  /** Measured rounds of each kind, alternating; warm-up rounds come first. */
   readonly rounds: number
   /** SSE: goals followed at once, their iterations, and the model's delay per answer. */
-  readonly sse: { readonly goals: number; readonly iterations: number; readonly delay: Duration.DurationInput }
+  readonly sse: { readonly goals: number; readonly iterations: number; readonly delayMs: number }
+  /** Run the server process under `node --cpu-prof`, its profile written to this folder. */
+  readonly profileDir?: string | undefined
 }
 
-/** Medians over `rounds` of HTTP and in-process runs (alternating, so drift hits both), then the SSE delays. */
+/** Medians over `rounds` of in-process, HTTP (server in a child) and HTTP (server here) runs, alternating, so drift hits all; then the SSE delays. */
 export const measure = (workload: Workload): Effect.Effect<Figures, Failure> =>
   Effect.gen(function*() {
     const { goals, iterations } = workload
+    const child = yield* spawnServer(goals, iterations, { profileDir: workload.profileDir })
+    // Two rounds warm the child's JIT up (the server here warms up with this process's).
     yield* inProcess(goals, iterations)
-    yield* overHttp(goals, iterations)
-    const http: Array<number> = []
+    yield* overHttp(child, "warm-0", goals, iterations)
+    yield* overHttp(child, "warm-1", goals, iterations)
+    yield* overHttpHere(goals, iterations)
+    const separate: Array<{ readonly ms: number; readonly serverCpuMs: number; readonly clientCpuMs: number }> = []
+    const here: Array<number> = []
     const local: Array<number> = []
     for (let r = 0; r < workload.rounds; r++) {
       local.push(yield* inProcess(goals, iterations))
-      http.push(yield* overHttp(goals, iterations))
+      separate.push(yield* overHttp(child, `round-${r}`, goals, iterations))
+      here.push(yield* overHttpHere(goals, iterations))
     }
     const perIteration = (ms: number) => (ms * 1000) / (goals * iterations)
-    const delays = (yield* sseDelays(workload.sse.goals, workload.sse.iterations, workload.sse.delay)).sort((a, b) => a - b)
+    const delays = (yield* sseDelays(workload.sse.goals, workload.sse.iterations, workload.sse.delayMs)).sort((a, b) => a - b)
+    const wall = median(separate.map((r) => r.ms))
     return {
-      goalsPerSecond: goals / (median(http) / 1000),
-      serverUsPerIteration: perIteration(median(http)),
+      goalsPerSecond: goals / (wall / 1000),
+      serverUsPerIteration: perIteration(wall),
+      serverCpuUsPerIteration: perIteration(median(separate.map((r) => r.serverCpuMs))),
+      clientCpuUsPerIteration: perIteration(median(separate.map((r) => r.clientCpuMs))),
+      sameProcessUsPerIteration: perIteration(median(here)),
       inProcessUsPerIteration: perIteration(median(local)),
       sse: { p50: percentile(delays, 0.5), p99: percentile(delays, 0.99), events: delays.length }
     }
   }).pipe(
+    Effect.scoped,
     Effect.provide(FetchHttpClient.layer),
     // The server logs each goal's end at Info; stdout carries `--json`.
     Logger.withMinimumLogLevel(LogLevel.Error)

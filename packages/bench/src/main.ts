@@ -1,6 +1,8 @@
 /**
- * `pnpm bench [--json]`: the figures of DESIGN.md section 8, each beside its floor measured in
- * the same run, and those of rx serve. A table by default; `--json` prints one JSON object.
+ * `pnpm bench [--json] [--peers] [--server-profile DIR]`: the figures of DESIGN.md section 8,
+ * each beside its floor measured in the same run, those of rx serve and the CLI's start-up; with
+ * `--peers`, the peers on the same loop beside rx. A table by default; `--json` prints one JSON
+ * object. `--server-profile DIR` runs the served path's server process under `node --cpu-prof`.
  */
 import { Effect, Layer } from "effect"
 import { execFileSync } from "node:child_process"
@@ -10,10 +12,18 @@ import { join } from "node:path"
 import { Goal, LanguageModel, Runner, State, StateStore, ToolRegistry } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
 import * as Floors from "./Floors.js"
+import * as Peers from "./Peers.js"
 import { echo, memoryRun, sqliteRun, untilThenStop } from "./Scenario.js"
 import * as Serve from "./Serve.js"
+import * as Startup from "./Startup.js"
 
 const json = process.argv.includes("--json")
+const withPeers = process.argv.includes("--peers")
+const flagValue = (flag: string) => {
+  const at = process.argv.indexOf(flag)
+  return at === -1 ? undefined : process.argv[at + 1]
+}
+const serverProfile = flagValue("--server-profile")
 const log = (line: string) => {
   if (!json) process.stderr.write(`${line}\n`)
 }
@@ -130,17 +140,39 @@ const resume = await run(Effect.gen(function*() {
 }).pipe(Effect.provide(SqliteStore.layer({ filename: resumeDb }))))
 log(`  ${round(resume.ms)} ms for ${resume.events} events`)
 
-log("rx serve (HTTP): 100 goals of 10 iterations at once, memory store; the same in-process")
-const served = await run(Serve.measure({ goals: 100, iterations: 10, rounds: 5, sse: { goals: 1, iterations: 100, delay: "2 millis" } }))
+log("rx serve (HTTP): 100 goals of 10 iterations at once, memory store, the server in a process of its own; the same in-process")
+const served = await run(Serve.measure({
+  goals: 100,
+  iterations: 10,
+  rounds: 5,
+  sse: { goals: 1, iterations: 100, delayMs: 2 },
+  profileDir: serverProfile
+}))
 const serve = {
   goalsPerSecond: round(served.goalsPerSecond, 1),
   http: round(served.serverUsPerIteration, 1),
+  serverCpu: round(served.serverCpuUsPerIteration, 1),
+  clientCpu: round(served.clientCpuUsPerIteration, 1),
+  sameProcess: round(served.sameProcessUsPerIteration, 1),
   inProcess: round(served.inProcessUsPerIteration, 1),
   overhead: round(served.serverUsPerIteration - served.inProcessUsPerIteration, 1),
   sse: { p50: round(served.sse.p50, 2), p99: round(served.sse.p99, 2) }
 }
-log(`  ${serve.goalsPerSecond} goals/s; ${serve.http} us/iteration over HTTP, ${serve.inProcess} in-process: ${serve.overhead} us/iteration more`)
+log(`  ${serve.goalsPerSecond} goals/s; ${serve.http} us/iteration seen by the clients (server CPU ${serve.serverCpu}, clients' CPU ${serve.clientCpu}), ${serve.inProcess} in-process; server in the clients' process: ${serve.sameProcess}`)
 log(`  SSE, commit to client: p50 ${serve.sse.p50} ms, p99 ${serve.sse.p99} ms (${served.sse.events} events)`)
+if (serverProfile !== undefined) log(`  the server's CPU profile is in ${serverProfile}`)
+
+log("start-up of the bundled CLI (new processes, median of 10)")
+const started = await run(Startup.measure(10, log))
+const startup = {
+  node: round(started.node),
+  version: round(started.version),
+  list: round(started.list),
+  inspect: round(started.inspect),
+  run_first_request: round(started.runFirstRequest),
+  run: round(started.run)
+}
+log(`  node -e 0 ${startup.node} ms; rx --version ${startup.version}, list ${startup.list}, inspect ${startup.inspect}, run to its first model request ${startup.run_first_request} ms`)
 
 log("floors")
 const floors = {
@@ -148,6 +180,56 @@ const floors = {
   sqlite_commit_full_us: round(median([0, 1, 2].map((r) => Floors.sqliteCommit(join(dir, `floor-f-${r}.db`), "FULL", 500))), 1),
   effect_loop_us_per_iteration: round(median([0, 1, 2, 3, 4].map(() => Floors.effectLoop(10_000))), 2)
 }
+
+/** The peers beside rx (`--peers`): rx's figures at N = 100 and 1,000 and each peer's, each peer over its rx reference. */
+const peers = withPeers ? await run(Effect.gen(function*() {
+  log("peers: installing where missing")
+  yield* Peers.install(log)
+  log("rx at N=100 on SQLite (N=1000 above)")
+  const at100 = (synchronous: "FULL" | "NORMAL", repeats: number) =>
+    Effect.gen(function*() {
+      const samples: Array<number> = []
+      for (let r = 0; r < repeats; r++) samples.push(yield* sqliteRun(join(dir, `p-${synchronous}-${r}.db`), 100, synchronous))
+      return round(median(samples), 1)
+    })
+  const rx = {
+    memory: { "100": kernel[100] ?? Number.NaN, "1000": kernel[1000] ?? Number.NaN },
+    sqlite_normal: { "100": yield* at100("NORMAL", 9), "1000": sqliteNormal },
+    sqlite_full: { "100": yield* at100("FULL", 5), "1000": sqliteFull }
+  }
+  const figures: Record<string, Record<string, Peers.HarnessResult>> = {}
+  for (const peer of Peers.peers) {
+    for (const n of [100, 1_000]) {
+      log(`  ${peer.label}, N=${n}`)
+      const result = yield* Peers.run(peer, n)
+      figures[peer.key] = { ...figures[peer.key], [n]: result }
+      log(`    ${result.us_per_iter_median} us/iteration (${result.runs_done} runs)`)
+    }
+  }
+  const ratio = (x: number | undefined, y: number | undefined) => (x === undefined || y === undefined ? Number.NaN : round(x / y, 1))
+  const byKey = Object.fromEntries(Peers.peers.map((peer) => {
+    const at = figures[peer.key] ?? {}
+    return [peer.key, {
+      us_per_iteration: { "100": at[100]?.us_per_iter_median ?? Number.NaN, "1000": at[1000]?.us_per_iter_median ?? Number.NaN },
+      peak_rss_mb: { "100": at[100]?.peak_rss_mb ?? Number.NaN, "1000": at[1000]?.peak_rss_mb ?? Number.NaN },
+      ...(at[1000]?.bytes_per_iter === undefined ? {} : { bytes_per_iteration: { "100": at[100]?.bytes_per_iter ?? Number.NaN, "1000": at[1000].bytes_per_iter } }),
+      runs: { "100": at[100]?.runs_done ?? 0, "1000": at[1000]?.runs_done ?? 0 }
+    }]
+  }))
+  // Each peer over its rx reference of the same run: persisted peers over rx on SQLite, the rest over rx in memory.
+  const ratios: Record<string, Record<string, number>> = {}
+  for (const peer of Peers.peers) {
+    const at = figures[peer.key] ?? {}
+    const refs = peer.against === "sqlite" ? { sqlite_normal: rx.sqlite_normal, sqlite_full: rx.sqlite_full } : { memory: rx.memory }
+    for (const [name, ref] of Object.entries(refs)) {
+      ratios[`${peer.key}_over_rx_${name}`] = {
+        "100": ratio(at[100]?.us_per_iter_median, ref["100"]),
+        "1000": ratio(at[1000]?.us_per_iter_median, ref["1000"])
+      }
+    }
+  }
+  return { rx, byKey, ratios, versions: Peers.versions(), installed_in: Peers.home }
+})) : undefined
 
 const result = {
   kernel_memory_us_per_iteration: kernel,
@@ -162,8 +244,13 @@ const result = {
   server_us_per_iteration: serve.http,
   inprocess_us_per_iteration: serve.inProcess,
   server_overhead_us_per_iteration: serve.overhead,
+  server_cpu_us_per_iteration: serve.serverCpu,
+  client_cpu_us_per_iteration: serve.clientCpu,
+  server_same_process_us_per_iteration: serve.sameProcess,
   sse_latency_ms: serve.sse,
-  floors
+  startup_ms: startup,
+  floors,
+  ...(peers === undefined ? {} : { peers: { rx: peers.rx, ...peers.byKey, ratios: peers.ratios, versions: peers.versions, installed_in: peers.installed_in } })
 }
 rmSync(dir, { recursive: true, force: true })
 
@@ -180,12 +267,32 @@ if (json) {
     ["peak RSS, N=10000", `${peakRss} MB`, "<= 150 MB"],
     ["replay from SQLite (decode + fold)", `${Math.round(replayRate)} events/s`, ">= 500000 events/s"],
     ["resume, 100,000 events", `${round(resume.ms)} ms`, "<= 100 ms"],
-    ["rx serve, 100 goals x 10 it at once", `${serve.goalsPerSecond} goals/s, ${serve.http} us/it`, `in-process ${serve.inProcess} us/it`],
-    ["rx serve overhead over Runner.run", `${serve.overhead} us/it`, "< 1000 us/it at 100 goals at once"],
-    ["SSE, commit to client, p50 / p99", `${serve.sse.p50} / ${serve.sse.p99} ms`, "(none)"]
+    ["rx serve, 100 goals x 10 it at once", `${serve.goalsPerSecond} goals/s, ${serve.http} us/it`, `<= 3x in-process: ${round(3 * serve.inProcess)} us/it (in-process ${serve.inProcess}; ${round(serve.http / serve.inProcess, 2)}x)`],
+    ["rx serve: server / clients CPU", `${serve.serverCpu} / ${serve.clientCpu} us/it`, `server ${round(serve.serverCpu / serve.inProcess, 2)}x in-process; server in the clients' process: ${serve.sameProcess} us/it`],
+    ["SSE, commit to client, p50 / p99", `${serve.sse.p50} / ${serve.sse.p99} ms`, "(none)"],
+    ["rx --version / list / inspect", `${startup.version} / ${startup.list} / ${startup.inspect} ms`, `<= 2x node -e 0: ${round(2 * startup.node)} ms (node -e 0 ${startup.node} ms)`],
+    ["rx run to its first model request", `${startup.run_first_request} ms`, `node -e 0 ${startup.node} ms (${round(startup.run_first_request / startup.node, 2)}x)`]
   ]
   const w0 = Math.max(...rows.map((r) => r[0].length))
   const w1 = Math.max(...rows.map((r) => r[1].length))
   console.log(`${"figure".padEnd(w0)}  ${"measured".padEnd(w1)}  target`)
   for (const [a, b, c] of rows) console.log(`${a.padEnd(w0)}  ${b.padEnd(w1)}  ${c}`)
+  if (peers !== undefined) {
+    console.log("")
+    console.log("peers, same loop, same run (us/iteration, N=100 / N=1000; ratio = peer over rx)")
+    const line = (label: string, us: { readonly "100": number; readonly "1000": number }, versus: string) =>
+      console.log(`${label.padEnd(34)}  ${`${us[100]} / ${us[1000]}`.padEnd(22)}  ${versus}`)
+    line("rx, memory store", peers.rx.memory, "")
+    line("rx, SQLite NORMAL", peers.rx.sqlite_normal, "")
+    line("rx, SQLite FULL", peers.rx.sqlite_full, `2 fsynced commits: ${round(2 * floors.sqlite_commit_full_us)} us (N=1000 at ${round(sqliteFull / (2 * floors.sqlite_commit_full_us), 2)}x)`)
+    for (const peer of Peers.peers) {
+      const figures = peers.byKey[peer.key]
+      if (figures === undefined) continue
+      const ratios = Object.entries(peers.ratios).filter(([key]) => key.startsWith(`${peer.key}_over_`))
+        .map(([key, r]) => `${r[100]}x / ${r[1000]}x over rx ${key.slice(`${peer.key}_over_rx_`.length).replace("_", " ")}`)
+      line(peer.label, figures.us_per_iteration, `${ratios.join("; ")}${peer.note === undefined ? "" : ` (${peer.note})`}`)
+    }
+    const headline = peers.ratios["langgraph_sqlite_over_rx_sqlite_normal"]?.[1000]
+    console.log(`headline: LangGraph + SqliteSaver at N=1000 over rx on SQLite NORMAL: ${headline}x (target >= 100x)`)
+  }
 }
