@@ -5,7 +5,7 @@
 import { FileSystem, Path } from "@effect/platform"
 import { Builtins, Confinement, HttpFetch, Sandbox } from "@rx/tools"
 import { Doctor, SqliteStore } from "@rx/store-sqlite"
-import { Control, Event, Goal, GoalSummary, LanguageModel, Options as RunOptions, Replay, Runner, StateStore } from "@rx/kernel"
+import { Control, Event, Goal, Settings as RecordedSettings, GoalSummary, LanguageModel, Options as RunOptions, Replay, Runner, StateStore } from "@rx/kernel"
 import { Config as ServerConfig, Server, Toolbox } from "@rx/server"
 import { Console, Context, Deferred, Effect, Either, Layer, Option, Schedule, Schema, Stream } from "effect"
 import * as Net from "node:net"
@@ -236,7 +236,7 @@ const run = (flags: Flags) =>
       const chosen = yield* Settings.approval(v.ask ?? [], v.deny ?? [], [...Setup.builtinNames, ...mcpNames], [...services.offered, ...mcpNames])
       // An MCP server's destructive tools ask a person, unless --deny names them.
       const approval = { ...Object.fromEntries(services.mcp.ask.map((name) => [name, "ask" as const])), ...chosen }
-      const metadata: Settings.Recorded & { readonly mcp?: ReadonlyArray<unknown> } = {
+      const settings: Settings.Recorded = {
         ...Setup.recordedSettings(v, workspace, model),
         // The tools offered, when not all the built-ins: a resume offers the same ones.
         ...(services.offered.length === Setup.builtinNames.length ? {} : { tools: services.offered }),
@@ -248,7 +248,7 @@ const run = (flags: Flags) =>
       const options: RunOptions.Input = {
         ...Setup.runOptions(v),
         ...(Object.keys(approval).length === 0 ? {} : { approval }),
-        metadata
+        settings
       }
       const goal = yield* Setup.goalText(flags.goal, flags.goalFile, options)
       const instructions = yield* Setup.instructions(v, workspace)
@@ -263,17 +263,17 @@ const run = (flags: Flags) =>
     })))
 
 /** The recorded settings a resume compares against, and what it runs with: all but the tools, which are the goal's own. */
-const recordedKeys = Object.keys(Settings.Recorded.fields).filter((key): key is Exclude<keyof Settings.Recorded, "tools"> => key !== "tools")
+const recordedKeys = RecordedSettings.keys.filter((key): key is keyof RecordedSettings.Settings & Settings.Key => key !== "tools" && key in Settings.table)
 
 const resume = (flags: Flags) =>
   local(flags, (server) => Effect.andThen(noMcp(flags, "rx resume --server"), Remote.resume(server, flags.goalId)), withLog(dbFlag(flags.settings), "write")((db) =>
     Effect.scoped(Effect.gen(function*() {
       const state = yield* Goal.restore(flags.goalId)
       if (state.seq === 0) return yield* noGoal(flags.goalId, db)
-      const recorded = Settings.recorded(state.options.metadata)
+      const recorded = state.options.settings ?? {}
       const { found, values: v, workspace, mcp } = yield* Setup.resolve(flags.settings, Usage.resumeSettings, recorded)
       yield* Setup.existingWorkspace(workspace, found.workspace?.source._tag === "recorded")
-      const { volume } = Confinement.placementOf(state.options.metadata)
+      const volume = recorded.volume
       if (volume !== undefined) yield* Postgres.onVolume(flags.goalId, volume, workspace)
       // The limits of a goal are in its options; only a flag changes them.
       const limitFlags = Settings.values(yield* Settings.fromFlags(flags.settings))
@@ -300,7 +300,7 @@ const resume = (flags: Flags) =>
       const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
       const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* hide(db, workspace))
       // The goal's MCP servers again; their tools as the goal recorded them.
-      const servers = Setup.recordedMcp(state.options.metadata)
+      const servers = Setup.recordedMcp(recorded)
       const launch = yield* Setup.mcpLaunch(servers, flags.mcpEnv, mcp)
       const services = yield* Setup.services(v, model, tools, false, { servers, launch, pinned: state.tools })
       const settings = Setup.recordedSettings(v, workspace, model)
@@ -315,7 +315,7 @@ const resume = (flags: Flags) =>
         const changed = yield* Control.changeOptions(flags.goalId, (current): RunOptions.Input => ({
           ...current,
           ...limits,
-          metadata: { ...current.metadata, ...settings }
+          settings: { ...current.settings, ...settings }
         }))
         if (changed === "changed") {
           const appended = (yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(flags.goalId, state.seq)))
@@ -644,12 +644,12 @@ const serve = (flags: Flags) =>
     const { workspace: _recordedRoot, ...settings } = Option.isSome(cluster) ? Setup.recordedTools(v, workspace) : Setup.recordedSettings(v, workspace, model)
     const servers = yield* Setup.mcpServers(flags, mcp)
     const launch = yield* Setup.mcpLaunch(servers, flags.mcpEnv, mcp)
-    const metadata = {
+    const recorded: Settings.Recorded = {
       ...settings,
       ...(servers.length === 0 ? {} : { mcp: servers.map((server) => Setup.encodeServer(server)) }),
       ...Option.match(volume, { onNone: () => ({}), onSome: (found) => ({ volume: found.id }) })
     }
-    const input: ServerConfig.Input = { host, allowRemote: flags.allowRemote, port, concurrency, workspace, token, metadata }
+    const input: ServerConfig.Input = { host, allowRemote: flags.allowRemote, port, concurrency, workspace, token, settings: recorded }
     // Checked before anything is created: a refused setting, or a port in use, leaves no database and no token file.
     yield* ServerConfig.decode(input).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
     yield* portFree(host, port)
@@ -764,7 +764,7 @@ const demo = (flags: Flags) =>
     const result = yield* Effect.gen(function*() {
       const outcome = yield* Runner.run({
         goal: Demo.goal,
-        options: { maxIterations: 10, metadata: { workspace, sandbox: "none", model: "scripted demo model", baseUrl: "(none)" } },
+        options: { maxIterations: 10, settings: { workspace, sandbox: "none", model: "scripted demo model", baseUrl: "(none)" } },
         observe: printer(flags.json)
       }).pipe(Effect.provide(services))
       const log = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(outcome.goalId))

@@ -230,7 +230,7 @@ export const nextSteps = (result: { readonly status: "terminated" | "suspended";
     ].join("\n")
   }
   // A model file has no server to wait for: what failed is a setting (the message names it) or the machine.
-  const inProcess = typeof result.state.options.metadata["modelFile"] === "string"
+  const inProcess = result.state.options.settings?.modelFile !== undefined
   return result.reason !== "model_unavailable"
     ? `rx resume ${id}${flag} continues it`
     : inProcess
@@ -288,11 +288,11 @@ const show = (value: unknown) => oneLine(typeof value === "string" ? redactUseri
 
 /**
  * What changed between two options, one `name value (was old)` per field: the limits, and each
- * setting the transport recorded in `metadata` (workspace, sandbox, model, ...).
+ * setting the transport recorded (workspace, sandbox, model, ...).
  */
 export const optionsDiff = (before: Options.Options, after: Options.Options): string => {
-  const { metadata: beforeMeta, ...beforeLimits } = before
-  const { metadata: afterMeta, ...afterLimits } = after
+  const { metadata: _before, settings: beforeMeta = {}, ...beforeLimits } = before
+  const { metadata: _after, settings: afterMeta = {}, ...afterLimits } = after
   const changes = (a: Readonly<Record<string, unknown>>, b: Readonly<Record<string, unknown>>) =>
     [...new Set([...Object.keys(a), ...Object.keys(b)])].flatMap((key) =>
       json(a[key]) === json(b[key]) ? [] : [`${key} ${b[key] === undefined ? "(unset)" : show(b[key])} (was ${a[key] === undefined ? "unset" : show(a[key])})`]
@@ -507,7 +507,7 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     return s === undefined ? [`goal ${submitted.goalId} has no step ${only} (steps 1 to ${all.length})`] : step(s, Infinity, optionsDiffs(events))
   }
   const o = submitted.options
-  const metadata = Object.entries(o.metadata).map(([k, v]) => `${oneLine(k, 40)}=${show(v)}`).join(", ")
+  const metadata = Object.entries({ ...o.settings, ...o.metadata }).map(([k, v]) => `${oneLine(k, 40)}=${show(v)}`).join(", ")
   const changes = optionsChanges(events)
   const diffs = optionsDiffs(events)
   const asked = approvals(events)

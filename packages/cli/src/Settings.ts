@@ -5,6 +5,7 @@
  * recorded (on resume), the workspace's `rx.config.json`, the user's config file, the default.
  */
 import { Path } from "@effect/platform"
+import type { Settings as RecordedSettings } from "@rx/kernel"
 import { Servers } from "@rx/mcp"
 import { Config, Effect, Either, Option, ParseResult, Schema } from "effect"
 import * as os from "node:os"
@@ -485,32 +486,13 @@ export const database = (flag: Option.Option<string>): Effect.Effect<Database, U
     return of(yield* defaultDb, "default")
   })
 
-/** What a goal records of its settings (in `options.metadata`), to resume with the same ones. */
-export const Recorded = Schema.Struct({
-  workspace: Schema.optional(Schema.String),
-  sandbox: Schema.optional(Schema.Literal("auto", "bwrap", "none")),
-  baseUrl: Schema.optional(Schema.String),
-  model: Schema.optional(Schema.String),
-  mode: Schema.optional(Schema.Literal("tools", "json")),
-  modelFile: Schema.optional(Schema.String),
-  threads: Schema.optional(Schema.Number),
-  context: Schema.optional(Schema.Number),
-  seed: Schema.optional(Schema.Number),
-  temperature: Schema.optional(Schema.Number),
-  maxOutputTokens: Schema.optional(Schema.Number),
-  tools: Schema.optional(Schema.Array(Schema.String)),
-  httpAllow: Schema.optional(Schema.Array(Schema.String))
-})
-export type Recorded = typeof Recorded.Type
+/** What a goal records of its settings (`Options.settings`), to resume with the same ones. */
+export type Recorded = RecordedSettings.Settings
 
-/** Recorded settings of a goal's metadata; anything unreadable counts as not recorded. */
-export const recorded = (metadata: unknown): Recorded =>
-  Option.getOrElse(Schema.decodeUnknownOption(Recorded)(metadata), () => ({}))
-
-/** The recorded settings as found values. */
+/** The recorded settings that are settings of this table, as found values. */
 export const fromRecorded = (r: Recorded): Found =>
   Object.fromEntries(
-    Object.entries(r).filter(([, value]) => value !== undefined).map(([key, value]) => [key, { value, source: { _tag: "recorded" } }])
+    Object.entries(r).filter(([key, value]) => value !== undefined && keys.some((k) => k === key)).map(([key, value]) => [key, { value, source: { _tag: "recorded" } }])
   ) as Found
 
 /** Who decides, when `--by` is not given: the OS user name (else `$USER`, else `unknown`). */

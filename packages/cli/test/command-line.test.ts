@@ -114,18 +114,18 @@ describe("every setting as a flag, a variable and a config-file key", () => {
       const run = (args: ReadonlyArray<string>, extra: Record<string, string> = {}) =>
         Effect.map(rx(["run", "hi", "--db", box.db, "--workspace", box.workspace, "--json", ...args], { ...env, ...extra }), (ran) => {
           expect(ran.code, ran.stderr).toBe(0)
-          return jsonLines(ran.stdout)[0] as { options: Record<string, unknown> & { metadata: Record<string, unknown> }; tools: ReadonlyArray<{ name: string }> }
+          return jsonLines(ran.stdout)[0] as { options: Record<string, unknown> & { settings: Record<string, unknown> }; tools: ReadonlyArray<{ name: string }> }
         })
       const files = yield* run([])
       expect(files.options).toMatchObject({ maxIterations: 7, maxConsecutiveFailures: 2 })
-      expect(files.options.metadata).toMatchObject({ model: "from-workspace", baseUrl: server.baseUrl, temperature: 0.5, sandbox: "none", tools: ["read_file", "list_dir"], httpAllow: ["10.0.0.0/8"] })
+      expect(files.options.settings).toMatchObject({ model: "from-workspace", baseUrl: server.baseUrl, temperature: 0.5, sandbox: "none", tools: ["read_file", "list_dir"], httpAllow: ["10.0.0.0/8"] })
       expect(files.tools.map((t) => t.name).sort()).toEqual(["list_dir", "read_file"])
       const envWins = yield* run([], { RX_MAX_ITERATIONS: "6", RX_MODEL: "from-env" })
       expect(envWins.options).toMatchObject({ maxIterations: 6 })
-      expect(envWins.options.metadata).toMatchObject({ model: "from-env" })
+      expect(envWins.options.settings).toMatchObject({ model: "from-env" })
       const flagWins = yield* run(["--max-iterations", "5", "--max-malformed", "4", "--max-repeats", "5", "--no-progress-window", "6", "--prompt-budget", "4000", "--max-total-tokens", "1000", "--max-answer-chars", "5000", "--max-calls-per-answer", "2", "--max-output-tokens", "256", "--tools", "read_file,shell", "--no-shell"], { RX_MAX_ITERATIONS: "6" })
       expect(flagWins.options).toMatchObject({ maxIterations: 5, maxMalformed: 4, maxRepeats: 5, noProgressWindow: 6, promptBudget: 4000, maxTotalTokens: 1000, maxAnswerChars: 5000, maxCallsPerAnswer: 2 })
-      expect(flagWins.options.metadata).toMatchObject({ maxOutputTokens: 256, tools: ["read_file"] })
+      expect(flagWins.options.settings).toMatchObject({ maxOutputTokens: 256, tools: ["read_file"] })
       // The model server saw the sampling settings.
       expect(server.received.at(-1)?.body).toMatchObject({ temperature: 0.5, max_tokens: 256 })
       const shown = yield* rx(["config", "--workspace", box.workspace, "--json"], { ...env, RX_MAX_ITERATIONS: "6" }, box.workspace)

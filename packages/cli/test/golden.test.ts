@@ -158,7 +158,7 @@ describe("golden databases through the rx binary", () => {
             // A resume with other settings than recorded may record them first (OptionsChanged).
             const added = log.slice(goal.events)
             const changed = added[0]?._tag === "OptionsChanged" ? added[0] : undefined
-            if (changed !== undefined) expect(changed.options.metadata).toMatchObject({ workspace, baseUrl: server.baseUrl, model: "golden-model" })
+            if (changed !== undefined) expect(changed.options.settings).toMatchObject({ workspace, baseUrl: server.baseUrl, model: "golden-model" })
             expect(added.slice(changed === undefined ? 0 : 1).map((e) => e._tag)).toEqual([
               "ModelResponded", "ToolStarted", "ToolSucceeded", "IterationCompleted",
               "ModelResponded", "IterationCompleted", "Terminated"

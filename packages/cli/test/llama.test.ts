@@ -61,7 +61,7 @@ describe("rx run --model-file", () => {
       const log = jsonLines((yield* rx(["events", goalId, "--db", box.db])).stdout)
       expect(log.map((e) => e["seq"])).toEqual(log.map((_, i) => i))
       const submitted = log[0] as Json
-      const metadata = (submitted["options"] as Json)["metadata"] as Json
+      const metadata = (submitted["options"] as Json)["settings"] as Json
       expect(metadata).toMatchObject({ modelFile: model, threads: 1, context: 16384, seed: 3, model: "tiny.gguf" })
       expect(metadata["baseUrl"]).toBeUndefined()
 

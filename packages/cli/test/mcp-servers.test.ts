@@ -106,7 +106,7 @@ describe("MCP servers as users run them", () => {
       expect(first.code, first.stderr).toBe(11)
       const events = jsonLines(first.stdout)
       const goalId = String(events[0]?.["goalId"])
-      expect(events[0]).toMatchObject({ options: { metadata: { mcp: [{ name: "api", env: ["DEMO_KEY", "DEMO_URL"] }] } } })
+      expect(events[0]).toMatchObject({ options: { settings: { mcp: [{ name: "api", env: ["DEMO_KEY", "DEMO_URL"] }] } } })
       const seen = JSON.parse(text(outcome(events, "api__env"))) as { names: ReadonlyArray<string>; HOME: string }
       expect(seen.names).toEqual(expect.arrayContaining(["DEMO_KEY", "DEMO_URL", "PATH", "HOME"]))
       for (const name of Object.keys(secrets)) expect(seen.names).not.toContain(name)
@@ -151,7 +151,7 @@ describe("MCP servers as users run them", () => {
       expect(ran.code, ran.stderr).toBe(0)
       const events = jsonLines(ran.stdout)
       expect(events[0]).toMatchObject({
-        options: { metadata: { mcp: [{ name: "boxed", sandbox: { network: false, read: [fixtures] } }, { name: "netted", sandbox: { network: true } }, { name: "open" }] } }
+        options: { settings: { mcp: [{ name: "boxed", sandbox: { network: false, read: [fixtures] } }, { name: "netted", sandbox: { network: true } }, { name: "open" }] } }
       })
       const boxed = JSON.parse(text(outcome(events, "boxed__probe"))) as Record<string, string>
       expect(boxed["home"]).toMatch(/^refused/)
@@ -189,7 +189,7 @@ describe("MCP servers as users run them", () => {
       const events = jsonLines(ran.stdout)
       const tools = (events[0]?.["tools"] as ReadonlyArray<{ name: string }>).filter((t) => t.name.startsWith("many__"))
       expect(tools).toHaveLength(100)
-      expect(events[0]).toMatchObject({ options: { metadata: { mcpLeftOut: [{ server: "many", listed: 2004, offered: 100 }] } } })
+      expect(events[0]).toMatchObject({ options: { settings: { mcpLeftOut: [{ server: "many", listed: 2004, offered: 100 }] } } })
       const said = ran.stderr.split("\n").filter((line) => line.includes("MCP server many"))
       expect(said).toHaveLength(1)
       expect(said[0]).toContain("100 of its 2004 tools are offered; not offered: 1904 past the cap of 100 tools per server")

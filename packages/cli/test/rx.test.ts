@@ -217,14 +217,14 @@ describe("cancel and resume across processes", () => {
       first.kill("SIGKILL")
       const firstRan = yield* Effect.promise(() => first.done)
       const changed = jsonLines(firstRan.stdout)[0]
-      expect(changed).toMatchObject({ _tag: "OptionsChanged", seq: before, options: { metadata: { model: "m2", sandbox: "auto", workspace: box.workspace } } })
+      expect(changed).toMatchObject({ _tag: "OptionsChanged", seq: before, options: { settings: { model: "m2", sandbox: "auto", workspace: box.workspace } } })
       // Second resume: back to sandbox none, with the model recorded by the first; human output says what changed.
       const second = yield* rx(["resume", goalId, "--sandbox", "none", "--db", box.db])
       expect(second.code).toBe(0)
       expect(second.stdout).toMatch(/^resuming goal \S+: .*\n(?: {2}.*\n)+settings of this resume, recorded at seq \d+: sandbox none \(was auto\)\n/)
       const events = jsonLines((yield* rx(["events", goalId, "--db", box.db])).stdout)
       const changes = events.filter((e) => e["_tag"] === "OptionsChanged")
-      expect(changes.map((e) => (e["options"] as { metadata: unknown }).metadata)).toMatchObject([
+      expect(changes.map((e) => (e["options"] as { settings: unknown }).settings)).toMatchObject([
         { model: "m2", sandbox: "auto" },
         { model: "m2", sandbox: "none" }
       ])

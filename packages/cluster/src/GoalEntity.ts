@@ -47,7 +47,7 @@ export const drive = (goalId: string): Effect.Effect<Driven, never, Services> =>
   Effect.gen(function*() {
     const state = yield* Goal.restore(goalId)
     if (state.seq === 0) return yield* new Goal.GoalNotFound({ goalId })
-    const registry = yield* Effect.flatMap(Workspaces.Workspaces, (workspaces) => workspaces.tools(goalId, state.options.metadata))
+    const registry = yield* Effect.flatMap(Workspaces.Workspaces, (workspaces) => workspaces.tools(goalId, state.options.settings))
     return yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
   }).pipe(
     Effect.scoped,

@@ -10,7 +10,7 @@
  * folder is (a worker whose volume is not mounted sees another id, or none, and refuses).
  */
 import { FileSystem, Path } from "@effect/platform"
-import { ToolRegistry } from "@rx/kernel"
+import { type Settings, ToolRegistry } from "@rx/kernel"
 import { Confinement } from "@rx/tools"
 import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
 
@@ -31,10 +31,10 @@ export class WorkspaceError extends Schema.TaggedError<WorkspaceError>()("@rx/cl
 
 export interface Service {
   /**
-   * The tools of one goal from what it recorded (`metadata` of its options), valid while the
-   * scope lasts, or `WrongWorkspace` when this worker must not run them.
+   * The tools of one goal from the settings it recorded (its workspace and volume), valid while
+   * the scope lasts, or `WrongWorkspace` when this worker must not run them.
    */
-  readonly tools: (goalId: string, metadata: Readonly<Record<string, unknown>>) => Effect.Effect<ToolRegistry.Service, WrongWorkspace, Scope.Scope>
+  readonly tools: (goalId: string, settings: Settings.Settings | undefined) => Effect.Effect<ToolRegistry.Service, WrongWorkspace, Scope.Scope>
 }
 
 export class Workspaces extends Context.Tag("@rx/cluster/Workspaces")<Workspaces, Service>() {}
@@ -89,8 +89,8 @@ export const find = (folder: string): Effect.Effect<Volume | undefined, Workspac
     return undefined
   })
 
-/** What a goal working in `workspace` (an absolute folder inside the volume's root) records in its `metadata`. */
-export const stamp = (volume: Volume, workspace: string): Required<Confinement.Placement> => ({
+/** What a goal working in `workspace` (an absolute folder inside the volume's root) records in its settings. */
+export const stamp = (volume: Volume, workspace: string): { readonly workspace: string; readonly volume: string } => ({
   workspace,
   volume: volume.id
 })
@@ -110,10 +110,10 @@ export const layerShared = <E extends { readonly message: string }>(options: {
       const path = yield* Path.Path
       const own = yield* volume(options.root)
       return Workspaces.of({
-        tools: (goalId, metadata) =>
+        tools: (goalId, settings) =>
           Effect.gen(function*() {
             const refuse = (why: string) => new WrongWorkspace({ goalId, message: `goal ${goalId} is not run on this worker: ${why}` })
-            const { workspace: recorded, volume: id } = Confinement.placementOf(metadata)
+            const { workspace: recorded, volume: id } = settings ?? {}
             if (id === undefined) return yield* refuse("it records no workspace volume (it was not submitted for a cluster's workspace root)")
             if (id !== own.id) {
               return yield* refuse(`its workspace is on volume ${id}, and this worker's root ${own.root} is volume ${own.id} (is the shared volume mounted there?)`)
@@ -137,8 +137,8 @@ export const layerFixed: Layer.Layer<Workspaces, never, ToolRegistry.ToolRegistr
   Workspaces,
   Effect.map(ToolRegistry.ToolRegistry, (registry) =>
     Workspaces.of({
-      tools: (goalId, metadata) => {
-        const { volume } = Confinement.placementOf(metadata)
+      tools: (goalId, settings) => {
+        const volume = settings?.volume
         return volume !== undefined
           ? Effect.fail(
             new WrongWorkspace({

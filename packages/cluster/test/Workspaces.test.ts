@@ -10,7 +10,7 @@ import { Effect, Either, Layer, Schema } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { LanguageModel, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { LanguageModel, Runner, type Settings, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { GoalEntity, Workspaces } from "@rx/cluster"
 
 const folder = (prefix: string) => fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), prefix)))
@@ -39,10 +39,10 @@ const model = LanguageModel.layerScripted([LanguageModel.callTool("write", { nam
 const worker = (root: string) =>
   Layer.mergeAll(Workspaces.layerShared({ root, tools }).pipe(Layer.provide(NodeContext.layer)), model)
 
-/** Record a goal as a submitter would, with `metadata`, offering the writer. */
+/** Record a goal as a submitter would, with its settings, offering the writer. */
 let submitted = 0
-const submit = (metadata: Record<string, unknown>) =>
-  Runner.submit({ goal: "write out.txt", goalId: `goal-${++submitted}`, options: { maxIterations: 4, metadata } }).pipe(
+const submit = (settings: Settings.Settings) =>
+  Runner.submit({ goal: "write out.txt", goalId: `goal-${++submitted}`, options: { maxIterations: 4, settings } }).pipe(
     Effect.provide(ToolRegistry.layer([writer("/nowhere")]))
   )
 

@@ -6,13 +6,14 @@ import { Either, ParseResult, Schema } from "effect"
 import { compile } from "./internal/guard.js"
 import * as LanguageModel from "./LanguageModel.js"
 import { Options } from "./Options.js"
+import * as Settings from "./Settings.js"
 import * as Tool from "./Tool.js"
 
 /**
  * The version of the event encoding written by this rx; older versions are upcast on read.
- * 1: rx 0.1. 2: `GoalSubmitted.behaviour`, `ActionRejected.validation`.
+ * 1: rx 0.1. 2: `GoalSubmitted.behaviour`, `ActionRejected.validation`. 3: `Options.settings`.
  */
-export const version = 2
+export const version = 3
 
 const Base = {
   goalId: Schema.String,
@@ -236,8 +237,17 @@ const fromV1 = (encoded: unknown): unknown => {
   return encoded
 }
 
+/** 2 to 3: the transport's settings, loose keys of `options.metadata` before, move to `options.settings`. */
+const fromV2 = (encoded: unknown): unknown => {
+  if (!isRecord(encoded) || (encoded["_tag"] !== "GoalSubmitted" && encoded["_tag"] !== "OptionsChanged")) return encoded
+  const options = encoded["options"]
+  if (!isRecord(options) || !isRecord(options["metadata"])) return encoded
+  const { metadata, settings } = Settings.fromMetadata(options["metadata"])
+  return settings === undefined ? encoded : { ...encoded, options: { ...options, settings, metadata } }
+}
+
 /** Upcasters from each older version to the next; index `v - 1` upgrades version `v` to `v + 1`. */
-const upcasters: ReadonlyArray<(encoded: unknown) => unknown> = [fromV1]
+const upcasters: ReadonlyArray<(encoded: unknown) => unknown> = [fromV1, fromV2]
 
 /** Bring an encoded event of `fromVersion` to the current version. */
 export const upcast = (fromVersion: number, encoded: unknown): Either.Either<unknown, string> => {

@@ -4,6 +4,7 @@
  */
 import { Effect, Schema } from "effect"
 import * as Issues from "./internal/issues.js"
+import { Settings } from "./Settings.js"
 
 const count = (fallback: number) =>
   Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => fallback })
@@ -34,7 +35,9 @@ export const Options = Schema.Struct({
   approval: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Literal("auto", "ask", "deny") }), {
     default: () => ({})
   }),
-  /** Free-form settings of the transport (workspace, sandbox, model), recorded for audit. */
+  /** The settings the transport runs the goal with (workspace, sandbox, model): `Settings`. */
+  settings: Schema.optional(Settings),
+  /** Free-form data of the caller's, recorded for audit; rx reads none of it. */
   metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), { default: () => ({}) })
 })
 export type Options = typeof Options.Type

@@ -120,6 +120,28 @@ describe("Event versions", () => {
     expect(Either.getOrThrow(rejected)).toMatchObject({ validation: "{ readonly text: string }\n└─ [\"text\"]\n   └─ is missing" })
   })
 
+  it("a version-2 event's settings, loose keys of its metadata, are upcast to options.settings; the caller's own keys stay", () => {
+    const metadata = {
+      workspace: "/w", sandbox: "none", model: "m", baseUrl: "http://127.0.0.1:1/v1", tools: ["read_file"], volume: "vol-1",
+      mcp: [{ name: "fs", command: ["npx", "fs"] }],
+      // Not a setting, or not of a setting's shape: left where it was.
+      idempotency: { key: "k" }, team: "blue", threads: "many"
+    }
+    const submitted = Either.getOrThrow(Event.decode({ ...v1Submitted, behaviour: 2, options: { ...v1Submitted.options, metadata } }, 2))
+    if (submitted._tag !== "GoalSubmitted") return expect.unreachable()
+    expect(submitted.options.settings).toEqual({
+      workspace: "/w", sandbox: "none", model: "m", baseUrl: "http://127.0.0.1:1/v1", tools: ["read_file"], volume: "vol-1",
+      mcp: [{ name: "fs", command: ["npx", "fs"] }]
+    })
+    expect(submitted.options.metadata).toEqual({ idempotency: { key: "k" }, team: "blue", threads: "many" })
+    const changed = Either.getOrThrow(Event.decode({ _tag: "OptionsChanged", goalId: "g", seq: 4, iteration: 1, at: 3, options: { ...v1Submitted.options, metadata: { model: "n" } } }, 2))
+    expect(changed._tag === "OptionsChanged" && changed.options).toMatchObject({ settings: { model: "n" }, metadata: {} })
+    // A version-3 event is read as written: metadata is the caller's.
+    const current = Either.getOrThrow(Event.decode({ ...v1Submitted, behaviour: 3, options: { ...v1Submitted.options, metadata: { model: "mine" } } }))
+    expect(current._tag === "GoalSubmitted" && current.options).toMatchObject({ metadata: { model: "mine" } })
+    expect(current._tag === "GoalSubmitted" && current.options.settings).toBeUndefined()
+  })
+
   it("an event of a future version is refused with a message that says to upgrade", () => {
     const decoded = Event.decode(v1Submitted, Event.version + 1)
     expect(Either.isLeft(decoded)).toBe(true)

@@ -13,8 +13,8 @@ import { Event, Options } from "@rx/kernel"
 import { Schema } from "effect"
 import * as ApiError from "./ApiError.js"
 
-/** The run options a client may set: every kernel option but `metadata`, which the server records itself. */
-export const RunOptions = Options.Options.omit("metadata").annotations({ identifier: "RunOptions" })
+/** The run options a client may set: every kernel option but `settings` and `metadata`, which the server records itself. */
+export const RunOptions = Options.Options.omit("settings", "metadata").annotations({ identifier: "RunOptions" })
 
 /** `POST /v1/goals`. */
 export const SubmitRequest = Schema.Struct({

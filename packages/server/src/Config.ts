@@ -2,7 +2,7 @@
  * The server's configuration. Every field but `token` and `workspace` has a default; the input
  * is decoded with this Schema, so a bad value is one clear error before anything listens.
  */
-import { Decode } from "@rx/kernel"
+import { Decode, Settings } from "@rx/kernel"
 import { Effect, Schema } from "effect"
 
 const positive = (fallback: number) => Schema.optionalWith(Schema.Int.pipe(Schema.positive()), { default: () => fallback })
@@ -44,10 +44,10 @@ export const Config = Schema.Struct({
   /** Who decided, as recorded in `ApprovalDecided.by` for decisions made over HTTP. */
   approver: Schema.optionalWith(Schema.NonEmptyTrimmedString, { default: () => "http" }),
   /**
-   * Settings recorded in each goal's options (`metadata`), beside its `workspace`: what the model
+   * Settings recorded with each goal (`Options.settings`), beside its `workspace`: what the model
    * and tools are (a resume elsewhere reads them). A client cannot set them.
    */
-  metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), { default: () => ({}) })
+  settings: Schema.optionalWith(Settings.Settings, { default: () => ({}) })
 })
 export type Config = typeof Config.Type
 /** What a caller passes: `token`, `workspace` and any of the other fields. */

@@ -18,7 +18,6 @@
 import { type Etag, HttpApiBuilder, type HttpPlatform, type HttpServer, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
 import { type NodeContext, NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { Control, Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
-import { Confinement } from "@rx/tools"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { createServer } from "node:http"
 import * as Api from "./Api.js"
@@ -104,7 +103,8 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         const options = {
           ...input.options,
           ...(Object.keys(approval).length === 0 ? {} : { approval: { ...approval, ...input.options?.approval } }),
-          metadata: { ...config.metadata, workspace, ...(Option.isSome(key) ? Idempotency.recordOf(digest) : {}) }
+          settings: { ...config.settings, workspace },
+          ...(Option.isSome(key) ? { metadata: Idempotency.recordOf(digest) } : {})
         }
         const instructions = input.instructions === undefined ? {} : { instructions: input.instructions }
         const base = Runner.deriveGoalId(input.goal, yield* Clock.currentTimeMillis)
@@ -187,7 +187,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         if (runs.activity(goalId) === "idle" && Option.isSome(holder)) {
           return yield* new Conflict({ goalId, message: `goal ${goalId} is being run elsewhere (${holder.value})` })
         }
-        if ((yield* Workspace.recorded(daemon.root, Confinement.placementOf(state.options.metadata).workspace)) === undefined) {
+        if ((yield* Workspace.recorded(daemon.root, state.options.settings?.workspace)) === undefined) {
           return yield* new Conflict({ goalId, message: `goal ${goalId} works in a folder outside this server's workspace root; it is not run here` })
         }
         yield* runs.admit(goalId)

@@ -88,6 +88,8 @@ describe("errors", () => {
         [{ goal: "x", options: { maxIterations: -1 } }, "options.maxIterations"],
         [{ goal: "x", options: { approval: { shell: "sometimes" } } }, "options.approval.shell"],
         [{ goal: "x", options: { metadata: { baseUrl: "http://elsewhere" } } }, "options.metadata"],
+        // The goal's settings (its workspace, its model) are the server's to record.
+        [{ goal: "x", options: { settings: { workspace: "/" } } }, "options.settings"],
         [{ goal: "x", model: "other" }, "model"],
         [{ goal: "x", workspace: "../elsewhere" }, "workspace"],
         [{ goal: "x", workspace: "/etc" }, "workspace"],

@@ -141,7 +141,7 @@ describe("daemon", () => {
       const db = path.join(yield* tempDir("rx-server-db-"), "rx.db")
       // A goal with a long log (about 24 MB), written to the file directly.
       const goalId = yield* Effect.gen(function*() {
-        const id = yield* Runner.submit({ goal: "a long log", options: { metadata: { workspace: root } } }).pipe(
+        const id = yield* Runner.submit({ goal: "a long log", options: { settings: { workspace: root } } }).pipe(
           Effect.provide(ToolRegistry.layer([]))
         )
         const store = yield* StateStore.StateStore

@@ -320,12 +320,12 @@ describe.skipIf(!available)("web inspector: a person's first hour", () => {
       const submitted = JSON.parse((yield* call(server, `/v1/goals/${goalId}/events?follow=false`)).text.split("\n")[0] ?? "{}") as {
         goal: string
         instructions: string
-        options: { approval: Record<string, string>; metadata: Record<string, unknown> }
+        options: { approval: Record<string, string>; settings: { workspace?: string } }
       }
       expect(submitted.goal).toBe("say hi")
       expect(submitted.instructions).toBe("be brief")
       expect(submitted.options.approval).toEqual({ shell: "ask" })
-      expect(String(submitted.options.metadata["workspace"])).toMatch(/project$/)
+      expect(String(submitted.options.settings.workspace)).toMatch(/project$/)
 
       // A goal the model could not serve: open, nothing runs it; Resume from the page.
       const stuck = yield* submit(server, { goal: "needs the model" })

@@ -1,7 +1,7 @@
 /**
  * The settings of the built-in tools: the workspace root, the sandbox mode, and every cap and
- * default. A Schema, so a caller can record the decoded config (for instance in a goal's
- * `metadata`) and a later run can use exactly the same one.
+ * default. A Schema, so a caller can record the decoded config (for instance with a goal's
+ * settings) and a later run can use exactly the same one.
  */
 import { Decode } from "@rx/kernel"
 import { Context, Effect, Layer, Schema } from "effect"
@@ -161,7 +161,7 @@ export const decode: (input: unknown) => Effect.Effect<Config, InvalidConfig> = 
   (problems) => new InvalidConfig({ message: `invalid tools config: ${problems}` })
 )
 
-/** The config as JSON, for a goal's `metadata`. */
+/** The config as JSON. */
 export const encode = (config: Config): typeof Config.Encoded => Schema.encodeSync(Config)(config)
 
 /** The decoded config the built-in tools read. */

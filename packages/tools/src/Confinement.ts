@@ -7,7 +7,7 @@
  * links resolved) when the answer guards access; `realFolder` resolves a path first.
  */
 import { FileSystem } from "@effect/platform"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option } from "effect"
 import * as NodePath from "node:path"
 
 /** The segments of `candidate` below `root` (none for the root itself), or `undefined` when it is outside. Both absolute. */
@@ -40,25 +40,3 @@ export const realFolder = (candidate: string): Effect.Effect<Option.Option<strin
  */
 export const folderInside = (root: string, candidate: string): Effect.Effect<Option.Option<string>, never, FileSystem.FileSystem> =>
   Effect.map(realFolder(candidate), Option.filter((real) => inside(root, real)))
-
-/**
- * Where a goal works, as it records it with its settings: its workspace folder (absolute) and,
- * for a goal submitted to a cluster, the id of the workspace volume that folder is on.
- */
-export const Placement = Schema.Struct({
-  workspace: Schema.optional(Schema.String),
-  volume: Schema.optional(Schema.String)
-})
-export type Placement = typeof Placement.Type
-
-const text = Schema.decodeUnknownOption(Schema.String)
-
-/** The placement a goal recorded (its options' `metadata`); a field that is missing or not text counts as not recorded. */
-export const placementOf = (metadata: Readonly<Record<string, unknown>>): Placement => {
-  const workspace = text(metadata["workspace"])
-  const volume = text(metadata["volume"])
-  return {
-    ...(Option.isSome(workspace) ? { workspace: workspace.value } : {}),
-    ...(Option.isSome(volume) ? { volume: volume.value } : {})
-  }
-}

@@ -48,10 +48,4 @@ describe("Confinement", () => {
       expect(yield* Confinement.folderInside(root, path.join(root, "missing"))).toEqual(Option.none())
       fs.rmSync(base, { recursive: true, force: true })
     }).pipe(Effect.provide(NodeFileSystem.layer)))
-
-  it("placementOf reads the workspace and volume a goal recorded, and nothing that is not text", () => {
-    expect(Confinement.placementOf({ workspace: "/w", volume: "abcdef01", model: "m" })).toEqual({ workspace: "/w", volume: "abcdef01" })
-    expect(Confinement.placementOf({ workspace: 3, volume: null })).toEqual({})
-    expect(Confinement.placementOf({})).toEqual({})
-  })
 })

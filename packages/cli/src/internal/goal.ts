@@ -40,7 +40,7 @@ export const printer = (json: boolean, options?: RunOptions.Options, pending?: S
     if (event._tag === "ToolStarted") started.set(event.callId, event)
     if (event._tag === "GoalSubmitted") {
       current = event.options
-      return say(Render.goalLine(event, Settings.recorded(event.options.metadata)))
+      return say(Render.goalLine(event, event.options.settings ?? {}))
     }
     if (event._tag === "OptionsChanged") {
       const before = current
@@ -86,7 +86,7 @@ const statusLine = (json: boolean, goalId: string | undefined, options: RunOptio
     if (json || !Output.stderrIsTerminal()) return (_: Event.Event): Effect.Effect<void> => Effect.void
     const progress = yield* Progress.make(
       { write: (text) => void process.stderr.write(text), columns: () => process.stderr.columns || 80 },
-      Settings.recorded(options?.metadata).model ?? ""
+      options?.settings?.model ?? ""
     )
     // A resume commits nothing before its first model call: say what runs first.
     if (goalId !== undefined) yield* progress.set(Progress.resumed(yield* Goal.restore(goalId)))

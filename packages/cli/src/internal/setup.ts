@@ -284,12 +284,12 @@ export const mcpTools = (mcp: Mcp, tools: Config.Input, v: Partial<Settings.Valu
     }).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
   })
 
-/** A server as a goal records it (in its options' metadata): its variables' names, never their values. */
-export const encodeServer = Schema.encodeSync(Servers.Server)
+/** A server as a goal records it (with its settings): its variables' names, never their values. */
+export const encodeServer = (server: Servers.Server): Readonly<Record<string, unknown>> => Schema.encodeSync(Servers.Server)(server)
 
 /** The MCP servers a goal recorded; none if it recorded none (or nothing readable). */
-export const recordedMcp = (metadata: Readonly<Record<string, unknown>>): ReadonlyArray<Servers.Server> =>
-  Option.getOrElse(Schema.decodeUnknownOption(Schema.Array(Servers.Server))(metadata["mcp"]), () => [])
+export const recordedMcp = (settings: Settings.Recorded): ReadonlyArray<Servers.Server> =>
+  Option.getOrElse(Schema.decodeUnknownOption(Schema.Array(Servers.Server))(settings.mcp ?? []), () => [])
 
 /** What the command line says of MCP servers: `--mcp`, `--mcp-env`, `--mcp-sandbox`, each as given. */
 export interface McpFlags {

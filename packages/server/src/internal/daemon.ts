@@ -5,7 +5,7 @@
  */
 import { FileSystem, HttpServer, Path } from "@effect/platform"
 import { Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
-import { Confinement, HttpFetch } from "@rx/tools"
+import { HttpFetch } from "@rx/tools"
 import { Context, Deferred, Effect, Layer, Option } from "effect"
 import type * as Config from "../Config.js"
 import { InvalidConfig } from "../Config.js"
@@ -56,7 +56,7 @@ export const here: Run<StateStore.StateStore | LanguageModel.LanguageModel | Too
     const state = yield* Goal.restore(goalId)
     if (state.seq === 0 || state.terminated !== null) return
     // A goal recorded for a cluster's workspace volume is the cluster's workers' to run (@rx/cluster).
-    const placement = Confinement.placementOf(state.options.metadata)
+    const placement = state.options.settings ?? {}
     if (placement.volume !== undefined) {
       return yield* Effect.logWarning(`goal ${goalId} is not run here: it was submitted to a cluster (workspace volume ${placement.volume}), whose workers run it`)
     }
@@ -112,7 +112,7 @@ export const layer = <R>(config: Config.Config, runGoal: Run<R>): Layer.Layer<Da
           const { goalId } = summary
           const state = yield* Goal.restore(goalId)
           if (waitsForPerson(state)) continue
-          const where = Confinement.placementOf(state.options.metadata).workspace
+          const where = state.options.settings?.workspace
           if ((yield* Workspace.recorded(root, where)) === undefined) {
             // Said, so an open goal left behind is not a mystery: another root, or rx resume, runs it.
             yield* Effect.logWarning(

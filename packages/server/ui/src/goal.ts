@@ -291,7 +291,7 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
   const drawHead = () => {
     const g = model.goal
     const submitted = model.events[0]
-    const metadata = submitted?._tag === "GoalSubmitted" ? submitted.options.metadata : {}
+    const settings = submitted?._tag === "GoalSubmitted" ? submitted.options.settings ?? {} : {}
     const cancel = g !== undefined && g.status !== "terminated"
       ? h("button", {
         id: "cancel",
@@ -314,8 +314,8 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
         h("span", { class: "mono" }, goalId), " ",
         g === undefined ? "" : badge(g), " ",
         g === undefined ? "" : `${g.iterations} iteration${g.iterations === 1 ? "" : "s"}, submitted ${age(g.submittedAt)}`,
-        typeof metadata["model"] === "string" ? `, model ${metadata["model"]}` : "",
-        typeof metadata["workspace"] === "string" ? `, in ${metadata["workspace"]}` : "",
+        settings.model === undefined ? "" : `, model ${settings.model}`,
+        settings.workspace === undefined ? "" : `, in ${settings.workspace}`,
         " ", cancel))
     fill(approval, approvalPanel(model, () => void refresh()), resumePanel(model, () => void refresh()))
     fill(auditBox, auditView(g))

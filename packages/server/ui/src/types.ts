@@ -37,7 +37,7 @@ export interface ToolCall {
 
 /** The events of a goal's log (their JSON encoding). */
 export type Event = Base & (
-  | { readonly _tag: "GoalSubmitted"; readonly goal: string; readonly options: { readonly maxIterations: number; readonly metadata: Readonly<Record<string, unknown>> }; readonly instructions?: string }
+  | { readonly _tag: "GoalSubmitted"; readonly goal: string; readonly options: { readonly maxIterations: number; readonly settings?: { readonly model?: string; readonly workspace?: string } }; readonly instructions?: string }
   | { readonly _tag: "ModelResponded"; readonly response: { readonly text: string; readonly toolCalls: ReadonlyArray<ToolCall>; readonly finishReason?: string; readonly usage: { readonly inputTokens: number; readonly outputTokens: number } } }
   | { readonly _tag: "ModelFailed"; readonly message: string }
   | { readonly _tag: "ActionRejected"; readonly kind: string; readonly reason: string; readonly index?: number; readonly tool?: string; readonly raw: string }
