@@ -170,6 +170,8 @@ export interface Sink {
 export interface Progress {
   /** Note a committed event: what runs now, timed from now, drawn at once. */
   readonly observe: (event: Event.Event) => Effect.Effect<void>
+  /** Name the model in the line from now on. */
+  readonly relabel: (label: string) => Effect.Effect<void>
   /** Say what runs now (`resumed(state)` at the start of a resume), timed from now. */
   readonly set: (now: Activity | undefined) => Effect.Effect<void>
   /** Erase the line, if shown (before other output to the terminal). */
@@ -189,12 +191,13 @@ export const erase = "\r\u001b[2K"
  * read when built (so a TestClock drives it). `clear` and `redraw` are synchronous and may be
  * run with `Effect.runSync` from a write hook. A sink whose `write` throws is not written again.
  */
-export const make = (sink: Sink, label = "", every: Duration.DurationInput = "200 millis"): Effect.Effect<Progress, never, Scope.Scope> =>
+export const make = (sink: Sink, named = "", every: Duration.DurationInput = "200 millis"): Effect.Effect<Progress, never, Scope.Scope> =>
   Effect.gen(function*() {
     const clock = yield* Effect.clock
     // The state lives here and is only read and written inside `Effect.sync`, so each draw is
     // one step no other fiber (the ticker, an observer) can split.
     let now: Activity | undefined
+    let label = named
     let described = ""
     let since = clock.unsafeCurrentTimeMillis()
     /** What the terminal shows of the line now ("" when nothing). */
@@ -255,5 +258,8 @@ export const make = (sink: Sink, label = "", every: Duration.DurationInput = "20
       })
     )
     yield* Effect.forkScoped(Effect.repeat(redraw, Schedule.spaced(every)))
-    return { observe, set, clear, redraw, print }
+    const relabel = (text: string) => Effect.sync(() => {
+      label = text
+    })
+    return { observe, relabel, set, clear, redraw, print }
   })

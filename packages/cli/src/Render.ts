@@ -4,29 +4,12 @@
  */
 import { Audit, Event, GoalSummary, Options, State } from "@rx/kernel"
 import type { Doctor } from "@rx/store-sqlite"
-import { redactUserinfo } from "./Settings.js"
+import { Notes, Settings } from "@rx/host"
 
-/**
- * Characters a terminal would act on rather than show: C0 controls but tab and newline, DEL,
- * C1 controls (8-bit CSI, OSC, ...), and the Unicode controls that reorder or break lines
- * (bidi overrides and isolates, line and paragraph separators).
- */
-const unsafe = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g
+const { redactUserinfo } = Settings
 
-const escape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`
-
-/**
- * Text for the terminal: every control character a log may carry (from a model, a tool, a
- * file) is shown as `\u001b` and the like instead of reaching the terminal, so no log can
- * retitle the window, move the cursor or hide lines. Tabs and newlines stay.
- */
-export const terminal = (text: string): string => text.replace(unsafe, escape)
-
-/**
- * A JSON line safe for a terminal: `JSON.stringify` already escapes C0 controls; this escapes
- * the rest (DEL, C1, bidi and line separators) as `\uXXXX`, which decodes to the same value.
- */
-export const jsonLine = (json: string): string => json.replace(unsafe, escape)
+/** Text for the terminal, and a JSON line for it: control characters escaped (`Notes`). */
+export const { jsonLine, terminal } = Notes
 
 /** Characters of one field shown in full views (`inspect --step`); the rest is counted. */
 export const fieldLimit = 16_000
@@ -344,7 +327,9 @@ export const approvals = (events: ReadonlyArray<Event.Event>): ReadonlyArray<str
 const date = (at: number) => new Date(at).toISOString()
 
 /** What a line of `rx list` shows of a goal: its summary, from a local log or a server. */
-export type Listed = Pick<GoalSummary.GoalSummary, "goalId" | "goal" | "status" | "iterations" | "reason" | "suspended" | "submittedAt" | "updatedAt">
+export type Listed = Pick<GoalSummary.GoalSummary, "goalId" | "goal" | "iterations" | "reason" | "suspended" | "submittedAt" | "updatedAt"> & {
+  readonly status: string
+}
 
 /** A goal's status: `open`, `suspended(reason)` or `terminated(reason)`. */
 export const status = (g: Listed) =>

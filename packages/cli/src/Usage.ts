@@ -5,12 +5,10 @@
  */
 import { Either } from "effect"
 import * as ExitCode from "./ExitCode.js"
-import * as Settings from "./Settings.js"
-
-declare const __RX_VERSION__: string | undefined
+import { Settings, Version } from "@rx/host"
 
 /** The package's version, fixed when the binary is bundled ("development" in an unbundled build). */
-export const version: string = typeof __RX_VERSION__ === "string" ? __RX_VERSION__ : "development"
+export const version: string = Version.version
 
 /** A flag that is not a setting (`--json`, `--follow`). */
 export interface Flag {

@@ -3,13 +3,14 @@
  * JSON lines with `--json`), a live status line on a terminal, Ctrl-C and SIGTERM, approvals
  * asked in place, and the exit code of how it ended.
  */
-import { Control, Event, Goal, Options as RunOptions, Runner, type State, StateStore } from "@rx/kernel"
-import { Cause, Console, Context, Effect, Exit, Fiber, Ref, Runtime } from "effect"
+import { NodeContext } from "@effect/platform-node"
+import { Goals, Log } from "@rx/host"
+import { Control, Event, Goal, type Options as RunOptions, State } from "@rx/kernel"
+import { Cause, Console, Context, Effect, Exit, Fiber, Layer, Ref } from "effect"
 import * as Approval from "../Approval.js"
 import * as ExitCode from "../ExitCode.js"
 import * as Progress from "../Progress.js"
 import * as Render from "../Render.js"
-import * as Settings from "../Settings.js"
 import { onTerminate, takeOver } from "./interrupt.js"
 import * as Output from "./output.js"
 
@@ -57,15 +58,9 @@ export const printer = (json: boolean, options?: RunOptions.Options, pending?: S
 /** The model failure the step lines said in full last, if nothing came after but its suspension. */
 let shownFailure: string | undefined
 
-/** What a goal's run is given: the hooks the kernel calls. */
-export interface RunHooks {
-  readonly observe: Runner.Observer
-  readonly approve: Runner.Approver | undefined
-}
-
-/** The result of a goal whose runner was stopped from outside (SIGTERM), as its log says. */
-const stopped = (goalId: string) =>
-  Effect.map(Goal.restore(goalId), (state) => Goal.result(state, { reason: "shutdown", detail: "rx was stopped before the goal ended" }))
+/** How messages name where a goal is: the log given with --db, or the server; nothing for the default log. */
+export const whereOf = (where: Goals.Where): Render.Where =>
+  where._tag === "Server" ? { server: where.url } : where.db.source === "flag" ? { db: where.db.label } : undefined
 
 /** The closing line of a run (not with `--json`), what to do next if the goal waits, and the exit code. */
 export const finish = (result: Goal.Result, json: boolean, where: Render.Where) =>
@@ -77,84 +72,102 @@ export const finish = (result: Goal.Result, json: boolean, where: Render.Where) 
     yield* setExit(code)
   })
 
-/**
- * The live status line, on a terminal only (stderr a TTY, not `--json`): what runs and for how
- * long. Other output clears it and draws it again, so lines never mix.
- */
-const statusLine = (json: boolean, goalId: string | undefined, options: RunOptions.Options | undefined) =>
+/** The live status line, on a terminal only (stderr a TTY, not `--json`): what runs and for how long. Other output clears it and draws it again. */
+const statusLine = (json: boolean) =>
   Effect.gen(function*() {
-    if (json || !Output.stderrIsTerminal()) return (_: Event.Event): Effect.Effect<void> => Effect.void
-    const progress = yield* Progress.make(
-      { write: (text) => void process.stderr.write(text), columns: () => process.stderr.columns || 80 },
-      options?.settings?.model ?? ""
-    )
-    // A resume commits nothing before its first model call: say what runs first.
-    if (goalId !== undefined) yield* progress.set(Progress.resumed(yield* Goal.restore(goalId)))
+    if (json || !Output.stderrIsTerminal()) return undefined
+    const progress = yield* Progress.make({ write: (text) => void process.stderr.write(text), columns: () => process.stderr.columns || 80 })
     yield* Effect.acquireRelease(
       Effect.sync(() => Output.setStatusLine({ clear: () => Effect.runSync(progress.clear), redraw: () => Effect.runSync(progress.redraw) })),
       () => Effect.sync(() => Output.setStatusLine(undefined))
     )
-    return (event: Event.Event): Effect.Effect<void> => progress.observe(event)
+    return progress
   })
 
 /**
- * Run a goal (new or resumed), then print how it ended and set the exit code. Ctrl-C becomes a
- * recorded cancel; SIGTERM interrupts the runner, which records the call in flight and
- * `Suspended(shutdown)` (exit 11). With a person at the terminal (and not `--json`), a call that
- * needs approval is asked about in place; otherwise the goal suspends, and the way to decide it
- * is printed.
+ * Run a goal (new or resumed) of `goals`, then print how it ended and set the exit code. Ctrl-C
+ * becomes a recorded cancel. On a local log, SIGTERM interrupts the runner, which records the call
+ * in flight and `Suspended(shutdown)` (exit 11); with a person at the terminal (and not `--json`),
+ * a call that needs approval is asked about in place; otherwise the goal suspends, and the way to
+ * decide it is printed.
  */
 export const runGoal = <E>(
-  start: (hooks: RunHooks) => Effect.Effect<Goal.Result, E, StateStore.StateStore>,
-  how: { readonly json: boolean; readonly db: Settings.Database; readonly goalId?: string; readonly options?: RunOptions.Options }
+  goals: Goals.Service,
+  start: (hooks: Goals.Hooks) => Effect.Effect<Goal.Result, E>,
+  how: { readonly json: boolean; readonly goalId?: string }
 ) =>
   Effect.scoped(Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<StateStore.StateStore>()
-    const store = yield* StateStore.StateStore
+    const where = whereOf(goals.where)
+    const server = goals.where._tag === "Server" ? goals.where.url : undefined
     let goalId = how.goalId
     let presses = 0
     yield* takeOver(() => {
       presses++
       if (presses > 1 || goalId === undefined) process.exit(ExitCode.interrupted)
-      Output.err(`\ncancelling goal ${goalId}; press Ctrl-C again to stop at once\n`)
-      Runtime.runFork(runtime)(Effect.ignore(Control.cancel(goalId, "cancelled by Ctrl-C")))
+      Output.err(server === undefined
+        ? `\ncancelling goal ${goalId}; press Ctrl-C again to stop at once\n`
+        : `\ncancelling goal ${goalId} at ${server}; press Ctrl-C again to stop following at once\n`)
+      Effect.runFork(Effect.ignore(goals.cancel(goalId, "cancelled by Ctrl-C")))
     })
-    const print = printer(how.json, how.options, how.goalId === undefined ? null : (yield* Goal.restore(how.goalId)).pending)
-    const status = yield* statusLine(how.json, how.goalId, how.options)
+    let print = printer(how.json)
+    const status = server === undefined ? yield* statusLine(how.json) : undefined
     const observe = (event: Event.Event) => {
+      const first = goalId === undefined
       goalId = event.goalId
-      return Effect.zipRight(print(event), status(event))
+      const submitted = first && server !== undefined && !how.json ? note(`goal ${event.goalId} submitted to ${server}; Ctrl-C cancels it`) : Effect.void
+      const progress = status === undefined
+        ? Effect.void
+        : Effect.zipRight(event._tag === "GoalSubmitted" ? status.relabel(event.options.settings?.model ?? "") : Effect.void, status.observe(event))
+      return Effect.zipRight(submitted, Effect.zipRight(print(event), progress))
     }
+    // A resume says what goes on, with what, and what it recorded, before its first step.
+    const starting = (s: Goals.Starting) =>
+      Effect.gen(function*() {
+        print = printer(how.json, s.state.options, s.state.pending)
+        if (!how.json) yield* say(Render.resumeLine(s.state, s.settings))
+        for (const event of s.changed) {
+          yield* how.json ? sayJson(event) : say(`settings of this resume, recorded at seq ${event.seq}: ${Render.optionsDiff(s.before, event.options)}`)
+        }
+        print = printer(how.json, s.changed.at(-1)?.options ?? s.state.options, s.state.pending)
+        if (status !== undefined) {
+          yield* status.relabel(s.settings.model ?? "")
+          // A resume commits nothing before its first model call: say what runs first.
+          yield* status.set(Progress.resumed(s.state))
+        }
+      })
     // "always" at the terminal: the tool runs without asking from now on, recorded as an options change.
     const always = (tool: string) =>
       goalId === undefined ? Effect.void : Control.changeOptions(goalId, (current): RunOptions.Input => ({
         ...current,
         approval: { ...current.approval, [tool]: "auto" }
       })).pipe(
-        Effect.provideService(StateStore.StateStore, store),
+        Effect.provide(goals.where._tag === "Log" ? Log.layer(goals.where.db, "write") : Layer.fail(new Error("no log here"))),
+        Effect.provide(NodeContext.layer),
         Effect.catchAll((error) => Console.error(Render.terminal(`rx: could not record that ${tool} is always allowed (${error.message}); this call is approved`))),
         Effect.asVoid
       )
     // A call too long to show at the prompt: its step in full, from another terminal.
     const whole = (request: State.Awaiting) => {
       const step = goalId !== undefined && request.callId.startsWith(`${goalId}:`) ? request.callId.slice(goalId.length + 1).split(":")[0] : undefined
-      const db = how.db.source === "flag" ? ` --db ${Render.shellWord(how.db.label)}` : ""
+      const db = where !== undefined && "db" in where ? ` --db ${Render.shellWord(where.db)}` : ""
       return step === undefined ? `rx events ${goalId ?? ""}${db}` : `rx inspect ${goalId} --step ${step}${db}`
     }
-    const approve = !how.json && Approval.interactive() ? Approval.approver(Approval.stdio, always, whole) : undefined
-    const fiber = yield* Effect.fork(start({ observe, approve }))
+    const approve = server === undefined && !how.json && Approval.interactive() ? Approval.approver(Approval.stdio, always, whole) : undefined
+    const fiber = yield* Effect.fork(start({ observe, approve, starting }))
     let stopping = false
-    yield* onTerminate(() => {
-      if (stopping) return
-      stopping = true
-      Output.err(`\nrx: stopping (SIGTERM): the call in flight is recorded and the goal stays open for rx resume\n`)
-      Runtime.runFork(runtime)(Fiber.interrupt(fiber))
-    })
+    if (server === undefined) {
+      yield* onTerminate(() => {
+        if (stopping) return
+        stopping = true
+        Output.err(`\nrx: stopping (SIGTERM): the call in flight is recorded and the goal stays open for rx resume\n`)
+        Effect.runFork(Fiber.interrupt(fiber))
+      })
+    }
     const exit = yield* Fiber.await(fiber)
     const result = Exit.isSuccess(exit)
       ? exit.value
       : stopping && goalId !== undefined && Cause.isInterruptedOnly(exit.cause)
-      ? yield* stopped(goalId)
+      ? Goal.result(State.fromEvents(goalId, yield* goals.events(goalId)), { reason: "shutdown", detail: "rx was stopped before the goal ended" })
       : yield* exit
-    yield* finish(result, how.json, how.db.source === "flag" ? { db: how.db.label } : undefined)
+    yield* finish(result, how.json, where)
   }))

@@ -14,13 +14,16 @@ import { Console, Context, Effect, Either, Layer, Option, Redacted, Schema } fro
 import { realpathSync } from "node:fs"
 import * as os from "node:os"
 import { basename, resolve as resolvePath } from "node:path"
-import * as Render from "../Render.js"
-import * as Settings from "../Settings.js"
-import { UsageError } from "../Settings.js"
-import * as Usage from "../Usage.js"
+import { note, terminal } from "./Notes.js"
+import * as Settings from "./Settings.js"
+import { UsageError } from "./Settings.js"
+import { version } from "./Version.js"
 
 /** The flags of a command's settings, as parsed: text, or `true` for a switch given. */
 export type Given = { readonly [K in Settings.Key]?: Option.Option<string> | boolean }
+
+/** A command's `--db`, if given. */
+export const dbFlag = (given: Given): Option.Option<string> => (given.db === undefined || typeof given.db === "boolean" ? Option.none() : given.db)
 
 const noted = new Set<string>()
 /** Say `line` on stderr, once per process. */
@@ -170,6 +173,9 @@ export const toolNotes = (config: Config.Input, strict: boolean) =>
     (missing) => unavailableNotes(config, missing, strict)
   )
 
+/** Say each note on stderr (what is not offered and why), once, at the start of a run. */
+export const tell = (notes: ReadonlyArray<string>) => Effect.forEach(notes, note, { discard: true })
+
 /** Why the model Layer of a run could not be built: each says so in one line. */
 export type ModelError = OpenAiCompatible.InvalidConfig | LlamaCpp.InvalidConfig | LlamaCpp.LoadError | UsageError
 
@@ -275,7 +281,7 @@ export const mcpTools = (mcp: Mcp, tools: Config.Input, v: Partial<Settings.Valu
       workspace,
       guards,
       launch: mcp.launch,
-      version: Usage.version,
+      version,
       ...(sandbox === undefined ? {} : { sandbox }),
       ...(v.mcpStartTimeout === undefined ? {} : { startTimeoutMs: v.mcpStartTimeout * 1_000 }),
       ...(v.mcpMaxTools === undefined ? {} : { maxTools: v.mcpMaxTools }),
@@ -500,7 +506,7 @@ export const instructions = (v: Partial<Settings.Values>, workspace: string) =>
     if (v.agentsMd === true) {
       const agents = path.join(workspace, "AGENTS.md")
       if (yield* fs.exists(agents).pipe(Effect.orElseSucceed(() => false))) parts.push(yield* readText(agents, "AGENTS.md", maxInstructionBytes))
-      else yield* Console.error(Render.terminal(`rx: note: --agents-md: there is no AGENTS.md at the workspace root (${agents}); running without it`))
+      else yield* Console.error(terminal(`rx: note: --agents-md: there is no AGENTS.md at the workspace root (${agents}); running without it`))
     }
     if (v.instructions !== undefined) parts.push(yield* readText(path.resolve(v.instructions), "the --instructions file", maxInstructionBytes))
     const text = parts.map((part) => part.trim()).filter((part) => part !== "").join("\n\n")

@@ -530,3 +530,20 @@ export const approval = (
     if (both !== undefined) return yield* new UsageError({ message: `${both} is in both --ask and --deny: name each tool once` })
     return Object.fromEntries([...ask.map((name) => [name, "ask"] as const), ...deny.map((name) => [name, "deny"] as const)])
   })
+
+/** The settings of the model. */
+export const modelKeys: ReadonlyArray<Key> = ["baseUrl", "model", "apiKey", "mode", "modelFile", "threads", "context", "seed", "temperature", "maxOutputTokens", "timeout", "retries"]
+/** A goal's limits (its options): only a flag changes them on resume. */
+export const limitKeys: ReadonlyArray<Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars"]
+/** The settings of the tools. */
+export const toolKeys: ReadonlyArray<Key> = ["workspace", "tools", "noShell", "sandbox", "httpAllow", "ask", "deny", "instructions", "agentsMd"]
+/** How MCP servers are started and bounded. */
+export const mcpKeys: ReadonlyArray<Key> = ["mcpStartTimeout", "mcpMaxTools", "mcpMaxSchema"]
+/** The settings of `rx run` (and what `rx config` shows). */
+export const runKeys: ReadonlyArray<Key> = ["db", ...modelKeys, ...limitKeys, ...toolKeys, ...mcpKeys]
+/** What a resume may change: the model, the server, the workspace, the sandbox and the limits. */
+export const resumeKeys: ReadonlyArray<Key> = ["db", ...modelKeys, ...limitKeys, "workspace", "sandbox", ...mcpKeys]
+/** The settings of `rx serve`: the goals' model and tools. */
+export const serveKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "workspace", "tools", "noShell", "sandbox", "httpAllow", ...mcpKeys]
+/** The settings of `rx worker`. */
+export const workerKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "workspace", "tools", "noShell", "sandbox", "httpAllow"]

@@ -1,0 +1,252 @@
+/**
+ * `rx serve` and `rx worker` from their settings: everything checked first (a refused setting or
+ * a port in use leaves no database and no token file), then the server or the worker built in the
+ * caller's scope, listening until the scope closes.
+ */
+import { FileSystem, Path } from "@effect/platform"
+import { Builtins, HttpFetch } from "@rx/tools"
+import { Config as ServerConfig, Server, Toolbox } from "@rx/server"
+import type { StateStore } from "@rx/kernel"
+import { Context, Effect, Layer, Option, type Scope } from "effect"
+import * as Net from "node:net"
+import * as Postgres from "./internal/postgres.js"
+import * as Token from "./internal/token.js"
+import * as Log from "./Log.js"
+import * as Settings from "./Settings.js"
+import { UsageError } from "./Settings.js"
+import * as Setup from "./Setup.js"
+
+/** What `rx serve` is given besides its settings. */
+export interface ServeRequest extends Setup.McpFlags {
+  readonly given: Setup.Given
+  readonly host: Option.Option<string>
+  readonly allowRemote: boolean
+  readonly port: Option.Option<string>
+  readonly concurrency: Option.Option<string>
+  /** Run no goal here: hand each to the workers of the Postgres log. */
+  readonly cluster: boolean
+  /** A new token even when the token file holds one. */
+  readonly newToken: boolean
+  readonly failover: Option.Option<string>
+}
+
+/** A server listening. */
+export interface Serving {
+  readonly url: string
+  readonly host: string
+  readonly port: number
+  readonly workspace: string
+  readonly model: string
+  readonly db: Settings.Database
+  readonly cluster: boolean
+  /** Where the token is: `RX_TOKEN`, or the file it was kept in or newly written to. */
+  readonly token: { readonly kept: "env" } | { readonly kept: "reused" | "new"; readonly file: string }
+}
+
+/** What `rx worker` is given besides its settings. */
+export interface WorkerRequest {
+  readonly given: Setup.Given
+  readonly host: Option.Option<string>
+  readonly allowRemote: boolean
+  readonly port: Option.Option<string>
+  readonly concurrency: Option.Option<string>
+  readonly failover: Option.Option<string>
+  readonly drain: Option.Option<string>
+}
+
+/** A worker running. */
+export interface Working {
+  readonly host: string
+  readonly port: number
+  readonly concurrency: number
+  readonly model: string
+  readonly db: Settings.Database
+  readonly volume: { readonly root: string; readonly id: string }
+  readonly failoverSeconds: number
+  readonly drainSeconds: number
+}
+
+/** A whole number flag within bounds, or its default. */
+const count = (flag: string, value: Option.Option<string>, min: number, max: number, fallback: number) =>
+  Option.match(value, {
+    onNone: () => Effect.succeed(fallback),
+    onSome: (text) => {
+      const n = Number(text.trim())
+      return /^\s*\d+\s*$/.test(text) && n >= min && n <= max
+        ? Effect.succeed(n)
+        : new UsageError({ message: `--${flag}: expected a whole number from ${min} to ${max}, got ${JSON.stringify(text)}` })
+    }
+  })
+
+/**
+ * The server's token: `RX_TOKEN`; else the one in the token file beside the database when rx
+ * wrote it there for this user (`Token.reuse`), so clients and open inspector tabs keep working
+ * across restarts; else (or with `--new-token`) a new random one.
+ */
+const serverToken = (db: Settings.Database, renew: boolean) =>
+  Effect.gen(function*() {
+    const given = (process.env["RX_TOKEN"] ?? "").trim()
+    if (given !== "") {
+      if (renew) return yield* new UsageError({ message: "--new-token makes a token file; RX_TOKEN is set, so the server uses it and writes none" })
+      return given.length < 16 ? yield* new UsageError({ message: "RX_TOKEN must be at least 16 characters long" }) : { token: given, kept: "env" as const }
+    }
+    const found = renew ? Option.none<string>() : yield* Token.reuse(yield* Log.tokenFile(db))
+    return Option.match(found, {
+      onNone: () => ({ token: Token.generate(), kept: "new" as const }),
+      onSome: (token) => ({ token, kept: "reused" as const })
+    })
+  })
+
+/** Write a new token (0600, no link followed) beside the database, where a client on this machine with the user's rights finds it. */
+const writeToken = (db: Settings.Database, token: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const file = yield* Log.tokenFile(db)
+    // Beside a Postgres log's server the folder may not exist yet (the default log's).
+    yield* fs.makeDirectory((yield* Path.Path).dirname(file), { recursive: true, mode: 0o700 }).pipe(
+      Effect.mapError((error) => new UsageError({ message: `cannot write the server token to ${file}: ${error.message}` }))
+    )
+    yield* Token.write(file, token)
+    return file
+  })
+
+/**
+ * Whether `port` on `host` can be listened on now: checked before the database and the token file
+ * are made, so a port in use leaves nothing behind. Port 0 (any free one) always can.
+ */
+const portFree = (host: string, port: number) =>
+  port === 0 ? Effect.void : Effect.async<void, UsageError>((resume) => {
+    const probe = Net.createServer()
+    probe.once("error", (error: NodeJS.ErrnoException) =>
+      resume(
+        error.code === "EADDRINUSE"
+          ? new UsageError({ message: `port ${port} on ${host} is in use (another rx serve?): --port N picks another, --port 0 any free one` })
+          : new UsageError({ message: `cannot listen on ${host} port ${port}: ${error.message}` })
+      ))
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resume(Effect.void)))
+  })
+
+/** What a cluster needs: a Postgres log, and the failover time (the same everywhere). */
+const clusterOf = (failover: Option.Option<string>, db: Settings.Database, command: string) =>
+  Effect.gen(function*() {
+    if (!db.postgres) {
+      return yield* new UsageError({
+        message: `${command} needs the Postgres log of the cluster: --db postgres://USER:PASSWORD@HOST/DB (or RX_DB), the same for every worker and rx serve --cluster`
+      })
+    }
+    const seconds = yield* count("failover", failover, 1, 3_600, 15)
+    return { ...(yield* Postgres.cluster), failoverMs: seconds * 1_000 }
+  })
+
+/** `rx serve`: the rx HTTP API and inspector, running goals here or handing them to a cluster's workers. */
+export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError | StateStore.StoreError, Scope.Scope | FileSystem.FileSystem | Path.Path> =>
+  Effect.gen(function*() {
+    const db = yield* Log.database(Setup.dbFlag(request.given))
+    const { values: v, workspace, mcp } = yield* Setup.resolve(request.given, Settings.serveKeys)
+    yield* Setup.existingWorkspace(workspace)
+    const cluster = request.cluster ? Option.some(yield* clusterOf(request.failover, db, "rx serve --cluster")) : Option.none()
+    if (Option.isNone(cluster) && Option.isSome(request.failover)) return yield* new UsageError({ message: "--failover applies with --cluster" })
+    if (Option.isSome(cluster) && request.mcp.length + request.mcpEnv.length + request.mcpSandbox.length > 0) {
+      return yield* new UsageError({ message: "--mcp, --mcp-env and --mcp-sandbox do not apply with --cluster: the workers run the goals with their own tools" })
+    }
+    // With a cluster the workers' model runs the goals: this one is not needed.
+    const model = Option.isSome(cluster) ? (v.model ?? "the workers'") : yield* Setup.modelName(v)
+    const port = yield* count("port", request.port, 0, 65_535, 7_433)
+    const concurrency = yield* count("concurrency", request.concurrency, 1, 1_000, 4)
+    const host = Option.getOrElse(Option.map(request.host, (h) => h.trim()), () => "127.0.0.1")
+    const volume = yield* Option.match(cluster, {
+      onNone: () => Effect.succeed(Option.none<{ readonly id: string; readonly file: string }>()),
+      onSome: ({ Workspaces }) => Effect.asSome(Postgres.volume(Workspaces, workspace))
+    })
+    const hidden = [...Option.match(volume, { onNone: () => [], onSome: (found) => [found.file] }), ...(yield* Log.hidden(db, workspace))]
+    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, hidden)
+    const { kept, token } = yield* serverToken(db, request.newToken)
+    const { workspace: _recordedRoot, ...recorded } = Option.isSome(cluster) ? Setup.recordedTools(v, workspace) : Setup.recordedSettings(v, workspace, model)
+    const servers = yield* Setup.mcpServers(request, mcp)
+    const launch = yield* Setup.mcpLaunch(servers, request.mcpEnv, mcp)
+    const settings: Settings.Recorded = {
+      ...recorded,
+      ...(servers.length === 0 ? {} : { mcp: servers.map(Setup.encodeServer) }),
+      ...Option.match(volume, { onNone: () => ({}), onSome: (found) => ({ volume: found.id }) })
+    }
+    const input: ServerConfig.Input = { host, allowRemote: request.allowRemote, port, concurrency, workspace, token, settings }
+    // Checked before anything is created: a refused setting, or a port in use, leaves no database and no token file.
+    yield* ServerConfig.decode(input).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
+    yield* portFree(host, port)
+    yield* Setup.tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
+    // Each workspace's tools: the built-ins, and the MCP servers' (started for that workspace, in its sandbox).
+    const toolbox = servers.length === 0 ? Toolbox.layer(toolsConfig) : Toolbox.layerWith((root, serving) =>
+      Layer.unwrapScoped(Effect.map(Setup.mcpTools({ servers, launch }, { ...toolsConfig, workspace: root }, v), (source) =>
+        Layer.merge(
+          Builtins.layerWith(Toolbox.toolsConfig(toolsConfig, root, serving), source.tools),
+          Layer.succeed(Toolbox.DefaultApproval, Object.fromEntries(source.ask.map((name) => [name, "ask" as const])))
+        )))
+    )
+    // The log is opened (or created) before the token file is written: a log that cannot be opened leaves nothing behind.
+    const log = Option.isNone(cluster) ? yield* Layer.build(Log.layer(db, "create")) : undefined
+    const server = Option.match(cluster, {
+      onNone: () =>
+        Server.layer(input).pipe(
+          Layer.provide(Layer.mergeAll(Setup.modelLayer(v, model), toolbox)),
+          Layer.provide(log === undefined ? Log.layer(db, "create") : Layer.succeedContext(log)),
+          Layer.mapError(Postgres.refused)
+        ),
+      // The cluster's client brings the log.
+      onSome: ({ Workers, failoverMs }) =>
+        Server.layerDispatching(input, Workers.drive).pipe(
+          Layer.provide(toolbox),
+          Layer.provide(Workers.layerClient({ url: db.file, failoverMs })),
+          Layer.mapError(Postgres.refused)
+        )
+    })
+    const file = kept === "env" ? undefined : kept === "new" ? yield* writeToken(db, token) : yield* Log.tokenFile(db)
+    const where = Context.get(yield* Layer.build(server), Server.Server)
+    const serving: Serving = {
+      url: where.url,
+      host: where.host,
+      port: where.port,
+      workspace,
+      model,
+      db,
+      cluster: Option.isSome(cluster),
+      token: kept === "env" || file === undefined ? { kept: "env" } : { kept, file }
+    }
+    return serving
+  })
+
+/** A loopback address, or `--allow-remote`: the workers' socket has no authentication. */
+const workerHost = (request: WorkerRequest) => {
+  const host = Option.getOrElse(Option.map(request.host, (h) => h.trim()), () => "127.0.0.1")
+  return request.allowRemote || ServerConfig.isLoopback(host)
+    ? Effect.succeed(host)
+    : new UsageError({ message: `--host ${host} lets other machines reach this worker, whose socket has no authentication: pass --allow-remote to mean it, on a private network only` })
+}
+
+/** `rx worker`: one of the workers that run the goals of a Postgres log. */
+export const worker = (request: WorkerRequest) =>
+  Effect.gen(function*() {
+    const db = yield* Log.database(Setup.dbFlag(request.given))
+    const { Workers, Workspaces, failoverMs } = yield* clusterOf(request.failover, db, "rx worker")
+    const { values: v, workspace } = yield* Setup.resolve(request.given, Settings.workerKeys)
+    const model = yield* Setup.modelName(v)
+    if (Option.isNone(request.port)) return yield* new UsageError({ message: "rx worker needs --port N: the port it listens on, which the other workers reach it at" })
+    const port = yield* count("port", request.port, 1, 65_535, 0)
+    const concurrency = yield* count("concurrency", request.concurrency, 1, 1_000, 4)
+    const drain = yield* count("drain", request.drain, 0, 3_600, 15)
+    const host = yield* workerHost(request)
+    const volume = yield* Postgres.volume(Workspaces, workspace)
+    const { workspace: _root, ...configured } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file, ...(yield* Log.hidden(db, workspace))])
+    // The workers' own socket is never a goal's to fetch.
+    const toolsConfig = { ...configured, httpDeny: [HttpFetch.endpoint(host, port)] }
+    yield* Setup.tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
+    const workspaces = Layer.unwrapEffect(Effect.map(Toolbox.Toolbox, (toolbox) => Workspaces.layerShared({ root: volume.root, tools: toolbox.registry }))).pipe(
+      Layer.provide(Toolbox.layer(toolsConfig))
+    )
+    const running = Workers.layer({ url: db.file, host, port, concurrency, failoverMs, drainMs: drain * 1_000 }).pipe(
+      Layer.provide(Layer.merge(Setup.modelLayer(v, model), workspaces)),
+      Layer.mapError(Postgres.refused)
+    )
+    yield* Layer.build(running)
+    const working: Working = { host, port, concurrency, model, db, volume: { root: volume.root, id: volume.id }, failoverSeconds: failoverMs / 1_000, drainSeconds: drain }
+    return working
+  })
