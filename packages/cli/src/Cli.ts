@@ -2,7 +2,8 @@
  * The `rx` commands on @effect/cli: one `Command` per spec of `Usage` (its settings from
  * `Settings.table`, its own flags, its argument, each described), whose handler calls the
  * command's body in `Commands`. An Effect application mounts `command` as a subcommand of its
- * own (`Command.withSubcommands([..., Cli.command])`); `main` is the `rx` binary around it.
+ * own (`Command.withSubcommands([..., Cli.command])`, with `Commands.ExitStatus` provided: the
+ * exit code rx would end with); `main` is the `rx` binary around it.
  */
 import { Args, CliConfig, Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Array as Arr, Console, Effect, Either, Option } from "effect"
@@ -28,7 +29,7 @@ const argument = (spec: Usage.Spec): Args.Args<Option.Option<string>> => {
   return spec.arg.optional === true ? Args.optional(arg) : Args.map(arg, Option.some)
 }
 
-/** `bin.ts` mutes @effect/cli's own report of a bad command line (`main` says it in one line); a command prints again. */
+/** The console `main` muted while @effect/cli parses, by the muted one: a command prints with it again. */
 const muted = new WeakMap<Console.Console, Console.Console>()
 
 const make = (spec: Usage.Spec) =>
@@ -60,9 +61,10 @@ export const config = CliConfig.layer({ isCaseSensitive: true, showBuiltIns: fal
 
 /** What `main` does with a command line: print a help or the version, or hand @effect/cli these arguments. */
 type Checked =
-  | { readonly _tag: "Help"; readonly spec: Usage.Spec | undefined }
-  | { readonly _tag: "Version" }
+  | { readonly _tag: "Print"; readonly text: string }
   | { readonly _tag: "Parse"; readonly args: ReadonlyArray<string>; readonly spec?: Usage.Spec; readonly positionals?: ReadonlyArray<string> }
+
+const help = (spec: Usage.Spec | undefined): Checked => ({ _tag: "Print", text: spec === undefined ? Usage.help(style()) : Usage.commandHelp(spec, style()) })
 
 /**
  * The command line checked for what @effect/cli's parser gets wrong: it takes an unknown
@@ -73,9 +75,9 @@ type Checked =
  */
 const check = (argv: ReadonlyArray<string>): Either.Either<Checked, string> => {
   const [first, ...rest] = argv
-  if (first === undefined || first === "--help" || first === "-h") return Either.right({ _tag: "Help", spec: undefined })
-  if (first === "help") return Either.right({ _tag: "Help", spec: Usage.spec(rest[0] ?? "") })
-  if (first === "--version" || first === "-V") return Either.right({ _tag: "Version" })
+  if (first === undefined || first === "--help" || first === "-h") return Either.right(help(undefined))
+  if (first === "help") return Either.right(help(Usage.spec(rest[0] ?? "")))
+  if (first === "--version" || first === "-V") return Either.right({ _tag: "Print", text: `rx ${Usage.version}` })
   if (first.startsWith("-")) return Either.left(`${first}: flags come after the command, as in rx run --model NAME "<goal>" (rx --help lists the commands)`)
   const spec = Usage.spec(first)
   // An unknown command: @effect/cli refuses it.
@@ -89,7 +91,7 @@ const check = (argv: ReadonlyArray<string>): Either.Either<Checked, string> => {
       positionals.push(...rest.slice(i + 1))
       break
     }
-    if (token === "--help" || token === "-h") return Either.right({ _tag: "Help", spec })
+    if (token === "--help" || token === "-h") return Either.right(help(spec))
     if (token === "-" || !token.startsWith("-")) {
       positionals.push(token)
       continue
@@ -116,45 +118,38 @@ const check = (argv: ReadonlyArray<string>): Either.Either<Checked, string> => {
   return Either.right({ _tag: "Parse", spec, positionals, args: [first, ...flags, ...(positionals.length === 0 ? [] : ["--", ...positionals])] })
 }
 
-/** @effect/cli's refusal of a command line, as one line naming what is wrong and where to look. */
-const explain = (argv: ReadonlyArray<string>, checked: Extract<Checked, { _tag: "Parse" }>) => (error: ValidationError.ValidationError) => {
-  const { positionals = [], spec } = checked
-  const arg = spec?.arg
-  const names = Usage.specs.map((s) => s.name)
-  const message = spec === undefined
-    ? `there is no command ${JSON.stringify(argv[0] ?? "")}${Settings.suggest(argv[0] ?? "", names)} (rx --help lists the commands)`
-    : positionals.length > (arg === undefined ? 0 : 1)
-    ? arg === undefined
-      ? `rx ${spec.name} takes no arguments (got ${JSON.stringify(positionals[0])}; rx ${spec.name} --help)`
-      : spec.name === "run"
-      ? "rx run takes one goal: put it in quotes (rx run \"fix the failing test\"), or use --goal-file FILE"
-      : `rx ${spec.name} takes one ${arg.name} (got ${positionals.length}: ${positionals.map((a) => JSON.stringify(a)).join(" ")})`
-    : arg !== undefined && ValidationError.isMissingValue(error)
-    ? `rx ${spec.name} needs a ${arg.name}: rx ${spec.name} <${arg.name}>${arg.name === "goal-id" ? " (rx list shows the goals)" : ""}`
-    : `rx ${spec.name}: ${HelpDoc.toAnsiText(error.error).replace(/\u001b\[[0-9;]*m/g, "").trim().split("\n")[0]} (rx ${spec.name} --help)`
-  return new Commands.UsageError({ message })
-}
-
 /**
- * The `rx` binary for `process.argv`: rx's help or version (`rx <version>`, on one line), or the
- * command line parsed by @effect/cli and run; a command line it refuses fails with one `UsageError`.
+ * The `rx` binary for `process.argv`: rx's help or version (`rx <version>`, one line), or the
+ * command line parsed by @effect/cli and run, each refusal of it said as one line.
  */
 export const main = (argv: ReadonlyArray<string>) => {
-  const args = argv.slice(2)
-  const checked = check(args)
+  const checked = check(argv.slice(2))
   if (Either.isLeft(checked)) return new Commands.UsageError({ message: checked.left })
-  if (checked.right._tag === "Version") return Console.log(`rx ${Usage.version}`)
-  if (checked.right._tag === "Help") {
-    const spec = checked.right.spec
-    return Console.log(spec === undefined ? Usage.help(style()) : Usage.commandHelp(spec, style()))
-  }
-  const parse = checked.right
+  const line = checked.right
+  if (line._tag === "Print") return Console.log(line.text)
+  const { args, positionals = [], spec } = line
+  const arg = spec?.arg
+  const explain = (error: ValidationError.ValidationError) =>
+    new Commands.UsageError({
+      message: spec === undefined
+        ? `there is no command ${JSON.stringify(args[0])}${Settings.suggest(args[0] ?? "", Usage.specs.map((s) => s.name))} (rx --help lists the commands)`
+        : positionals.length > (arg === undefined ? 0 : 1)
+        ? arg === undefined
+          ? `rx ${spec.name} takes no arguments (got ${JSON.stringify(positionals[0])}; rx ${spec.name} --help)`
+          : spec.name === "run"
+          ? "rx run takes one goal: put it in quotes (rx run \"fix the failing test\"), or use --goal-file FILE"
+          : `rx ${spec.name} takes one ${arg.name} (got ${positionals.length}: ${positionals.map((a) => JSON.stringify(a)).join(" ")})`
+        : arg !== undefined && ValidationError.isMissingValue(error)
+        ? `rx ${spec.name} needs a ${arg.name}: rx ${spec.name} <${arg.name}>${arg.name === "goal-id" ? " (rx list shows the goals)" : ""}`
+        : `rx ${spec.name}: ${HelpDoc.toAnsiText(error.error).replace(/\u001b\[[0-9;]*m/g, "").trim().split("\n")[0]} (rx ${spec.name} --help)`
+    })
+  // @effect/cli prints its own report of a refused line on stderr: muted here, said by `explain`.
   return Effect.consoleWith((console) => {
     const quiet: Console.Console = { ...console, error: () => Effect.void }
     muted.set(quiet, console)
-    return Command.run(command, { name: "rx", version: Usage.version })(["node", "rx", ...parse.args]).pipe(
+    return Command.run(command, { name: "rx", version: Usage.version })(["node", "rx", ...args]).pipe(
       Effect.withConsole(quiet),
-      Effect.catchIf(ValidationError.isValidationError, (error) => explain(args, parse)(error))
+      Effect.catchIf(ValidationError.isValidationError, explain)
     )
   })
 }

@@ -38,31 +38,8 @@ const flag = (name: string, placeholder: string, description: string): Flag => (
 
 export const json = flag("json", "", "print each event as one JSON line (and nothing else on stdout)")
 
-const model: ReadonlyArray<Settings.Key> = [
-  "baseUrl",
-  "model",
-  "apiKey",
-  "mode",
-  "modelFile",
-  "threads",
-  "context",
-  "seed",
-  "temperature",
-  "maxOutputTokens",
-  "timeout",
-  "retries"
-]
-export const limits: ReadonlyArray<Settings.Key> = [
-  "maxIterations",
-  "maxFailures",
-  "maxMalformed",
-  "maxRepeats",
-  "noProgressWindow",
-  "promptBudget",
-  "maxTotalTokens",
-  "maxCallsPerAnswer",
-  "maxAnswerChars"
-]
+const model: ReadonlyArray<Settings.Key> = ["baseUrl", "model", "apiKey", "mode", "modelFile", "threads", "context", "seed", "temperature", "maxOutputTokens", "timeout", "retries"]
+export const limits: ReadonlyArray<Settings.Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars"]
 const tools: ReadonlyArray<Settings.Key> = ["workspace", "tools", "noShell", "sandbox", "httpAllow", "ask", "deny", "instructions", "agentsMd"]
 /** How MCP servers are started and bounded. */
 export const mcp: ReadonlyArray<Settings.Key> = ["mcpStartTimeout", "mcpMaxTools", "mcpMaxSchema"]
@@ -133,10 +110,7 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
     description: "Records the decision (ApprovalDecided); it runs nothing: rx resume then runs the call exactly as requested.",
     arg: goalId,
     settings: ["db", "server"],
-    flags: [
-      callFlag,
-      byFlag
-    ]
+    flags: [callFlag, byFlag]
   },
   {
     name: "deny",
@@ -145,11 +119,7 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
     description: "Records the decision with the reason, which the model is told at rx resume; the goal goes on without the call.",
     arg: goalId,
     settings: ["db", "server"],
-    flags: [
-      callFlag,
-      byFlag,
-      flag("reason", "TEXT", "why, as the model is told")
-    ]
+    flags: [callFlag, byFlag, flag("reason", "TEXT", "why, as the model is told")]
   },
   {
     name: "replay",
@@ -176,10 +146,7 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
     description: `With --follow, keeps printing events as they are appended until the goal terminates. When no rx runs the goal any more (its runner stopped or was killed), it says so on stderr and exits ${ExitCode.suspended}, or with --wait keeps waiting for a resume.`,
     arg: goalId,
     settings: ["db", "server"],
-    flags: [
-      flag("follow", "", "keep printing events as they are appended"),
-      flag("wait", "", "with --follow: keep waiting when no rx runs the goal")
-    ]
+    flags: [flag("follow", "", "keep printing events as they are appended"), flag("wait", "", "with --follow: keep waiting when no rx runs the goal")]
   },
   {
     name: "list",
@@ -293,7 +260,8 @@ export interface Style {
 
 const heading = (text: string, style: Style) => (style.bold ? `\u001b[1m${text}\u001b[0m` : text)
 
-const flagRow = (name: string, placeholder: string) => `--${name}${placeholder === "" ? "" : ` ${placeholder}`}`
+/** A flag as a row of the help: `--name PLACEHOLDER`, its description. */
+const row = (f: Flag) => [`--${f.flag}${f.placeholder === "" ? "" : ` ${f.placeholder}`}`, f.description] as const
 
 /** Two columns within 80 characters; `width` is the left one's (a longer entry gets a line of its own). */
 const rows = (entries: ReadonlyArray<readonly [string, string]>, width = Math.min(28, Math.max(...entries.map(([left]) => left.length)) + 2)) =>
@@ -309,11 +277,6 @@ const settingFlag = (key: Settings.Key): Flag => {
   return flag(s.flag, s.placeholder, `${s.description} (${notes.join("; ")})`)
 }
 
-const settingRow = (key: Settings.Key): readonly [string, string] => {
-  const f = settingFlag(key)
-  return [flagRow(f.flag, f.placeholder), f.description]
-}
-
 const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["MCP servers", mcp], ["log", ["db"]], ["server", ["server"]]]
 
 /** `rx <command> --help`. */
@@ -321,8 +284,7 @@ export const commandHelp = (s: Spec, style: Style): string => {
   const settingGroups = groups
     .map(([title, keys]) => [title, keys.filter((key) => s.settings.includes(key))] as const)
     .filter(([, keys]) => keys.length > 0)
-  const lefts = [...s.settings.map(settingRow), ...s.flags.map((f) => [flagRow(f.flag, f.placeholder)] as const)].map(([left]) => left.length)
-  const width = Math.min(28, Math.max(8, ...lefts) + 2)
+  const width = Math.min(28, Math.max(8, ...accepted(s).map((f) => row(f)[0].length)) + 2)
   return [
     `rx ${s.name}: ${s.summary}`,
     "",
@@ -330,10 +292,10 @@ export const commandHelp = (s: Spec, style: Style): string => {
     ...s.usage.map((u) => `  rx ${s.name} ${u}`),
     "",
     wrap(s.description, 76, ""),
-    ...settingGroups.flatMap(([title, keys]) => ["", heading(title, style), rows(keys.map(settingRow), width)]),
+    ...settingGroups.flatMap(([title, keys]) => ["", heading(title, style), rows(keys.map((key) => row(settingFlag(key))), width)]),
     "",
     heading("flags", style),
-    rows([...s.flags.map((f) => [flagRow(f.flag, f.placeholder), f.description] as const), ["--help", "this help"]], width)
+    rows([...s.flags.map(row), ["--help", "this help"]], width)
   ].join("\n")
 }
 
