@@ -1,18 +1,17 @@
 /**
  * The `rx` commands, each written once against `@rx/host`'s `Goals` (a local log or an rx serve):
- * parse, call the host, print. What the command line accepts and the help are in `Usage`.
+ * call the host, print. What the command line accepts is in `Usage`, parsed by `Cli`.
  */
 import { FileSystem, Path } from "@effect/platform"
 import { Goals, Log, Serve, Settings, Setup } from "@rx/host"
 import { LanguageModel, Replay, Runner, StateStore } from "@rx/kernel"
 import { Doctor, SqliteStore } from "@rx/store-sqlite"
 import { Builtins, Sandbox } from "@rx/tools"
-import { Console, Deferred, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import { Console, Deferred, Effect, Layer, Option, Schema, Stream } from "effect"
 import * as Demo from "./Demo.js"
 import * as ExitCode from "./ExitCode.js"
 import { ExitStatus, note, printer, runGoal, say, sayJson, setExit, whereOf } from "./internal/goal.js"
 import { onTerminate } from "./internal/interrupt.js"
-import * as Output from "./internal/output.js"
 import * as Render from "./Render.js"
 import * as Usage from "./Usage.js"
 
@@ -23,7 +22,7 @@ export const UsageError = Settings.UsageError
 export type UsageError = Settings.UsageError
 
 /** What a command is given: its settings' flags, its other flags and its argument. */
-interface Flags {
+export interface Flags {
   readonly settings: Setup.Given
   /** The argument of a command that takes a goal id. */
   readonly goalId: string
@@ -54,16 +53,26 @@ interface Flags {
   readonly mcpSandbox: ReadonlyArray<string>
 }
 
-const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
+/** What @effect/cli parsed for a command (`Cli`): each option by its flag (a text if given, a switch, or each value of a repeatable one), and the argument. */
+export interface Parsed {
+  readonly options: Readonly<Record<string, Option.Option<string> | boolean | ReadonlyArray<string>>>
+  readonly arg: Option.Option<string>
+}
+
+export const flagsOf = (spec: Usage.Spec, parsed: Parsed): Flags => {
   const text = (flag: string) => {
-    const value = line.flags.get(flag)
-    return typeof value === "string" ? Option.some(value) : Option.none()
+    const value = parsed.options[flag]
+    return Option.isOption(value) ? value : Option.none()
   }
-  const on = (flag: string) => line.flags.get(flag) === true
+  const on = (flag: string) => parsed.options[flag] === true
+  const list = (flag: string) => {
+    const value = parsed.options[flag]
+    return Array.isArray(value) ? value : []
+  }
   return {
     settings: Object.fromEntries(spec.settings.map((key) => [key, Settings.isSwitch(key) ? on(Settings.table[key].flag) : text(Settings.table[key].flag)])),
-    goalId: line.arg ?? "",
-    goal: Option.fromNullable(line.arg),
+    goalId: Option.getOrElse(parsed.arg, () => ""),
+    goal: parsed.arg,
     goalFile: text("goal-file"),
     call: text("call"),
     by: text("by"),
@@ -81,9 +90,9 @@ const flagsOf = (spec: Usage.Spec, line: Usage.Line): Flags => {
     newToken: on("new-token"),
     failover: text("failover"),
     drain: text("drain"),
-    mcp: line.lists.get("mcp") ?? [],
-    mcpEnv: line.lists.get("mcp-env") ?? [],
-    mcpSandbox: line.lists.get("mcp-sandbox") ?? []
+    mcp: list("mcp"),
+    mcpEnv: list("mcp-env"),
+    mcpSandbox: list("mcp-sandbox")
   }
 }
 
@@ -382,7 +391,7 @@ const doctor = (flags: Flags) =>
   })
 
 /** Each command, by name. */
-const commands: Record<string, (flags: Flags) => Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus>> = {
+export const commands: Record<string, (flags: Flags) => Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus>> = {
   run,
   resume,
   approve,
@@ -397,24 +406,4 @@ const commands: Record<string, (flags: Flags) => Effect.Effect<void, unknown, Fi
   serve,
   worker,
   demo
-}
-
-/** The `rx` program for the given `process.argv`: the command line is parsed against `Usage`, then run. */
-export const cli = (argv: ReadonlyArray<string>): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus> => {
-  const checked = Usage.check(argv.slice(2))
-  if (Either.isLeft(checked)) return new UsageError({ message: checked.left })
-  const style = { bold: Output.color() }
-  switch (checked.right._tag) {
-    case "Help": {
-      const command = checked.right.command
-      return Console.log(command === undefined ? Usage.help(style) : Usage.commandHelp(command, style))
-    }
-    case "Version":
-      return Console.log(`rx ${Usage.version}`)
-    case "Run": {
-      const { command, line } = checked.right
-      const body = commands[command.name]
-      return body === undefined ? new UsageError({ message: `there is no command ${command.name}` }) : body(flagsOf(command, line))
-    }
-  }
 }

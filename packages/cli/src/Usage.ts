@@ -1,9 +1,9 @@
 /**
- * What the `rx` command line accepts, and its help: one spec per command (its arguments, its
- * settings, its other flags), from which the help is written and a command line is checked
- * before it is parsed, so a mistake gets one line naming the flag or argument that is wrong.
+ * What the `rx` command line accepts, and its help: one spec per command (its argument, its
+ * settings, its other flags), from which `Cli` builds the @effect/cli commands and this module
+ * writes the help.
  */
-import { Either } from "effect"
+import type { Array as Arr } from "effect"
 import * as ExitCode from "./ExitCode.js"
 import { Settings, Version } from "@rx/host"
 
@@ -27,7 +27,7 @@ export interface Spec {
   readonly usage: ReadonlyArray<string>
   readonly description: string
   /** The positional argument it takes (`goal-id`), if any; run's may be left out (`--goal-file`). */
-  readonly arg?: { readonly name: string; readonly optional?: boolean }
+  readonly arg?: { readonly name: string; readonly description: string; readonly optional?: boolean }
   readonly settings: ReadonlyArray<Settings.Key>
   readonly flags: ReadonlyArray<Flag>
 }
@@ -36,31 +36,8 @@ const flag = (name: string, placeholder: string, description: string): Flag => (
 
 export const json = flag("json", "", "print each event as one JSON line (and nothing else on stdout)")
 
-const model: ReadonlyArray<Settings.Key> = [
-  "baseUrl",
-  "model",
-  "apiKey",
-  "mode",
-  "modelFile",
-  "threads",
-  "context",
-  "seed",
-  "temperature",
-  "maxOutputTokens",
-  "timeout",
-  "retries"
-]
-export const limits: ReadonlyArray<Settings.Key> = [
-  "maxIterations",
-  "maxFailures",
-  "maxMalformed",
-  "maxRepeats",
-  "noProgressWindow",
-  "promptBudget",
-  "maxTotalTokens",
-  "maxCallsPerAnswer",
-  "maxAnswerChars"
-]
+const model: ReadonlyArray<Settings.Key> = ["baseUrl", "model", "apiKey", "mode", "modelFile", "threads", "context", "seed", "temperature", "maxOutputTokens", "timeout", "retries"]
+export const limits: ReadonlyArray<Settings.Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars"]
 const tools: ReadonlyArray<Settings.Key> = ["workspace", "tools", "noShell", "sandbox", "httpAllow", "ask", "deny", "instructions", "agentsMd"]
 /** How MCP servers are started and bounded. */
 export const mcp: ReadonlyArray<Settings.Key> = ["mcpStartTimeout", "mcpMaxTools", "mcpMaxSchema"]
@@ -99,7 +76,9 @@ const mcpSandboxFlag: Flag = {
   repeatable: true
 }
 
-export const specs: ReadonlyArray<Spec> = [
+const goalId = { name: "goal-id", description: "the goal's id, as rx list shows it" }
+
+export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
   {
     name: "run",
     summary: "run a goal until it terminates or must wait",
@@ -108,7 +87,7 @@ export const specs: ReadonlyArray<Spec> = [
       "Runs the goal to its end, or until it must wait (suspended, exit 11: rx resume continues it). One line per step, the model's thoughts, and on a terminal a live line saying what runs.",
       "Ctrl-C cancels the goal (recorded, exit 7); SIGTERM stops it gracefully and leaves it open (exit 11). A call of a tool in --ask waits for approval: asked in place at a terminal (y, n, or a = always for that tool), otherwise the goal suspends until rx approve or rx deny, then rx resume."
     ].join("\n\n"),
-    arg: { name: "goal", optional: true },
+    arg: { name: "goal", description: "what to achieve, in quotes; - reads it from standard input", optional: true },
     settings: [...runSettings, "server"],
     flags: [goalFile, mcpFlag, mcpEnvFlag, mcpSandboxFlag, json]
   },
@@ -118,7 +97,7 @@ export const specs: ReadonlyArray<Spec> = [
     usage: ["[flags] <goal-id>"],
     description:
       "Continues a goal that is suspended or was stopped by a crash. Flags override the recorded model, server, workspace, sandbox and limits; each change is recorded before the goal goes on. A terminated goal's log is closed: start a new goal. An approved call runs exactly as stored, with no new model call.",
-    arg: { name: "goal-id" },
+    arg: goalId,
     settings: [...resumeSettings, "server"],
     flags: [mcpEnvFlag, json]
   },
@@ -127,32 +106,25 @@ export const specs: ReadonlyArray<Spec> = [
     summary: "approve the call a goal waits on",
     usage: ["[flags] <goal-id>"],
     description: "Records the decision (ApprovalDecided); it runs nothing: rx resume then runs the call exactly as requested.",
-    arg: { name: "goal-id" },
+    arg: goalId,
     settings: ["db", "server"],
-    flags: [
-      callFlag,
-      byFlag
-    ]
+    flags: [callFlag, byFlag]
   },
   {
     name: "deny",
     summary: "deny the call a goal waits on",
     usage: ["[flags] <goal-id>"],
     description: "Records the decision with the reason, which the model is told at rx resume; the goal goes on without the call.",
-    arg: { name: "goal-id" },
+    arg: goalId,
     settings: ["db", "server"],
-    flags: [
-      callFlag,
-      byFlag,
-      flag("reason", "TEXT", "why, as the model is told")
-    ]
+    flags: [callFlag, byFlag, flag("reason", "TEXT", "why, as the model is told")]
   },
   {
     name: "replay",
     summary: "verify a goal's log by replaying it, with no live calls",
     usage: ["[flags] <goal-id>"],
     description: `Exit 0 when the log replays identically (an open goal's log as far as it goes), exit ${ExitCode.diverged} naming the first divergence.`,
-    arg: { name: "goal-id" },
+    arg: goalId,
     settings: ["db", "server"],
     flags: [flag("json", "", "the verdict as one JSON object")]
   },
@@ -161,7 +133,7 @@ export const specs: ReadonlyArray<Spec> = [
     summary: "the goal, each step, the tool trace and the termination audit",
     usage: ["[flags] <goal-id>"],
     description: "Everything the log says of a goal, for a person. rx events prints the events themselves.",
-    arg: { name: "goal-id" },
+    arg: goalId,
     settings: ["db", "server"],
     flags: [flag("step", "N", "show one step in full"), flag("json", "", "the goal (or its step) as one JSON object: status, usage, and each step's calls with their input and outcome")]
   },
@@ -170,12 +142,9 @@ export const specs: ReadonlyArray<Spec> = [
     summary: "print a goal's events as JSON lines",
     usage: ["[flags] <goal-id>"],
     description: `With --follow, keeps printing events as they are appended until the goal terminates. When no rx runs the goal any more (its runner stopped or was killed), it says so on stderr and exits ${ExitCode.suspended}, or with --wait keeps waiting for a resume.`,
-    arg: { name: "goal-id" },
+    arg: goalId,
     settings: ["db", "server"],
-    flags: [
-      flag("follow", "", "keep printing events as they are appended"),
-      flag("wait", "", "with --follow: keep waiting when no rx runs the goal")
-    ]
+    flags: [flag("follow", "", "keep printing events as they are appended"), flag("wait", "", "with --follow: keep waiting when no rx runs the goal")]
   },
   {
     name: "list",
@@ -190,7 +159,7 @@ export const specs: ReadonlyArray<Spec> = [
     summary: "ask a running goal to stop",
     usage: ["[flags] <goal-id>"],
     description: "Recorded as CancelRequested: the goal stops within one step (a goal no process runs is cancelled when resumed).",
-    arg: { name: "goal-id" },
+    arg: goalId,
     settings: ["db", "server"],
     flags: []
   },
@@ -289,7 +258,8 @@ export interface Style {
 
 const heading = (text: string, style: Style) => (style.bold ? `\u001b[1m${text}\u001b[0m` : text)
 
-const flagRow = (name: string, placeholder: string) => `--${name}${placeholder === "" ? "" : ` ${placeholder}`}`
+/** A flag as a row of the help: `--name PLACEHOLDER`, its description. */
+const row = (f: Flag) => [`--${f.flag}${f.placeholder === "" ? "" : ` ${f.placeholder}`}`, f.description] as const
 
 /** Two columns within 80 characters; `width` is the left one's (a longer entry gets a line of its own). */
 const rows = (entries: ReadonlyArray<readonly [string, string]>, width = Math.min(28, Math.max(...entries.map(([left]) => left.length)) + 2)) =>
@@ -298,10 +268,11 @@ const rows = (entries: ReadonlyArray<readonly [string, string]>, width = Math.mi
     return left.length + 2 > width ? `  ${left}\n${text}` : `  ${left.padEnd(width)}${text.trimStart()}`
   }).join("\n")
 
-const settingRow = (key: Settings.Key): readonly [string, string] => {
+/** A setting as a flag: its description says its default and its variable. */
+const settingFlag = (key: Settings.Key): Flag => {
   const s: Settings.Setting = Settings.table[key]
   const notes = [...(s.shownDefault === undefined ? [] : [`default ${s.shownDefault}`]), `env ${s.env}`]
-  return [flagRow(s.flag, s.placeholder), `${s.description} (${notes.join("; ")})`]
+  return flag(s.flag, s.placeholder, `${s.description} (${notes.join("; ")})`)
 }
 
 const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["MCP servers", mcp], ["log", ["db"]], ["server", ["server"]]]
@@ -311,8 +282,7 @@ export const commandHelp = (s: Spec, style: Style): string => {
   const settingGroups = groups
     .map(([title, keys]) => [title, keys.filter((key) => s.settings.includes(key))] as const)
     .filter(([, keys]) => keys.length > 0)
-  const lefts = [...s.settings.map(settingRow), ...s.flags.map((f) => [flagRow(f.flag, f.placeholder)] as const)].map(([left]) => left.length)
-  const width = Math.min(28, Math.max(8, ...lefts) + 2)
+  const width = Math.min(28, Math.max(8, ...accepted(s).map((f) => row(f)[0].length)) + 2)
   return [
     `rx ${s.name}: ${s.summary}`,
     "",
@@ -320,10 +290,10 @@ export const commandHelp = (s: Spec, style: Style): string => {
     ...s.usage.map((u) => `  rx ${s.name} ${u}`),
     "",
     wrap(s.description, 76, ""),
-    ...settingGroups.flatMap(([title, keys]) => ["", heading(title, style), rows(keys.map(settingRow), width)]),
+    ...settingGroups.flatMap(([title, keys]) => ["", heading(title, style), rows(keys.map((key) => row(settingFlag(key))), width)]),
     "",
     heading("flags", style),
-    rows([...s.flags.map((f) => [flagRow(f.flag, f.placeholder), f.description] as const), ["--help", "this help"]], width)
+    rows([...s.flags.map(row), ["--help", "this help"]], width)
   ].join("\n")
 }
 
@@ -351,98 +321,5 @@ export const help = (style: Style): string =>
     ExitCode.table.split("\n").map((line) => `  ${line}`).join("\n")
   ].join("\n")
 
-/** What a command line asks for, once checked. */
-export type Checked =
-  | { readonly _tag: "Help"; readonly command: Spec | undefined }
-  | { readonly _tag: "Version" }
-  | { readonly _tag: "Run"; readonly command: Spec; readonly line: Line }
-
-/**
- * A command line as parsed: each flag given (its last value, or `true` for a switch), every value
- * of a repeatable flag, and the argument.
- */
-export interface Line {
-  readonly flags: ReadonlyMap<string, string | true>
-  readonly lists: ReadonlyMap<string, ReadonlyArray<string>>
-  readonly arg: string | undefined
-}
-
-/** The names and placeholders of every flag a command accepts. */
-const accepted = (s: Spec): ReadonlyArray<Flag> => [
-  ...s.settings.map((key): Flag => ({ flag: Settings.table[key].flag, placeholder: Settings.table[key].placeholder, description: "" })),
-  ...s.flags
-]
-
-/**
- * Parse a command line (`argv` without node and the script) against the specs: the command
- * exists, each flag is one it takes and has its value (`--flag value` or `--flag=value`), and
- * the argument is there when needed and not repeated. Help and version are answered here. A
- * mistake is one line naming what is wrong and where to look.
- */
-export const check = (argv: ReadonlyArray<string>): Either.Either<Checked, string> => {
-  const first = argv[0]
-  if (first === undefined || first === "--help" || first === "-h" || first === "help") {
-    const topic = first === "help" ? argv[1] : undefined
-    return Either.right({ _tag: "Help", command: topic === undefined ? undefined : spec(topic) })
-  }
-  if (first === "--version" || first === "-V") return Either.right({ _tag: "Version" })
-  if (first.startsWith("-")) return Either.left(`${first}: flags come after the command, as in rx run --model NAME "<goal>" (rx --help lists the commands)`)
-  const command = spec(first)
-  if (command === undefined) {
-    return Either.left(`there is no command ${JSON.stringify(first)}${Settings.suggest(first, specs.map((s) => s.name))} (rx --help lists the commands)`)
-  }
-  const known = accepted(command)
-  const flags = new Map<string, string | true>()
-  const lists = new Map<string, Array<string>>()
-  const args: Array<string> = []
-  const set = (f: Flag, value: string) => {
-    flags.set(f.flag, value)
-    if (f.repeatable === true) lists.set(f.flag, [...(lists.get(f.flag) ?? []), value])
-  }
-  for (let i = 1; i < argv.length; i++) {
-    const token = argv[i] ?? ""
-    if (token === "--help" || token === "-h") return Either.right({ _tag: "Help", command })
-    if (token === "--") {
-      args.push(...argv.slice(i + 1))
-      break
-    }
-    if (!token.startsWith("-") || token === "-") {
-      args.push(token)
-      continue
-    }
-    const [name = "", value] = token.replace(/^--?/, "").split(/=(.*)/s)
-    const flag = token.startsWith("--") ? known.find((f) => f.flag === name) : undefined
-    if (flag === undefined) {
-      return Either.left(
-        `rx ${command.name} has no flag ${token.startsWith("--") ? `--${name}` : token}${Settings.suggest(`--${name}`, known.map((f) => `--${f.flag}`))} (rx ${command.name} --help lists its flags)`
-      )
-    }
-    if (flag.placeholder === "") {
-      if (value !== undefined) return Either.left(`--${name} takes no value (got --${name}=${value})`)
-      flags.set(name, true)
-      continue
-    }
-    if (value !== undefined) {
-      set(flag, value)
-      continue
-    }
-    const next = argv[i + 1]
-    if (next === undefined || (next.startsWith("--") && next.length > 2)) return Either.left(`--${name} needs a value: --${name} ${flag.placeholder}`)
-    set(flag, next)
-    i++
-  }
-  const arg = command.arg
-  if (args.length > (arg === undefined ? 0 : 1)) {
-    return Either.left(
-      arg === undefined
-        ? `rx ${command.name} takes no arguments (got ${JSON.stringify(args[0])}; rx ${command.name} --help)`
-        : command.name === "run"
-        ? "rx run takes one goal: put it in quotes (rx run \"fix the failing test\"), or use --goal-file FILE"
-        : `rx ${command.name} takes one ${arg.name} (got ${args.length}: ${args.map((a) => JSON.stringify(a)).join(" ")})`
-    )
-  }
-  if (arg !== undefined && arg.optional !== true && args.length === 0) {
-    return Either.left(`rx ${command.name} needs a ${arg.name}: rx ${command.name} <${arg.name}>${arg.name === "goal-id" ? " (rx list shows the goals)" : ""}`)
-  }
-  return Either.right({ _tag: "Run", command, line: { flags, lists, arg: args[0] } })
-}
+/** Every flag a command accepts: its settings', then its own. */
+export const accepted = (s: Spec): ReadonlyArray<Flag> => [...s.settings.map(settingFlag), ...s.flags]

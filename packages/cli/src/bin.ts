@@ -1,8 +1,9 @@
 #!/usr/bin/env node
-/** The `rx` binary: runs the command, renders any error as one line, exits with its code. */
+/** The `rx` binary: @effect/cli runs the command (`Cli`), any error is rendered as one line, the process exits with its code. */
 import { NodeContext } from "@effect/platform-node"
 import { Cause, Effect, Exit, Fiber, Layer, Option, Ref } from "effect"
-import { cli, ExitStatus } from "./Commands.js"
+import * as Cli from "./Cli.js"
+import { ExitStatus } from "./Commands.js"
 import * as ExitCode from "./ExitCode.js"
 import { listener } from "./internal/interrupt.js"
 import * as Output from "./internal/output.js"
@@ -14,8 +15,8 @@ const status = Ref.unsafeMake(0)
 
 // Tracing, when the OTEL_ variables ask for it, spans the whole command; its scope closes (the
 // last spans sent) before the process exits.
-const program = cli(process.argv).pipe(
-  Effect.provide(Layer.mergeAll(NodeContext.layer, Layer.succeed(ExitStatus, status), Output.layer)),
+const program = Cli.main(process.argv).pipe(
+  Effect.provide(Layer.mergeAll(NodeContext.layer, Cli.config, Layer.succeed(ExitStatus, status), Output.layer)),
   Effect.provide(Telemetry.layer(process.env, version))
 )
 

@@ -1,5 +1,6 @@
 /** @rx/cli: the `rx` command, for embedding or extension. */
 export * as Approval from "./Approval.js"
+export * as Cli from "./Cli.js"
 export * as Commands from "./Commands.js"
 export * as Demo from "./Demo.js"
 export * as ExitCode from "./ExitCode.js"
