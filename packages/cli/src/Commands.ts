@@ -97,7 +97,8 @@ export const flagsOf = (spec: Usage.Spec, parsed: Parsed): Flags => {
 }
 
 /** Run `body` with the goals the command's settings name: at `--server`, else in the log. */
-const withGoals = <A, E, R>(flags: Flags, body: (goals: Goals.Service) => Effect.Effect<A, E, R>) => Effect.flatMap(Goals.make(flags.settings), body)
+const withGoals = <A, E, R>(flags: Flags, body: (goals: Goals.Service) => Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Goals.make(flags.settings, { cluster: flags.cluster, failover: flags.failover }), body)
 
 const run = (flags: Flags) =>
   withGoals(flags, (goals) =>

@@ -36,17 +36,13 @@ const flag = (name: string, placeholder: string, description: string): Flag => (
 
 export const json = flag("json", "", "print each event as one JSON line (and nothing else on stdout)")
 
-const model: ReadonlyArray<Settings.Key> = ["baseUrl", "model", "apiKey", "mode", "modelFile", "threads", "context", "seed", "temperature", "maxOutputTokens", "timeout", "retries"]
-export const limits: ReadonlyArray<Settings.Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars"]
-const tools: ReadonlyArray<Settings.Key> = ["workspace", "tools", "noShell", "sandbox", "httpAllow", "ask", "deny", "instructions", "agentsMd"]
-/** How MCP servers are started and bounded. */
-export const mcp: ReadonlyArray<Settings.Key> = ["mcpStartTimeout", "mcpMaxTools", "mcpMaxSchema"]
+const { limitKeys: limits, mcpKeys: mcp, modelKeys: model, resumeKeys: resumeSettings, runKeys: runSettings, toolKeys: tools } = Settings
 
-/** The settings of `rx run` (and what `rx config` shows). */
-export const runSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limits, ...tools, ...mcp]
-/** What a resume may change: the model, the server, the workspace, the sandbox and the limits. */
-export const resumeSettings: ReadonlyArray<Settings.Key> = ["db", ...model, ...limits, "workspace", "sandbox", ...mcp]
-
+const clusterRun = flag(
+  "cluster",
+  "",
+  "hand the goal to the workers (rx worker) of the Postgres log --db names, and follow it; its workspace is a folder of their shared root, and they run it with their own model"
+)
 const failoverFlag = flag(
   "failover",
   "SECONDS",
@@ -89,7 +85,7 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
     ].join("\n\n"),
     arg: { name: "goal", description: "what to achieve, in quotes; - reads it from standard input", optional: true },
     settings: [...runSettings, "server"],
-    flags: [goalFile, mcpFlag, mcpEnvFlag, mcpSandboxFlag, json]
+    flags: [goalFile, mcpFlag, mcpEnvFlag, mcpSandboxFlag, clusterRun, failoverFlag, json]
   },
   {
     name: "resume",
@@ -99,7 +95,7 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
       "Continues a goal that is suspended or was stopped by a crash. Flags override the recorded model, server, workspace, sandbox and limits; each change is recorded before the goal goes on. A terminated goal's log is closed: start a new goal. An approved call runs exactly as stored, with no new model call.",
     arg: goalId,
     settings: [...resumeSettings, "server"],
-    flags: [mcpEnvFlag, json]
+    flags: [mcpEnvFlag, clusterRun, failoverFlag, json]
   },
   {
     name: "approve",
@@ -191,7 +187,7 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
       "Serves the rx HTTP API (POST /v1/goals, GET /v1/goals/{id}/events as JSON lines or server-sent events, cancel, approvals, resume; GET /openapi.json) and a web inspector at its URL. Goals run with this command's model and tools, each in a folder inside --workspace; at start every open goal that does not wait for a person is resumed. SIGTERM or Ctrl-C drains: runs stop, their goals stay open and recorded.",
       "Every route but /healthz needs the bearer token: RX_TOKEN, or the one in the token file next to the database (rx-server.token, 0600, its path printed), kept across restarts; the first start, or --new-token, writes a new one. The tools never see that file nor reach this server. The other commands talk to the server with --server URL (or RX_SERVER), reading that file for a server on this machine."
     ].join("\n\n"),
-    settings: ["db", ...model, "workspace", "tools", "noShell", "sandbox", "httpAllow", ...mcp],
+    settings: Settings.serveKeys,
     flags: [
       flag("host", "ADDR", "the address to listen on (default 127.0.0.1: this machine only)"),
       flag("allow-remote", "", "allow a --host other machines can reach (then put TLS in front)"),
@@ -214,7 +210,7 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
       `Workspaces: every worker, and the rx serve --cluster that submits, must see the same workspace root (--workspace) at the same path: one volume mounted on every host, or all on one machine. The root holds the volume's id (${"`.rx-volume`"}, made once, hidden from the tools); a goal records it with its workspace, and a worker whose root has another id (the volume is not mounted there) refuses the goal and runs none of its tools.`,
       "Workers talk to each other at --host:--port without authentication: keep them on a private network. SIGTERM or Ctrl-C drains the worker: the goals it runs have --drain seconds to end; those still running are then stopped, recorded, and go on on the other workers."
     ].join("\n\n"),
-    settings: ["db", ...model, "workspace", "tools", "noShell", "sandbox", "httpAllow"],
+    settings: Settings.workerKeys,
     flags: [
       flag("host", "ADDR", "the address the other workers reach this one at, where it listens (default 127.0.0.1: one machine)"),
       flag("allow-remote", "", "allow a --host other machines can reach"),

@@ -121,6 +121,38 @@ describe("rx worker and rx serve --cluster", () => {
       expect(inspected.stdout + inspected.stderr + server.output().stdout).not.toContain(":rx@")
     }).pipe(Effect.provide(Database.layer)), 180_000)
 
+  it.scopedLive("rx run --cluster hands the goal to the workers and follows it as a local run prints it; rx resume --cluster of an ended goal says how it ended", () =>
+    Effect.gen(function*() {
+      const model = yield* busyModel(0, answer)
+      // One worker: the goal can only run there.
+      const { env, url, workspaces } = yield* cluster(model.baseUrl, 1)
+      const folder = join(workspaces, "c1")
+      mkdirSync(folder)
+      const ran = yield* rx(["run", "write c1.txt", "--cluster", "--failover", "5", "--db", url, "--workspace", folder, "--sandbox", "none", "--json"], env)
+      expect(ran.code, ran.stderr).toBe(0)
+      const log = jsonLines(ran.stdout)
+      expect(log[0]).toMatchObject({ _tag: "GoalSubmitted", options: { settings: { workspace: folder, volume: readFileSync(join(workspaces, ".rx-volume"), "utf8").trim() } } })
+      expect(log.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
+      // The worker wrote it, with the worker's model: this command has none.
+      expect(readFileSync(join(folder, "c1.txt"), "utf8")).toBe("written for c1.txt")
+      expect(model.stats.requests).toBe(2)
+      const goalId = String(log[0]?.["goalId"])
+      const again = yield* rx(["resume", goalId, "--cluster", "--db", url], env)
+      expect(again.code, again.stderr).toBe(0)
+      expect(again.stdout).toContain("done after 2 iterations")
+      expect(model.stats.requests).toBe(2)
+      // A folder on no volume, a SQLite log, a model setting: each one line, nothing recorded.
+      const outside = yield* rx(["run", "write x.txt", "--cluster", "--db", url, "--workspace", mkdtempSync(join(tmpdir(), "rx-novolume-"))], env)
+      expect(outside.code).toBe(1)
+      expect(outside.stderr).toContain("is on no rx volume")
+      const sqlite = yield* rx(["run", "write x.txt", "--cluster", "--db", join(mkdtempSync(join(tmpdir(), "rx-")), "rx.db"), "--workspace", folder], env)
+      expect(sqlite.stderr).toContain("--cluster needs the cluster's Postgres log")
+      const model2 = yield* rx(["resume", goalId, "--cluster", "--db", url, "--model", "other"], env)
+      expect(model2.stderr).toMatch(/^rx: --model does not apply with --cluster/)
+      const listed = yield* rx(["list", "--db", url, "--json"], env)
+      expect(jsonLines(listed.stdout)).toHaveLength(1)
+    }).pipe(Effect.provide(Database.layer)), 180_000)
+
   it.scopedLive("SIGTERM drains a worker: what it runs past the drain time is recorded and finished by the other", () =>
     Effect.gen(function*() {
       // Slow answers and long goals (a file per step, 6 steps: about 9 s, past the 2 s drain).

@@ -6,6 +6,7 @@
  */
 import { FileSystem, type Path } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
+import { Builtins } from "@rx/tools"
 import { Control, type Event, Goal, type GoalSummary, Options as RunOptions, Runner, State, StateStore } from "@rx/kernel"
 import { type Api, type ApiError, Client, Config as ServerConfig } from "@rx/server"
 import { Context, Effect, Layer, Option, Schedule, Stream } from "effect"
@@ -261,6 +262,83 @@ export const makeLocal = (db: Settings.Database) =>
   })
 
 // ---------------------------------------------------------------------------------------------
+// A cluster's workers
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The goals of a cluster's Postgres log (`rx worker`s run them): `run` and `resume` record the
+ * goal and hand it to the workers (a persisted message, so it survives any process), then follow
+ * its log to its end or until it waits; the rest reads and writes the log as `makeLocal` does.
+ */
+export const makeCluster = (db: Settings.Database, failover: Option.Option<string>) =>
+  Effect.gen(function*() {
+    if (!db.postgres) {
+      return yield* new UsageError({ message: "--cluster needs the cluster's Postgres log: --db postgres://USER:PASSWORD@HOST/DB (or RX_DB), the one its workers use" })
+    }
+    const seconds = yield* Setup.count("failover", failover, 1, 3_600, 15)
+    const { Workers, Workspaces } = yield* Postgres.cluster
+    const local = yield* makeLocal(db)
+    const context = yield* Effect.context<FileSystem.FileSystem | Path.Path>()
+    const client = Layer.mapError(Workers.layerClient({ url: db.file, failoverMs: seconds * 1_000 }), Postgres.refused)
+    /** Hand the goal to the workers, then observe its events from `from` until it ends or suspends. */
+    const driven = (goalId: string, from: number, hooks: Hooks) =>
+      Effect.gen(function*() {
+        yield* Workers.drive(goalId)
+        const store = yield* StateStore.StateStore
+        let state = State.empty(goalId)
+        yield* store.changes(goalId, 0).pipe(
+          Stream.takeUntil((event) => event._tag === "Terminated" || (event._tag === "Suspended" && event.seq >= from)),
+          Stream.runForEach((event) =>
+            Effect.suspend(() => {
+              state = State.reduce(state, event)
+              return event.seq >= from ? hooks.observe(event) : Effect.void
+            })
+          )
+        )
+        return Goal.result(state, { reason: "shutdown", detail: "the log ended before the goal did" })
+      }).pipe(Effect.provide(client))
+    const service: Service = {
+      ...local,
+      run: (request, hooks) =>
+        Effect.scoped(Effect.gen(function*() {
+          yield* noMcp(request, "rx run --cluster")
+          const { values: v, workspace } = yield* Setup.resolve(request.given, Settings.runKeys)
+          yield* Setup.existingWorkspace(workspace)
+          // The goal runs on a worker that has this folder's volume mounted: it must be on one.
+          const volume = yield* Effect.mapError(Workspaces.find(workspace), Postgres.refused)
+          if (volume === undefined) {
+            return yield* new UsageError({ message: `${workspace} is on no rx volume: run the goal in a folder of the cluster's shared workspace root (rx worker --workspace)` })
+          }
+          const hidden = [`${volume.root}/${Workspaces.volumeFile}`, ...(yield* Log.hidden(db, workspace))]
+          const tools = yield* Setup.toolsConfig({ ...v, workspace }, hidden)
+          // The tools the goal is offered: the built-ins as they can run here (the workers run them).
+          const registry = yield* Layer.build(Builtins.layer(tools)).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
+          const offered = Context.get(registry, Builtins.Availability).tools.map((tool) => tool.spec.name)
+          const approval = yield* Settings.approval(v.ask ?? [], v.deny ?? [], Setup.builtinNames, offered)
+          const settings: Settings.Recorded = { ...Setup.recordedTools(v, workspace), volume: volume.id, ...(offered.length === Setup.builtinNames.length ? {} : { tools: offered }) }
+          const options: RunOptions.Input = { ...Setup.runOptions(v), ...(Object.keys(approval).length === 0 ? {} : { approval }), settings }
+          const goal = yield* Setup.goalText(request.goal, request.goalFile, options)
+          const instructions = yield* Setup.instructions(v, workspace)
+          const goalId = yield* Runner.submit({ goal, options, ...(instructions === "" ? {} : { instructions }) }).pipe(
+            Effect.provide(Layer.succeedContext(registry)),
+            Effect.provide(client)
+          )
+          return yield* driven(goalId, 0, hooks)
+        })).pipe(Effect.provide(context)),
+      resume: (request, hooks) =>
+        Effect.gen(function*() {
+          yield* noMcp(request, "rx resume --cluster")
+          yield* refuseOthers(request.given, [], "the cluster's workers run the goal with their own model and tools", "--cluster")
+          const state = yield* Goal.restore(request.goalId).pipe(Effect.provide(client))
+          if (state.seq === 0) return yield* Log.noGoal(request.goalId, db)
+          if (state.terminated !== null) return Goal.result(state)
+          return yield* driven(request.goalId, state.seq, hooks)
+        })
+    }
+    return service
+  })
+
+// ---------------------------------------------------------------------------------------------
 // An rx serve
 // ---------------------------------------------------------------------------------------------
 
@@ -309,12 +387,12 @@ const explain = (url: string) => (error: ApiError.ApiError | Client.ClientError)
 }
 
 /** Flags given that are not in `allowed`: each is refused, as the server's own settings apply. */
-const refuseOthers = (given: Setup.Given, allowed: ReadonlyArray<Settings.Key>, what: string) => {
+const refuseOthers = (given: Setup.Given, allowed: ReadonlyArray<Settings.Key>, what: string, against = "--server") => {
   const isGiven = (value: Option.Option<string> | boolean | undefined) => value === true || (typeof value === "object" && Option.isSome(value))
   const other = Settings.keys.find((key) => !allowed.includes(key) && key !== "server" && key !== "db" && isGiven(given[key]))
   return other === undefined
     ? Effect.void
-    : new UsageError({ message: `--${Settings.table[other].flag} does not apply with --server: the server runs goals with its own model, tools and sandbox (${what})` })
+    : new UsageError({ message: `--${Settings.table[other].flag} does not apply with ${against}: ${against === "--server" ? "the server runs goals with its own model, tools and sandbox" : "the workers run goals with their own model"} (${what})` })
 }
 
 /** What `rx run --server` may set: the limits, the approval policy, the folder and instructions. */
@@ -419,17 +497,25 @@ export const makeHttp = (url: string, given: Setup.Given) =>
     return service
   })
 
-/** The goals at the server the settings name, else in the log they name. */
-export const make = (given: Setup.Given) =>
+/** How a command reaches its goals besides its settings: through a cluster's workers (`--cluster`), with the failover time they use. */
+export interface Reach {
+  readonly cluster?: boolean
+  readonly failover?: Option.Option<string>
+}
+
+/** The goals at the server the settings name, else those a cluster's workers run, else in the log they name. */
+export const make = (given: Setup.Given, reach: Reach = {}) =>
   Effect.flatMap(
     serverOf(given),
     Option.match({
-      onNone: () => Effect.flatMap(Log.database(Setup.dbFlag(given)), makeLocal),
-      onSome: (url) => makeHttp(url, given)
+      onNone: () =>
+        Effect.flatMap(Log.database(Setup.dbFlag(given)), (db) =>
+          reach.cluster === true ? makeCluster(db, reach.failover ?? Option.none()) : makeLocal(db)),
+      onSome: (url) => reach.cluster === true ? new UsageError({ message: "--cluster and --server name two places: give one" }) : makeHttp(url, given)
     })
   )
 
-export const layer = (given: Setup.Given) => Layer.effect(Goals, make(given))
+export const layer = (given: Setup.Given, reach: Reach = {}) => Layer.effect(Goals, make(given, reach))
 export const layerLocal = (db: Settings.Database) => Layer.effect(Goals, makeLocal(db))
 export const layerHttp = (url: string, given: Setup.Given = {}) => Layer.effect(Goals, makeHttp(url, given))
 

@@ -66,18 +66,6 @@ export interface Working {
   readonly drainSeconds: number
 }
 
-/** A whole number flag within bounds, or its default. */
-const count = (flag: string, value: Option.Option<string>, min: number, max: number, fallback: number) =>
-  Option.match(value, {
-    onNone: () => Effect.succeed(fallback),
-    onSome: (text) => {
-      const n = Number(text.trim())
-      return /^\s*\d+\s*$/.test(text) && n >= min && n <= max
-        ? Effect.succeed(n)
-        : new UsageError({ message: `--${flag}: expected a whole number from ${min} to ${max}, got ${JSON.stringify(text)}` })
-    }
-  })
-
 /**
  * The server's token: `RX_TOKEN`; else the one in the token file beside the database when rx
  * wrote it there for this user (`Token.reuse`), so clients and open inspector tabs keep working
@@ -134,7 +122,7 @@ const clusterOf = (failover: Option.Option<string>, db: Settings.Database, comma
         message: `${command} needs the Postgres log of the cluster: --db postgres://USER:PASSWORD@HOST/DB (or RX_DB), the same for every worker and rx serve --cluster`
       })
     }
-    const seconds = yield* count("failover", failover, 1, 3_600, 15)
+    const seconds = yield* Setup.count("failover", failover, 1, 3_600, 15)
     return { ...(yield* Postgres.cluster), failoverMs: seconds * 1_000 }
   })
 
@@ -151,8 +139,8 @@ export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError 
     }
     // With a cluster the workers' model runs the goals: this one is not needed.
     const model = Option.isSome(cluster) ? (v.model ?? "the workers'") : yield* Setup.modelName(v)
-    const port = yield* count("port", request.port, 0, 65_535, 7_433)
-    const concurrency = yield* count("concurrency", request.concurrency, 1, 1_000, 4)
+    const port = yield* Setup.count("port", request.port, 0, 65_535, 7_433)
+    const concurrency = yield* Setup.count("concurrency", request.concurrency, 1, 1_000, 4)
     const host = Option.getOrElse(Option.map(request.host, (h) => h.trim()), () => "127.0.0.1")
     const volume = yield* Option.match(cluster, {
       onNone: () => Effect.succeed(Option.none<{ readonly id: string; readonly file: string }>()),
@@ -230,9 +218,9 @@ export const worker = (request: WorkerRequest) =>
     const { values: v, workspace } = yield* Setup.resolve(request.given, Settings.workerKeys)
     const model = yield* Setup.modelName(v)
     if (Option.isNone(request.port)) return yield* new UsageError({ message: "rx worker needs --port N: the port it listens on, which the other workers reach it at" })
-    const port = yield* count("port", request.port, 1, 65_535, 0)
-    const concurrency = yield* count("concurrency", request.concurrency, 1, 1_000, 4)
-    const drain = yield* count("drain", request.drain, 0, 3_600, 15)
+    const port = yield* Setup.count("port", request.port, 1, 65_535, 0)
+    const concurrency = yield* Setup.count("concurrency", request.concurrency, 1, 1_000, 4)
+    const drain = yield* Setup.count("drain", request.drain, 0, 3_600, 15)
     const host = yield* workerHost(request)
     const volume = yield* Postgres.volume(Workspaces, workspace)
     const { workspace: _root, ...configured } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file, ...(yield* Log.hidden(db, workspace))])

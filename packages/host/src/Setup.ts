@@ -22,6 +22,18 @@ import { version } from "./Version.js"
 /** The flags of a command's settings, as parsed: text, or `true` for a switch given. */
 export type Given = { readonly [K in Settings.Key]?: Option.Option<string> | boolean }
 
+/** A whole number flag within bounds, or its default. */
+export const count = (flag: string, value: Option.Option<string>, min: number, max: number, fallback: number) =>
+  Option.match(value, {
+    onNone: () => Effect.succeed(fallback),
+    onSome: (text) => {
+      const n = Number(text.trim())
+      return /^\s*\d+\s*$/.test(text) && n >= min && n <= max
+        ? Effect.succeed(n)
+        : new UsageError({ message: `--${flag}: expected a whole number from ${min} to ${max}, got ${JSON.stringify(text)}` })
+    }
+  })
+
 /** A command's `--db`, if given. */
 export const dbFlag = (given: Given): Option.Option<string> => (given.db === undefined || typeof given.db === "boolean" ? Option.none() : given.db)
 
