@@ -6,11 +6,11 @@
 import { FileSystem, HttpServer, Path } from "@effect/platform"
 import { Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
 import { HttpFetch } from "@rx/tools"
-import { Context, Deferred, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type * as Config from "../Config.js"
 import { InvalidConfig } from "../Config.js"
 import * as Toolbox from "../Toolbox.js"
-import { makeSubscribers } from "./events.js"
+import { type Closing, makeClosing, makeSubscribers } from "./events.js"
 import { hostsOf, originsOf } from "./guard.js"
 import * as Runs from "./runs.js"
 import { waitsForPerson } from "./views.js"
@@ -30,8 +30,8 @@ export interface Service {
   /** The tools of each workspace, built knowing where this server listens (their `http_fetch` never reaches it). */
   readonly toolbox: Toolbox.Service
   readonly subscribers: ReturnType<typeof makeSubscribers>
-  /** Completed when the server starts shutting down: every event stream ends. */
-  readonly closing: Deferred.Deferred<void>
+  /** Closed when the server starts shutting down: every event stream ends. */
+  readonly closing: Closing
   /** Stop: refuse new goals, end the event streams, interrupt the runs (each records `Suspended(shutdown)`). */
   readonly drain: Effect.Effect<void>
 }
@@ -102,7 +102,7 @@ export const layer = <R>(config: Config.Config, runGoal: Run<R>): Layer.Layer<Da
       const run = (goalId: string): Effect.Effect<void> => Effect.provide(runGoal(goalId, root), served)
 
       const runs = yield* Runs.make({ concurrency: config.concurrency, maxQueued: config.maxQueued, run })
-      const closing = yield* Deferred.make<void>()
+      const closing = makeClosing()
 
       /** Queue every open goal that can go on without a person, oldest first, unless another process runs it. */
       const resumeOpen = Effect.gen(function*() {
@@ -136,7 +136,7 @@ export const layer = <R>(config: Config.Config, runGoal: Run<R>): Layer.Layer<Da
           onNone: () => Effect.logWarning(`the runs did not stop within ${config.shutdownTimeoutMs} ms`),
           onSome: () => Effect.void
         })),
-        Effect.ensuring(Deferred.succeed(closing, undefined))
+        Effect.ensuring(closing.close)
       )
 
       const hosts = hostsOf(config.host, port, config.allowedHosts)

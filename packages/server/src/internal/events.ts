@@ -11,7 +11,8 @@
 import * as Sse from "@effect/experimental/Sse"
 import { HttpServerResponse } from "@effect/platform"
 import { Event, StateStore } from "@rx/kernel"
-import { Chunk, Deferred, Effect, Exit, Option, Queue, type Scope, Stream } from "effect"
+import { Chunk, Effect, Option, type Scope, Stream } from "effect"
+import { Readable } from "node:stream"
 import { InternalError, NotFound, Unavailable } from "../ApiError.js"
 
 /** A count of followers, bounded: a follower holds a place for as long as its response lasts. */
@@ -33,6 +34,34 @@ export const makeSubscribers = (max: number) => {
   }
 }
 
+/**
+ * The server's closing, as the event streams see it: each response registers how it ends, and
+ * closing ends them all (a callback each, where a fiber per response awaiting a Deferred would cost
+ * a fiber's start and stop per request).
+ */
+export const makeClosing = () => {
+  let closed = false
+  const ends = new Set<() => void>()
+  return {
+    /** Run `end` when the server closes (at once if it has), for as long as the scope lasts. */
+    whenClosing: (end: () => void): Effect.Effect<void, never, Scope.Scope> =>
+      Effect.acquireRelease(
+        Effect.sync(() => {
+          if (closed) end()
+          else ends.add(end)
+        }),
+        () => Effect.sync(() => void ends.delete(end))
+      ),
+    /** End every stream, and any opened later. */
+    close: Effect.sync(() => {
+      closed = true
+      for (const end of ends) end()
+      ends.clear()
+    })
+  }
+}
+export type Closing = ReturnType<typeof makeClosing>
+
 export interface Follow {
   readonly goalId: string
   /** The last seq the client has (`Last-Event-ID`, `?from=`); events after it follow. */
@@ -44,8 +73,8 @@ export interface Follow {
   readonly buffer: number
   /** How long a client may take nothing with its buffer full before it is disconnected. */
   readonly stallMs: number
-  /** Completed when the server shuts down: every stream ends. */
-  readonly closing: Deferred.Deferred<void>
+  /** The server shutting down: every stream ends. */
+  readonly closing: Closing
   /** Close the client's connection (a response blocked on a full socket cannot end otherwise). */
   readonly disconnect: Effect.Effect<void>
 }
@@ -62,7 +91,7 @@ const sseEvent = (event: Event.Event) =>
 /** The response following a goal's events. */
 export const respond = (
   follow: Follow
-): Effect.Effect<HttpServerResponse.HttpServerResponse, NotFound | InternalError, StateStore.StateStore> =>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, NotFound | InternalError, StateStore.StateStore | Scope.Scope> =>
   Effect.gen(function*() {
     const store = yield* StateStore.StateStore
     const summary = yield* store.goal(follow.goalId).pipe(
@@ -76,61 +105,120 @@ export const respond = (
     if ((summary.value.status === "terminated" || !follow.follow) && from >= end) {
       return follow.sse ? HttpServerResponse.empty({ status: 204 }) : HttpServerResponse.text("", { contentType: "application/x-ndjson" })
     }
-    const events = Stream.unwrapScoped(pump(store, follow, from, follow.follow ? undefined : end - 1))
-    // One write per chunk of events, not per event.
-    const text = Stream.mapChunks(events, (chunk) => Chunk.of(Chunk.join(Chunk.map(chunk, follow.sse ? sseEvent : line), "")))
-    const body = follow.sse
-      ? Stream.merge(text, Stream.tick(keepAlive).pipe(Stream.drop(1), Stream.as(": keep-alive\n\n")), { haltStrategy: "left" })
-      : text
-    return HttpServerResponse.stream(Stream.map(body, (text) => encoder.encode(text)), {
+    const body = yield* pump(store, follow, from, follow.follow ? undefined : end - 1)
+    return HttpServerResponse.raw(body, {
       contentType: follow.sse ? "text/event-stream" : "application/x-ndjson",
       headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
     })
   })
 
 /**
- * The log's events from `from` (to `last`, if given), through a bounded buffer: a fiber reads the
- * change stream into it; the response takes from it. The stream ends after `Terminated` (or
- * `last`), when the server closes, when the log cannot be read, or when the client stalls.
+ * The log's events from `from` (to `last`, if given) as the body of the response, a Node stream
+ * the server writes to the connection as it is read. A fiber in the request's scope reads the
+ * change stream and pushes each chunk of events, encoded as one piece of text, into the body; the
+ * body holds at most `buffer` events that the connection has not taken: with that many, the fiber
+ * waits for the connection to take some, and a client that takes nothing for `stallMs` is
+ * disconnected. The body ends after `Terminated` (or `last`), when the log cannot be read, when
+ * the server closes (once the connection took what the body holds; the server closes connections
+ * still open after its grace), or when the client stalls (what it still held is dropped; the
+ * client may reconnect). The body is not an Effect stream: a stream's every stage costs about as
+ * much to start as a whole request here, and a hop between fibers for every chunk of events.
  */
 const pump = (
   store: StateStore.Service,
   follow: Follow,
   from: number,
   last: number | undefined
-): Effect.Effect<Stream.Stream<Event.Event>, never, Scope.Scope> =>
+): Effect.Effect<Readable, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const buffer = yield* Queue.bounded<Event.Event>(follow.buffer)
-    // Shutting the buffer down ends the response at once: when the server closes, a client
-    // stalls, or the log cannot be read (what it still held is dropped; the client may reconnect).
-    const end = Queue.shutdown(buffer)
-    yield* Effect.forkScoped(Effect.zipRight(Deferred.await(follow.closing), end))
     const ends = (event: Event.Event) => event._tag === "Terminated" || (last !== undefined && event.seq >= last)
-    // A chunk that fits is offered at once; only one that must wait for room is timed (a timer per event costs a fiber).
-    const offer = (events: Chunk.Chunk<Event.Event>) =>
-      Effect.flatMap(Queue.size(buffer), (size) =>
-        size + Chunk.size(events) <= follow.buffer
-          ? Queue.offerAll(buffer, events)
-          : Effect.flatMap(
-            Effect.timeoutOption(Queue.offerAll(buffer, events), follow.stallMs),
-            (offered) => (Option.isSome(offered) ? Effect.void : Effect.fail("stalled" as const))
-          ))
-    yield* store.changes(follow.goalId, from).pipe(
+    const encode = follow.sse ? sseEvent : line
+    /** Called when the body has handed on all it held, while the fiber waits for room. */
+    let wake: (() => void) | undefined
+    const body = new Readable({
+      objectMode: true,
+      highWaterMark: 1,
+      read() {
+        const resume = wake
+        wake = undefined
+        resume?.()
+      }
+    })
+    // The events in each piece pushed, oldest first; those the body still holds are the last `readableLength`.
+    const pending: Array<number> = []
+    const held = () => {
+      pending.splice(0, pending.length - body.readableLength)
+      let events = 0
+      for (const count of pending) events += count
+      return events
+    }
+    /** Whether the body takes more: not ended (by `Terminated`, the log failing or the server closing), not destroyed. */
+    let ended = false
+    const open = () => !ended && !body.destroyed
+    const end = () => {
+      if (!open()) return
+      ended = true
+      body.push(null)
+    }
+    /** Push `events`, encoded once, as one piece; then, while the body holds more than `buffer` events, wait for it to hand them on. */
+    const push = (events: ReadonlyArray<Event.Event>): Effect.Effect<void, "stalled"> =>
+      Effect.suspend(() => {
+        if (!open()) return Effect.void
+        let text = ""
+        for (const event of events) text += encode(event)
+        body.push(encoder.encode(text))
+        pending.push(events.length)
+        if (held() <= follow.buffer) return Effect.void
+        return Effect.async<void>((resume) => {
+          if (held() <= follow.buffer || !open()) return resume(Effect.void)
+          wake = () => resume(Effect.void)
+          return Effect.sync(() => void (wake = undefined))
+        }).pipe(
+          Effect.timeoutOption(follow.stallMs),
+          Effect.flatMap((taken) => (Option.isSome(taken) ? Effect.void : Effect.fail("stalled" as const)))
+        )
+      })
+    // A chunk ends at the event that ends the response (nothing after it is sent), and is pushed
+    // in pieces of at most `buffer` events: a long log read at once must wait for the connection too.
+    const offer = (chunk: Chunk.Chunk<Event.Event>) => {
+      const all = Chunk.toReadonlyArray(chunk)
+      const stop = all.findIndex(ends)
+      const events = stop === -1 ? all : all.slice(0, stop + 1)
+      if (events.length <= follow.buffer) return push(events)
+      return Effect.forEach(
+        Array.from({ length: Math.ceil(events.length / follow.buffer) }, (_, i) => events.slice(i * follow.buffer, (i + 1) * follow.buffer)),
+        push,
+        { discard: true }
+      )
+    }
+    const reading = store.changes(follow.goalId, from).pipe(
       Stream.takeUntil(ends),
       Stream.runForEachChunk(offer),
       Effect.tapError((error) =>
         error === "stalled"
           ? Effect.zipRight(
             Effect.logWarning(`a client following goal ${follow.goalId} took nothing for ${follow.stallMs} ms with its buffer full: disconnected`),
-            follow.disconnect
+            Effect.zipRight(Effect.sync(() => void body.destroy()), follow.disconnect)
           )
           : Effect.logError(`the events of goal ${follow.goalId} could not be read: ${error.message}`)
       ),
-      Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : end)),
       Effect.ignore,
-      // Forked while the stream acquires its resources (uninterruptibly): made interruptible, or closing would wait for it.
-      Effect.interruptible,
-      Effect.forkScoped
+      Effect.zipRight(Effect.sync(end))
     )
-    return Stream.takeUntil(Stream.fromQueue(buffer), ends)
+    // The server closing ends the body once the connection took what it holds (the server closes connections left after its grace).
+    yield* follow.closing.whenClosing(end)
+    // A comment after each quiet interval (the body holds nothing).
+    const keepingAlive = Effect.forever(Effect.zipRight(
+      Effect.sleep(keepAlive),
+      Effect.sync(() => {
+        if (body.readableLength === 0 && open()) {
+          body.push(encoder.encode(": keep-alive\n\n"))
+          pending.push(0)
+        }
+      })
+    ))
+    // Forked while the request acquires its resources (uninterruptibly): made interruptible, or closing would wait for it.
+    yield* Effect.forkScoped(Effect.interruptible(reading))
+    if (follow.sse) yield* Effect.forkScoped(Effect.interruptible(keepingAlive))
+    return body
   })
