@@ -1,6 +1,8 @@
 /**
- * Start-up as a person at a terminal feels it: the bundled `rx` (`packages/cli/dist/rx.mjs`, built
- * with `pnpm --filter @rx/cli run bundle` when absent) run as a new process, beside `node -e 0`.
+ * Start-up as a person at a terminal feels it: the bundled `rx` (`packages/cli/dist/rx.mjs` and its
+ * chunks, built with `pnpm --filter @rx/cli run bundle` when absent) run as a new process, beside
+ * `node -e 0`. The bundle is measured from a copy beside it (`dist/.bench-<pid>/`, removed after),
+ * taken while no build is writing it: a build during the measurement would change it mid-way.
  *
  * - `rx --version`, `rx list` and `rx inspect <id>` on a new log (the goals of the runs below):
  *   wall time from the spawn to the process's exit;
@@ -13,7 +15,7 @@
  */
 import { Effect, Schema } from "effect"
 import { execFileSync, spawn } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs"
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
@@ -23,7 +25,50 @@ import { join, resolve } from "node:path"
 export class StartupError extends Schema.TaggedError<StartupError>()("@rx/bench/StartupError", { message: Schema.String }) {}
 
 const root = resolve(import.meta.dirname, "..", "..", "..", "..")
-export const bundle = join(root, "packages", "cli", "dist", "rx.mjs")
+const dist = join(root, "packages", "cli", "dist")
+export const bundle = join(dist, "rx.mjs")
+const chunks = join(dist, "rx-chunks")
+
+/** The bundle's files (names, sizes, times), to tell whether a build changed them; and the newest time. */
+const listing = () => {
+  const files = [bundle, ...(existsSync(chunks) ? readdirSync(chunks).map((name) => join(chunks, name)) : [])]
+  let newest = 0
+  const text = files.map((file) => {
+    try {
+      const { mtimeMs, size } = statSync(file)
+      newest = Math.max(newest, mtimeMs)
+      return `${file} ${size} ${mtimeMs}`
+    } catch {
+      return `${file} gone`
+    }
+  }).join("\n")
+  return { text, newest }
+}
+
+/**
+ * A copy of the bundle in `dist/.bench-<pid>/` (so that it resolves its external packages as the
+ * bundle does), taken when the bundle has not changed for 3 s and did not change while copied;
+ * removed with the scope.
+ */
+const snapshot = Effect.acquireRelease(
+  Effect.gen(function*() {
+    const copy = join(dist, `.bench-${process.pid}`)
+    for (let attempt = 0; attempt < 60; attempt++) {
+      const before = listing()
+      if (Date.now() - before.newest > 3_000) {
+        rmSync(copy, { recursive: true, force: true })
+        const copied = yield* Effect.try(() => {
+          cpSync(bundle, join(copy, "rx.mjs"))
+          if (existsSync(chunks)) cpSync(chunks, join(copy, "rx-chunks"), { recursive: true })
+        }).pipe(Effect.option)
+        if (copied._tag === "Some" && listing().text === before.text) return copy
+      }
+      yield* Effect.sleep("2 seconds")
+    }
+    return yield* new StartupError({ message: `${bundle} kept changing (a build running?): no stable copy to measure in 2 minutes` })
+  }),
+  (copy) => Effect.sync(() => rmSync(copy, { recursive: true, force: true }))
+)
 
 /** Build the bundle if it is absent. */
 const ensureBundle = (log: (line: string) => void): Effect.Effect<void, StartupError> =>
@@ -115,6 +160,7 @@ const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math
 export const measure = (runs: number, log: (line: string) => void): Effect.Effect<Figures, StartupError> =>
   Effect.gen(function*() {
     yield* ensureBundle(log)
+    const copy = yield* snapshot
     const box = yield* Effect.acquireRelease(
       Effect.sync(() => mkdtempSync(join(tmpdir(), "rx-bench-startup-"))),
       (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
@@ -130,7 +176,7 @@ export const measure = (runs: number, log: (line: string) => void): Effect.Effec
       XDG_CACHE_HOME: join(box, "cache")
     }
     const model = yield* fakeModel
-    const rx = (...args: Array<string>) => exec(process.execPath, [bundle, ...args], { env, cwd: workspace })
+    const rx = (...args: Array<string>) => exec(process.execPath, [join(copy, "rx.mjs"), ...args], { env, cwd: workspace })
     const checked = (what: string, ran: Ran) =>
       ran.code === 0 ? Effect.succeed(ran) : Effect.fail(new StartupError({ message: `${what} exited ${ran.code}: ${ran.stderr.trim().slice(0, 500)}` }))
     const runGoal = Effect.gen(function*() {
