@@ -91,6 +91,7 @@ delete sqliteManifest.dependencies?.["prebuild-install"]
 writeFileSync(join(modules, "better-sqlite3", "package.json"), `${JSON.stringify(sqliteManifest, null, 2)}\n`)
 
 cpSync(join(cli, "dist", "rx.mjs"), join(stage, "rx.mjs"))
+cpSync(join(cli, "dist", "rx-chunks"), join(stage, "rx-chunks"), { recursive: true })
 if (existsSync(join(root, "LICENSE"))) cpSync(join(root, "LICENSE"), join(stage, "LICENSE"))
 const bundled = { "better-sqlite3": versionOf(sqlite), bindings: versionOf(bindings), "file-uri-to-path": versionOf(fileUri) }
 const abi = process.versions.modules

@@ -2,13 +2,19 @@
 // `rx` starts several times faster. better-sqlite3 and node-llama-cpp stay external (native
 // addons; node-llama-cpp is imported only for --model-file).
 import { build } from "esbuild"
-import { readFileSync } from "node:fs"
+import { readFileSync, rmSync } from "node:fs"
 
 const { version } = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8"))
 
+// Split at every dynamic import: a command loads only the chunks it reaches (`rx --version` none,
+// `rx list` no server, cluster, MCP or model adapter).
+rmSync("dist/rx-chunks", { recursive: true, force: true })
 await build({
-  entryPoints: ["dist/src/bin.js"],
-  outfile: "dist/rx.mjs",
+  entryPoints: { rx: "dist/src/bin.js" },
+  outdir: "dist",
+  outExtension: { ".js": ".mjs" },
+  splitting: true,
+  chunkNames: "rx-chunks/[name]-[hash]",
   bundle: true,
   platform: "node",
   target: "node20",

@@ -9,7 +9,7 @@ import { Args, CliConfig, Command, HelpDoc, Options, ValidationError } from "@ef
 import { Array as Arr, Console, Effect, Either, Option } from "effect"
 import * as Commands from "./Commands.js"
 import * as Output from "./internal/output.js"
-import { Settings } from "@rx/host"
+import * as Settings from "@rx/host/Settings"
 import * as Usage from "./Usage.js"
 
 /** A flag as an option: a switch, a text (optional), or a text given as often as wanted. */

@@ -3,15 +3,14 @@
  * call the host, print. What the command line accepts is in `Usage`, parsed by `Cli`.
  */
 import { FileSystem, Path } from "@effect/platform"
-import { Goals, Log, Serve, Settings, Setup } from "@rx/host"
-import { LanguageModel, Replay, Runner, StateStore } from "@rx/kernel"
-import { Doctor, SqliteStore } from "@rx/store-sqlite"
-import { Builtins, Sandbox } from "@rx/tools"
-import { Console, Deferred, Effect, Layer, Option, Schema, Stream } from "effect"
-import * as Demo from "./Demo.js"
+import * as Goals from "@rx/host/Goals"
+import * as Log from "@rx/host/Log"
+import * as Settings from "@rx/host/Settings"
+import { Replay } from "@rx/kernel"
+import { Doctor } from "@rx/store-sqlite"
+import { Console, Effect, Option, Schema, Stream } from "effect"
 import * as ExitCode from "./ExitCode.js"
-import { ExitStatus, note, printer, runGoal, say, sayJson, setExit, whereOf } from "./internal/goal.js"
-import { onTerminate } from "./internal/interrupt.js"
+import { ExitStatus, note, runGoal, say, sayJson, setExit, whereOf } from "./internal/goal.js"
 import * as Render from "./Render.js"
 import * as Usage from "./Usage.js"
 
@@ -23,7 +22,7 @@ export type UsageError = Settings.UsageError
 
 /** What a command is given: its settings' flags, its other flags and its argument. */
 export interface Flags {
-  readonly settings: Setup.Given
+  readonly settings: Settings.Given
   /** The argument of a command that takes a goal id. */
   readonly goalId: string
   readonly goal: Option.Option<string>
@@ -240,147 +239,9 @@ const cancel = (flags: Flags) =>
       )
     }))
 
-/** A value as `rx config` shows it: the key never, nor a base URL's user and password. */
-const showValue = (key: Settings.Key, value: Settings.Value) =>
-  key === "apiKey"
-    ? "(set)"
-    : Array.isArray(value)
-    ? value.join(",")
-    : key === "baseUrl" || key === "server"
-    ? Settings.redactUserinfo(String(value))
-    : String(value)
-
-const config = (flags: Flags) =>
-  Effect.gen(function*() {
-    const db = yield* Settings.database(Setup.dbFlag(flags.settings))
-    const resolved = yield* Setup.resolve(flags.settings, Settings.runKeys)
-    const entries = Settings.runKeys.map((key) => {
-      if (key === "db") return { key, value: db.label, from: db.source === "env" ? "env RX_DB" : db.source }
-      const found = resolved.found[key]
-      const s: Settings.Setting = Settings.table[key]
-      // A default is shown as the value it gives; a setting with none is unset.
-      return found === undefined
-        ? { key, value: s.shownDefault ?? null, from: s.shownDefault === undefined ? "unset" : "default" }
-        : { key, value: showValue(key, found.value), from: Settings.describeSource(found.source) }
-    })
-    // What `auto` means on this machine: the shell in bubblewrap, or no shell offered (and why).
-    const mode = resolved.values.sandbox ?? "auto"
-    const here = mode !== "auto" ? undefined : yield* Effect.map(Sandbox.resolve("auto", resolved.workspace), (found) =>
-      found._tag === "Bwrap"
-        ? { sandbox: "bwrap", line: `sandbox auto here: bubblewrap (${found.path}), so shell runs sandboxed` }
-        : { sandbox: "unavailable", line: `sandbox auto here: bubblewrap cannot be used, so shell is not offered (${found._tag === "Unavailable" ? found.reason : "no sandbox"}); --sandbox none offers it unsandboxed` })
-    if (flags.json) {
-      return yield* Console.log(Render.jsonLine(JSON.stringify({
-        files: resolved.files.map(({ file, found }) => ({ file, found: Option.isSome(found) })),
-        settings: Object.fromEntries(entries.map(({ from, key, value }) => [key, key === "sandbox" && here !== undefined ? { value, from, here: here.sandbox } : { value, from }]))
-      })))
-    }
-    const width = Math.max(...entries.map((e) => e.key.length)) + 2
-    yield* say([
-      "config files, nearest first:",
-      ...resolved.files.map(({ file, found }) => `  ${file}${Option.isSome(found) ? "" : " (none)"}`),
-      "",
-      `${"setting".padEnd(width)}${"value".padEnd(34)}from`,
-      ...entries.map(({ from, key, value }) => `${key.padEnd(width)}${(value ?? "-").padEnd(33)} ${from}`),
-      ...(here === undefined ? [] : ["", here.line])
-    ].join("\n"))
-  })
-
-/** Until SIGTERM (routed here) or Ctrl-C (which interrupts the command, bin.ts). */
-const untilStopped = Effect.gen(function*() {
-  const stop = yield* Deferred.make<void>()
-  yield* onTerminate(() => Effect.runFork(Deferred.succeed(stop, undefined)))
-  yield* Deferred.await(stop)
-})
-
-const serve = (flags: Flags) =>
-  Effect.gen(function*() {
-    let serving: Serve.Serving | undefined
-    yield* Effect.scoped(Effect.gen(function*() {
-      const s = yield* Serve.serve({ ...flags, given: flags.settings })
-      serving = s
-      const address = s.url === `http://${s.host}:${s.port}` ? s.url : `${s.host} port ${s.port} (${s.url} from this machine)`
-      yield* say([
-        `rx serve: listening on ${address} (goals in ${s.workspace}, model ${s.model}, log ${s.db.label}${s.cluster ? ", run by the cluster's workers" : ""})`,
-        s.token.kept === "env"
-          ? "  token: RX_TOKEN"
-          : `  token: in ${s.token.file}, ${s.token.kept === "reused" ? "kept from the last start (--new-token makes a new one)" : "new"} (send it as Authorization: Bearer <token>)`,
-        `  inspector: open ${s.url}/ in a browser (it asks for the token once)`,
-        s.cluster
-          ? "  Ctrl-C or SIGTERM stops it; the workers go on with the goals"
-          : "  Ctrl-C or SIGTERM stops it; running goals stay open, recorded, and resume at the next start"
-      ].join("\n"))
-      yield* untilStopped
-      yield* say("rx serve: stopping: the runs in flight record where they are")
-    })).pipe(
-      // Said once everything is closed (the runs stopped, the log closed), however it stopped.
-      Effect.ensuring(Effect.suspend(() =>
-        serving === undefined
-          ? Effect.void
-          : say(`rx serve: stopped; ${serving.cluster ? "the workers go on with the goals" : "open goals stay recorded and resume at the next start"}`)
-      ))
-    )
-  })
-
-const worker = (flags: Flags) =>
-  Effect.scoped(Effect.gen(function*() {
-    const w = yield* Serve.worker({ ...flags, given: flags.settings })
-    yield* say([
-      `rx worker: on ${w.host}:${w.port}, goals of ${w.db.label}, ${w.concurrency} at once, model ${w.model}`,
-      `  workspace root ${w.volume.root} (volume ${w.volume.id}); failover ${w.failoverSeconds} s`,
-      `  Ctrl-C or SIGTERM drains it: its goals have ${w.drainSeconds} s to end, then go on on the other workers`
-    ].join("\n"))
-    yield* untilStopped
-  }))
-
-const demo = (flags: Flags) =>
-  Effect.scoped(Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    // Removed when the demo ends (after its log is closed), unless --keep.
-    const root = flags.keep ? yield* fs.makeTempDirectory({ prefix: "rx-demo-" }) : yield* fs.makeTempDirectoryScoped({ prefix: "rx-demo-" })
-    const workspace = path.join(root, "workspace")
-    const db = path.join(root, "rx.db")
-    const human = (text: string) => (flags.json ? Effect.void : say(text))
-    yield* fs.makeDirectory(workspace)
-    yield* Effect.forEach(Object.entries(Demo.files), ([name, text]) => fs.writeFileString(path.join(workspace, name), text), { discard: true })
-    yield* human([
-      "rx demo: the model is SCRIPTED (its answers are written in advance), so this runs with no model installed.",
-      "Everything else is real: the tools, the workspace, the SQLite log.",
-      `  workspace ${workspace}`,
-      `  database  ${db}`,
-      ""
-    ].join("\n"))
-    const services = Layer.mergeAll(
-      Builtins.layer({ workspace, sandbox: "none" }),
-      LanguageModel.layerScripted(Demo.script)
-    )
-    const result = yield* Effect.gen(function*() {
-      const outcome = yield* Runner.run({
-        goal: Demo.goal,
-        options: { maxIterations: 10, settings: { workspace, sandbox: "none", model: "scripted demo model", baseUrl: "(none)" } },
-        observe: printer(flags.json)
-      }).pipe(Effect.provide(services))
-      const log = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(outcome.goalId))
-      yield* human(`\n${Render.endLine(outcome, ExitCode.of(outcome))}\n\n--- rx inspect ${outcome.goalId}\n`)
-      yield* human(Render.inspect(log, undefined).join("\n"))
-      const replayed = yield* Replay.verify(log)
-      yield* human(`\n--- rx replay ${outcome.goalId}\nidentical: ${log.length} events reproduced with no live calls (${replayed.reason})`)
-      yield* human(`\nnotes.txt now reads:\n${yield* fs.readFileString(path.join(workspace, "notes.txt"))}`)
-      yield* human(
-        flags.keep
-          ? `Look again with: rx inspect ${outcome.goalId} --db ${db}`
-          : "The demo's folder is removed now; rx demo --keep keeps it, to look again with rx inspect."
-      )
-      return outcome
-    }).pipe(Effect.provide(SqliteStore.layer({ filename: db })))
-    if (flags.keep && flags.json) yield* note(`the demo's folder is kept: ${root}`)
-    yield* setExit(ExitCode.of(result))
-  }))
-
 const doctor = (flags: Flags) =>
   Effect.gen(function*() {
-    const db = yield* Log.database(Setup.dbFlag(flags.settings))
+    const db = yield* Log.database(Settings.dbFlag(flags.settings))
     if (db.postgres) return yield* new UsageError({ message: "rx doctor checks a SQLite log; Postgres checks its own (rx list, inspect and replay read a Postgres log)" })
     const fs = yield* FileSystem.FileSystem
     if (!(yield* fs.exists(db.file).pipe(Effect.orElseSucceed(() => true)))) {
@@ -390,6 +251,15 @@ const doctor = (flags: Flags) =>
     yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Schema.encodeSync(Doctor.Report)(report)))) : say(Render.doctor(report, ExitCode.unhealthy))
     yield* setExit(report.healthy ? 0 : ExitCode.unhealthy)
   })
+
+/** A command whose module is loaded when it runs: `rx list` loads no server, no model adapter, no tools. */
+const later = <K extends string>(load: () => Promise<{ readonly [k in K]: (flags: Flags) => Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus> }>, name: K) =>
+(flags: Flags) => Effect.flatMap(Effect.promise(load), (module) => module[name](flags))
+
+const config = later(() => import("./internal/config.js"), "config")
+const serve = later(() => import("./internal/serving.js"), "serve")
+const worker = later(() => import("./internal/serving.js"), "worker")
+const demo = later(() => import("./Demo.js"), "demo")
 
 /** Each command, by name. */
 export const commands: Record<string, (flags: Flags) => Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus>> = {

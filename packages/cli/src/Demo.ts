@@ -4,8 +4,15 @@
  * answers are written in advance (the edit reads the file's hash from the previous result,
  * as a real model must).
  */
-import { Effect } from "effect"
-import { LanguageModel } from "@rx/kernel"
+import { FileSystem, Path } from "@effect/platform"
+import { LanguageModel, Replay, Runner, StateStore } from "@rx/kernel"
+import { SqliteStore } from "@rx/store-sqlite"
+import { Builtins } from "@rx/tools"
+import { Effect, Layer } from "effect"
+import type { Flags } from "./Commands.js"
+import * as ExitCode from "./ExitCode.js"
+import { type ExitStatus, note, printer, say, setExit } from "./internal/goal.js"
+import * as Render from "./Render.js"
 
 export const goal = "Replace the TODO line in notes.txt with a one-line summary, then check it."
 
@@ -42,3 +49,50 @@ export const script: ReadonlyArray<LanguageModel.Step> = [
   LanguageModel.callTool("search_text", { pattern: "^Summary:" }, "Let me check the edit landed."),
   LanguageModel.done("notes.txt now ends with a one-line summary instead of the TODO.")
 ]
+
+/** `rx demo`: the goal above in a temporary folder, then `rx inspect` and `rx replay` of it. */
+export const demo = (flags: Flags): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus> =>
+  Effect.scoped(Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    // Removed when the demo ends (after its log is closed), unless --keep.
+    const root = flags.keep ? yield* fs.makeTempDirectory({ prefix: "rx-demo-" }) : yield* fs.makeTempDirectoryScoped({ prefix: "rx-demo-" })
+    const workspace = path.join(root, "workspace")
+    const db = path.join(root, "rx.db")
+    const human = (text: string) => (flags.json ? Effect.void : say(text))
+    yield* fs.makeDirectory(workspace)
+    yield* Effect.forEach(Object.entries(files), ([name, text]) => fs.writeFileString(path.join(workspace, name), text), { discard: true })
+    yield* human([
+      "rx demo: the model is SCRIPTED (its answers are written in advance), so this runs with no model installed.",
+      "Everything else is real: the tools, the workspace, the SQLite log.",
+      `  workspace ${workspace}`,
+      `  database  ${db}`,
+      ""
+    ].join("\n"))
+    const services = Layer.mergeAll(
+      Builtins.layer({ workspace, sandbox: "none" }),
+      LanguageModel.layerScripted(script)
+    )
+    const result = yield* Effect.gen(function*() {
+      const outcome = yield* Runner.run({
+        goal: goal,
+        options: { maxIterations: 10, settings: { workspace, sandbox: "none", model: "scripted demo model", baseUrl: "(none)" } },
+        observe: printer(flags.json)
+      }).pipe(Effect.provide(services))
+      const log = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(outcome.goalId))
+      yield* human(`\n${Render.endLine(outcome, ExitCode.of(outcome))}\n\n--- rx inspect ${outcome.goalId}\n`)
+      yield* human(Render.inspect(log, undefined).join("\n"))
+      const replayed = yield* Replay.verify(log)
+      yield* human(`\n--- rx replay ${outcome.goalId}\nidentical: ${log.length} events reproduced with no live calls (${replayed.reason})`)
+      yield* human(`\nnotes.txt now reads:\n${yield* fs.readFileString(path.join(workspace, "notes.txt"))}`)
+      yield* human(
+        flags.keep
+          ? `Look again with: rx inspect ${outcome.goalId} --db ${db}`
+          : "The demo's folder is removed now; rx demo --keep keeps it, to look again with rx inspect."
+      )
+      return outcome
+    }).pipe(Effect.provide(SqliteStore.layer({ filename: db })))
+    if (flags.keep && flags.json) yield* note(`the demo's folder is kept: ${root}`)
+    yield* setExit(ExitCode.of(result))
+  }))
+

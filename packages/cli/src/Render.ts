@@ -4,7 +4,8 @@
  */
 import { Audit, Event, GoalSummary, Options, State } from "@rx/kernel"
 import type { Doctor } from "@rx/store-sqlite"
-import { Notes, Settings } from "@rx/host"
+import * as Notes from "@rx/host/Notes"
+import * as Settings from "@rx/host/Settings"
 
 const { redactUserinfo } = Settings
 

@@ -5,7 +5,8 @@
  */
 import type { Array as Arr } from "effect"
 import * as ExitCode from "./ExitCode.js"
-import { Settings, Version } from "@rx/host"
+import * as Settings from "@rx/host/Settings"
+import * as Version from "@rx/host/Version"
 
 /** The package's version, fixed when the binary is bundled ("development" in an unbundled build). */
 export const version: string = Version.version

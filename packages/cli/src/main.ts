@@ -1,6 +1,5 @@
-#!/usr/bin/env node
-/** The `rx` binary: @effect/cli runs the command (`Cli`), any error is rendered as one line, the process exits with its code. */
-import { NodeContext } from "@effect/platform-node"
+/** The `rx` command: @effect/cli runs it (`Cli`), any error is rendered as one line, the process exits with its code. */
+import * as NodeContext from "@effect/platform-node/NodeContext"
 import { Cause, Effect, Exit, Fiber, Layer, Option, Ref } from "effect"
 import * as Cli from "./Cli.js"
 import { ExitStatus } from "./Commands.js"

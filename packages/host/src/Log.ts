@@ -6,7 +6,6 @@
 import { FileSystem, Path } from "@effect/platform"
 import { StateStore } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
-import { Confinement } from "@rx/tools"
 import { Console, Effect, Layer, Option } from "effect"
 import * as Postgres from "./internal/postgres.js"
 import { terminal } from "./Notes.js"
@@ -82,23 +81,4 @@ export const tokenFile = (db: Settings.Database) =>
     const path = yield* Path.Path
     // A Postgres log has no folder here: the token goes where the default log would be.
     return path.join(path.dirname(db.postgres ? yield* Settings.defaultDb : db.file), "rx-server.token")
-  })
-
-/**
- * The log's files (the database and its `-wal`, `-shm` and `-journal` siblings) and the server
- * token beside it, those that lie inside the workspace, as the tools' `hiddenPaths`: every file
- * tool refuses them and the sandbox hides them, so the agent can neither read nor rewrite its own
- * record, nor act as a client of the server. Compared by real paths, so a symlinked workspace or
- * folder does not hide the overlap.
- */
-export const hidden = (db: Settings.Database, workspace: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const real = (p: string) => fs.realPath(p).pipe(Effect.orElseSucceed(() => path.resolve(p)))
-    const root = yield* real(workspace)
-    const located = (file: string) => Effect.map(real(path.dirname(file)), (folder) => path.join(folder, path.basename(file)))
-    const log = db.postgres ? [] : ["", "-wal", "-shm", "-journal"].map((suffix) => `${db.file}${suffix}`)
-    const files = yield* Effect.forEach([...log, yield* tokenFile(db)], located)
-    return files.filter((file) => Confinement.below(root, file))
   })

@@ -17,8 +17,8 @@ import { UsageError } from "./Settings.js"
 import * as Setup from "./Setup.js"
 
 /** What `rx serve` is given besides its settings. */
-export interface ServeRequest extends Setup.McpFlags {
-  readonly given: Setup.Given
+export interface ServeRequest extends Settings.McpFlags {
+  readonly given: Settings.Given
   readonly host: Option.Option<string>
   readonly allowRemote: boolean
   readonly port: Option.Option<string>
@@ -45,7 +45,7 @@ export interface Serving {
 
 /** What `rx worker` is given besides its settings. */
 export interface WorkerRequest {
-  readonly given: Setup.Given
+  readonly given: Settings.Given
   readonly host: Option.Option<string>
   readonly allowRemote: boolean
   readonly port: Option.Option<string>
@@ -122,14 +122,14 @@ const clusterOf = (failover: Option.Option<string>, db: Settings.Database, comma
         message: `${command} needs the Postgres log of the cluster: --db postgres://USER:PASSWORD@HOST/DB (or RX_DB), the same for every worker and rx serve --cluster`
       })
     }
-    const seconds = yield* Setup.count("failover", failover, 1, 3_600, 15)
+    const seconds = yield* Settings.count("failover", failover, 1, 3_600, 15)
     return { ...(yield* Postgres.cluster), failoverMs: seconds * 1_000 }
   })
 
 /** `rx serve`: the rx HTTP API and inspector, running goals here or handing them to a cluster's workers. */
 export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError | StateStore.StoreError, Scope.Scope | FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
-    const db = yield* Log.database(Setup.dbFlag(request.given))
+    const db = yield* Log.database(Settings.dbFlag(request.given))
     const { values: v, workspace, mcp } = yield* Setup.resolve(request.given, Settings.serveKeys)
     yield* Setup.existingWorkspace(workspace)
     const cluster = request.cluster ? Option.some(yield* clusterOf(request.failover, db, "rx serve --cluster")) : Option.none()
@@ -139,14 +139,14 @@ export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError 
     }
     // With a cluster the workers' model runs the goals: this one is not needed.
     const model = Option.isSome(cluster) ? (v.model ?? "the workers'") : yield* Setup.modelName(v)
-    const port = yield* Setup.count("port", request.port, 0, 65_535, 7_433)
-    const concurrency = yield* Setup.count("concurrency", request.concurrency, 1, 1_000, 4)
+    const port = yield* Settings.count("port", request.port, 0, 65_535, 7_433)
+    const concurrency = yield* Settings.count("concurrency", request.concurrency, 1, 1_000, 4)
     const host = Option.getOrElse(Option.map(request.host, (h) => h.trim()), () => "127.0.0.1")
     const volume = yield* Option.match(cluster, {
       onNone: () => Effect.succeed(Option.none<{ readonly id: string; readonly file: string }>()),
       onSome: ({ Workspaces }) => Effect.asSome(Postgres.volume(Workspaces, workspace))
     })
-    const hidden = [...Option.match(volume, { onNone: () => [], onSome: (found) => [found.file] }), ...(yield* Log.hidden(db, workspace))]
+    const hidden = [...Option.match(volume, { onNone: () => [], onSome: (found) => [found.file] }), ...(yield* Setup.hidden(db, workspace))]
     const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, hidden)
     const { kept, token } = yield* serverToken(db, request.newToken)
     const { workspace: _recordedRoot, ...recorded } = Option.isSome(cluster) ? Setup.recordedTools(v, workspace) : Setup.recordedSettings(v, workspace, model)
@@ -213,17 +213,17 @@ const workerHost = (request: WorkerRequest) => {
 /** `rx worker`: one of the workers that run the goals of a Postgres log. */
 export const worker = (request: WorkerRequest) =>
   Effect.gen(function*() {
-    const db = yield* Log.database(Setup.dbFlag(request.given))
+    const db = yield* Log.database(Settings.dbFlag(request.given))
     const { Workers, Workspaces, failoverMs } = yield* clusterOf(request.failover, db, "rx worker")
     const { values: v, workspace } = yield* Setup.resolve(request.given, Settings.workerKeys)
     const model = yield* Setup.modelName(v)
     if (Option.isNone(request.port)) return yield* new UsageError({ message: "rx worker needs --port N: the port it listens on, which the other workers reach it at" })
-    const port = yield* Setup.count("port", request.port, 1, 65_535, 0)
-    const concurrency = yield* Setup.count("concurrency", request.concurrency, 1, 1_000, 4)
-    const drain = yield* Setup.count("drain", request.drain, 0, 3_600, 15)
+    const port = yield* Settings.count("port", request.port, 1, 65_535, 0)
+    const concurrency = yield* Settings.count("concurrency", request.concurrency, 1, 1_000, 4)
+    const drain = yield* Settings.count("drain", request.drain, 0, 3_600, 15)
     const host = yield* workerHost(request)
     const volume = yield* Postgres.volume(Workspaces, workspace)
-    const { workspace: _root, ...configured } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file, ...(yield* Log.hidden(db, workspace))])
+    const { workspace: _root, ...configured } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file, ...(yield* Setup.hidden(db, workspace))])
     // The workers' own socket is never a goal's to fetch.
     const toolsConfig = { ...configured, httpDeny: [HttpFetch.endpoint(host, port)] }
     yield* Setup.tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))

@@ -6,8 +6,7 @@
  */
 import { Path } from "@effect/platform"
 import type { Settings as RecordedSettings } from "@rx/kernel"
-import { Servers } from "@rx/mcp"
-import { Config, Effect, Either, Option, ParseResult, Schema } from "effect"
+import { Config, Effect, Either, Option, Schema } from "effect"
 import * as os from "node:os"
 
 /** A usage problem: printed as `rx: <message>`, exit 1. */
@@ -396,20 +395,6 @@ export const fromFile = (
 /** The key of the user's config file that holds each MCP server's settings, by the server's name. */
 export const mcpServersKey = "mcpServers"
 
-/** The MCP servers' settings of the user's config file (`mcpServers`): each server's, by its name. */
-export const mcpServersOf = (file: string, json: unknown): Either.Either<Readonly<Record<string, Servers.Settings>>, UsageError> => {
-  const raw = typeof json === "object" && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>)[mcpServersKey] : undefined
-  if (raw === undefined) return Either.right({})
-  return Either.mapLeft(
-    Schema.decodeUnknownEither(Schema.Record({ key: Servers.Name, value: Servers.Settings }))(raw, { onExcessProperty: "error" }),
-    (error) => {
-      const first = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
-      const where = [mcpServersKey, ...(first?.path ?? []).map(String)].join(".")
-      return new UsageError({ message: `config file ${file}: ${where}: ${first?.message ?? "is not valid"}` })
-    }
-  )
-}
-
 /** The first place that has each key: earlier places win. */
 export const merge = (...places: ReadonlyArray<Found>): Found => {
   const merged: Record<string, unknown> = {}
@@ -547,3 +532,44 @@ export const resumeKeys: ReadonlyArray<Key> = ["db", ...modelKeys, ...limitKeys,
 export const serveKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "workspace", "tools", "noShell", "sandbox", "httpAllow", ...mcpKeys]
 /** The settings of `rx worker`. */
 export const workerKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "workspace", "tools", "noShell", "sandbox", "httpAllow"]
+
+/** The flags of a command's settings, as parsed: text, or `true` for a switch given. */
+export type Given = { readonly [K in Key]?: Option.Option<string> | boolean }
+
+/** A whole number flag within bounds, or its default. */
+export const count = (flag: string, value: Option.Option<string>, min: number, max: number, fallback: number) =>
+  Option.match(value, {
+    onNone: () => Effect.succeed(fallback),
+    onSome: (text) => {
+      const n = Number(text.trim())
+      return /^\s*\d+\s*$/.test(text) && n >= min && n <= max
+        ? Effect.succeed(n)
+        : new UsageError({ message: `--${flag}: expected a whole number from ${min} to ${max}, got ${JSON.stringify(text)}` })
+    }
+  })
+
+/** A command's `--db`, if given. */
+export const dbFlag = (given: Given): Option.Option<string> => (given.db === undefined || typeof given.db === "boolean" ? Option.none() : given.db)
+
+/** What the command line says of MCP servers: `--mcp`, `--mcp-env`, `--mcp-sandbox`, each as given. */
+export interface McpFlags {
+  readonly mcp: ReadonlyArray<string>
+  readonly mcpEnv: ReadonlyArray<string>
+  readonly mcpSandbox: ReadonlyArray<string>
+}
+
+/** `--mcp` and its companions do not apply against a server, which runs goals with its own tools. */
+export const noMcp = (flags: Partial<McpFlags>, command: string) =>
+  (flags.mcp?.length ?? 0) + (flags.mcpEnv?.length ?? 0) + (flags.mcpSandbox?.length ?? 0) === 0
+    ? Effect.void
+    : new UsageError({ message: `--mcp, --mcp-env and --mcp-sandbox do not apply to ${command}: the server runs goals with its own MCP servers (rx serve --mcp)` })
+
+/** Flags given that are not in `allowed`: each is refused, as the server's own settings apply. */
+export const refuseOthers = (given: Given, allowed: ReadonlyArray<Key>, what: string, against = "--server") => {
+  const isGiven = (value: Option.Option<string> | boolean | undefined) => value === true || (typeof value === "object" && Option.isSome(value))
+  const other = keys.find((key) => !allowed.includes(key) && key !== "server" && key !== "db" && isGiven(given[key]))
+  return other === undefined
+    ? Effect.void
+    : new UsageError({ message: `--${table[other].flag} does not apply with ${against}: ${against === "--server" ? "the server runs goals with its own model, tools and sandbox" : "the workers run goals with their own model"} (${what})` })
+}
+

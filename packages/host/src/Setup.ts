@@ -9,33 +9,17 @@ import type { LlamaCpp } from "@rx/llama"
 import { OpenAiCompatible, Retry } from "@rx/llm"
 import { type LanguageModel, Options as RunOptions, Prompt, type Tool, type ToolRegistry } from "@rx/kernel"
 import { McpTools, Servers } from "@rx/mcp"
-import { Builtins, Config, Sandbox } from "@rx/tools"
-import { Console, Context, Effect, Either, Layer, Option, Redacted, Schema } from "effect"
+import { Builtins, Config, Confinement, Sandbox } from "@rx/tools"
+import { Console, Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { realpathSync } from "node:fs"
 import * as os from "node:os"
 import { basename, resolve as resolvePath } from "node:path"
 import { note, terminal } from "./Notes.js"
+import * as Log from "./Log.js"
 import * as Settings from "./Settings.js"
+import type { Given, McpFlags } from "./Settings.js"
 import { UsageError } from "./Settings.js"
 import { version } from "./Version.js"
-
-/** The flags of a command's settings, as parsed: text, or `true` for a switch given. */
-export type Given = { readonly [K in Settings.Key]?: Option.Option<string> | boolean }
-
-/** A whole number flag within bounds, or its default. */
-export const count = (flag: string, value: Option.Option<string>, min: number, max: number, fallback: number) =>
-  Option.match(value, {
-    onNone: () => Effect.succeed(fallback),
-    onSome: (text) => {
-      const n = Number(text.trim())
-      return /^\s*\d+\s*$/.test(text) && n >= min && n <= max
-        ? Effect.succeed(n)
-        : new UsageError({ message: `--${flag}: expected a whole number from ${min} to ${max}, got ${JSON.stringify(text)}` })
-    }
-  })
-
-/** A command's `--db`, if given. */
-export const dbFlag = (given: Given): Option.Option<string> => (given.db === undefined || typeof given.db === "boolean" ? Option.none() : given.db)
 
 const noted = new Set<string>()
 /** Say `line` on stderr, once per process. */
@@ -65,7 +49,7 @@ export const configFiles = (workspace: string) =>
         const json = Either.try({ try: (): unknown => JSON.parse(text), catch: (e) => (e instanceof Error ? e.message : String(e)) })
         if (Either.isLeft(json)) return yield* new UsageError({ message: `config file ${file} is not valid JSON: ${json.left}` })
         const found = yield* Settings.fromFile(file, json.right, (relative) => path.resolve(path.dirname(file), relative), place)
-        const mcp = place === "user" ? yield* Settings.mcpServersOf(file, json.right) : {}
+        const mcp = place === "user" ? yield* mcpServersOf(file, json.right) : {}
         return { file, found: Option.some(found), mcp }
       }))
   })
@@ -309,13 +293,6 @@ export const encodeServer = (server: Servers.Server): Readonly<Record<string, un
 export const recordedMcp = (settings: Settings.Recorded): ReadonlyArray<Servers.Server> =>
   Option.getOrElse(Schema.decodeUnknownOption(Schema.Array(Servers.Server))(settings.mcp ?? []), () => [])
 
-/** What the command line says of MCP servers: `--mcp`, `--mcp-env`, `--mcp-sandbox`, each as given. */
-export interface McpFlags {
-  readonly mcp: ReadonlyArray<string>
-  readonly mcpEnv: ReadonlyArray<string>
-  readonly mcpSandbox: ReadonlyArray<string>
-}
-
 /** `~/x` as a folder of the user's home; other paths as given. */
 const expandHome = (folder: string) => (folder === "~" || folder.startsWith("~/") ? `${os.homedir()}${folder.slice(1)}` : folder)
 
@@ -427,6 +404,42 @@ export const modelName = (v: Partial<Settings.Values>) =>
     : new UsageError({
       message: "which model? pass --model (or set RX_MODEL, or \"model\" in a config file; rx config shows them), e.g. --model qwen2.5-coder:7b for Ollama, or --model-file FILE to run a GGUF file inside rx"
     })
+
+/** The MCP servers' settings of the user's config file (`mcpServers`): each server's, by its name. */
+export const mcpServersOf = (file: string, json: unknown): Either.Either<Readonly<Record<string, Servers.Settings>>, UsageError> => {
+  const raw = typeof json === "object" && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>)[Settings.mcpServersKey] : undefined
+  if (raw === undefined) return Either.right({})
+  return Either.mapLeft(
+    Schema.decodeUnknownEither(Schema.Record({ key: Servers.Name, value: Servers.Settings }))(raw, { onExcessProperty: "error" }),
+    (error) => {
+      const first = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+      const where = [Settings.mcpServersKey, ...(first?.path ?? []).map(String)].join(".")
+      return new UsageError({ message: `config file ${file}: ${where}: ${first?.message ?? "is not valid"}` })
+    }
+  )
+}
+
+/**
+ * The log's files (the database and its `-wal`, `-shm` and `-journal` siblings) and the server
+ * token beside it, those that lie inside the workspace, as the tools' `hiddenPaths`: every file
+ * tool refuses them and the sandbox hides them, so the agent can neither read nor rewrite its own
+ * record, nor act as a client of the server. Compared by real paths, so a symlinked workspace or
+ * folder does not hide the overlap.
+ */
+export const hidden = (db: Settings.Database, workspace: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const real = (p: string) => fs.realPath(p).pipe(Effect.orElseSucceed(() => path.resolve(p)))
+    const root = yield* real(workspace)
+    const located = (file: string) => Effect.map(real(path.dirname(file)), (folder) => path.join(folder, path.basename(file)))
+    const log = db.postgres ? [] : ["", "-wal", "-shm", "-journal"].map((suffix) => `${db.file}${suffix}`)
+    const files = yield* Effect.forEach([...log, yield* Log.tokenFile(db)], located)
+    return files.filter((file) => Confinement.below(root, file))
+  })
+
+/** The flags of a command's settings, and of its MCP servers (`Settings`). */
+export type { Given, McpFlags }
 
 /** A goal (file or standard input) may be at most this many bytes. */
 const maxGoalBytes = 1024 * 1024

@@ -3,8 +3,9 @@
  * JSON lines with `--json`), a live status line on a terminal, Ctrl-C and SIGTERM, approvals
  * asked in place, and the exit code of how it ended.
  */
-import { NodeContext } from "@effect/platform-node"
-import { Goals, Log } from "@rx/host"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as Goals from "@rx/host/Goals"
+import * as Log from "@rx/host/Log"
 import { Control, Event, Goal, type Options as RunOptions, State } from "@rx/kernel"
 import { Cause, Console, Context, Effect, Exit, Fiber, Layer, Ref } from "effect"
 import * as Approval from "../Approval.js"

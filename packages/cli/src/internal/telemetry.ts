@@ -6,7 +6,6 @@
  * unless the protocol says protobuf, through @effect/opentelemetry's exporter (no OpenTelemetry
  * SDK), and the last batch is sent when the Layer's scope closes, before rx exits.
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Effect, Either, Layer, Option, Schema } from "effect"
 
 /** The environment variables, as `process.env` holds them. */
@@ -112,13 +111,13 @@ export const settings = (env: Env): Either.Either<Option.Option<Settings>, Inval
 export const exporter = (settings: Settings, serviceVersion: string): Layer.Layer<never, TelemetryUnavailable> =>
   Layer.unwrapEffect(
     Effect.tryPromise({
-      try: () => Promise.all([import("@effect/opentelemetry/OtlpTracer"), import("@effect/opentelemetry/OtlpSerialization")]),
+      try: () => Promise.all([import("@effect/opentelemetry/OtlpTracer"), import("@effect/opentelemetry/OtlpSerialization"), import("@effect/platform-node/NodeHttpClient")]),
       catch: (cause) =>
         new TelemetryUnavailable({
           message: `tracing is configured (${switches.join(", ")}) but @effect/opentelemetry cannot be loaded: install it, or unset those variables [${String(cause)}]`
         })
     }).pipe(
-      Effect.map(([OtlpTracer, OtlpSerialization]) =>
+      Effect.map(([OtlpTracer, OtlpSerialization, NodeHttpClient]) =>
         OtlpTracer.layer({
           url: settings.url,
           resource: { serviceName: settings.serviceName, serviceVersion: settings.serviceVersion ?? serviceVersion },
