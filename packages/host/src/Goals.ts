@@ -195,6 +195,7 @@ export const make = (given: Settings.Given, reach: Reach = {}) =>
 export const layer = (given: Settings.Given, reach: Reach = {}) => Layer.effect(Goals, make(given, reach))
 export const layerLocal = (db: Settings.Database) => Layer.effect(Goals, makeLocal(db))
 export const layerHttp = (url: string, given: Settings.Given = {}) => Layer.effect(Goals, makeHttp(url, given))
+export const layerCluster = (db: Settings.Database, failover: Option.Option<string> = Option.none()) => Layer.effect(Goals, makeCluster(db, failover))
 
 /** The goals of the rx serve at `url`, with the token the settings name (`RX_TOKEN`, or the token file of a server on this machine). */
 export const makeHttp = (url: string, given: Settings.Given) => Effect.flatMap(Effect.promise(() => import("./internal/http.js")), (m) => m.makeHttp(url, given))

@@ -238,3 +238,15 @@ export const worker = (request: WorkerRequest) =>
     const working: Working = { host, port, concurrency, model, db, volume: { root: volume.root, id: volume.id }, failoverSeconds: failoverMs / 1_000, drainSeconds: drain }
     return working
   })
+
+/** The server listening, for as long as the Layer lasts. */
+export class Listening extends Context.Tag("@rx/host/Serve/Listening")<Listening, Serving>() {}
+
+/** A worker running, for as long as the Layer lasts. */
+export class Worker extends Context.Tag("@rx/host/Serve/Worker")<Worker, Working>() {}
+
+/** `rx serve` as a Layer: built, it listens; released, the runs in flight record where they are. */
+export const layer = (request: ServeRequest) => Layer.scoped(Listening, serve(request))
+
+/** `rx worker` as a Layer: built, it takes goals; released, it drains. */
+export const layerWorker = (request: WorkerRequest) => Layer.scoped(Worker, worker(request))
