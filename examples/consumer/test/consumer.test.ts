@@ -395,7 +395,12 @@ describe("rx installed from its tarballs", () => {
       })
     for (const p of packed) {
       const m = manifestAt(p.dir)
-      const files = [...sources(join(p.dir, "src")), ...Object.values(m.bin ?? {}).map((bin) => join(p.dir, bin))]
+      // A bundled bin's code spans it and the chunks it loads (`<bin>-chunks/` beside it).
+      const chunks = (bin: string) => {
+        const dir = join(p.dir, bin.replace(/\.m?js$/, "-chunks"))
+        return existsSync(dir) ? readdirSync(dir).map((name) => join(dir, name)) : []
+      }
+      const files = [...sources(join(p.dir, "src")), ...Object.values(m.bin ?? {}).flatMap((bin) => [join(p.dir, bin), ...chunks(bin)])]
       const imported = new Set(files.flatMap((file) => importsOf(readFileSync(file, "utf8"))).filter((n) => n !== undefined))
       // `@types/*` dependencies are never imported: they type what a dependency's declarations refer to.
       const declared = new Set([...Object.keys(m.dependencies ?? {}).filter((name) => !name.startsWith("@types/")), ...Object.keys(m.peerDependencies ?? {})])

@@ -5,7 +5,6 @@
  * cannot work stops the command with one line and an untouched log.
  */
 import { FileSystem, Path } from "@effect/platform"
-import type { LlamaCpp } from "@rx/llama"
 import { OpenAiCompatible, Retry } from "@rx/llm"
 import { type LanguageModel, Options as RunOptions, Prompt, type Tool, type ToolRegistry } from "@rx/kernel"
 import { McpTools, Servers } from "@rx/mcp"
@@ -173,7 +172,7 @@ export const toolNotes = (config: Config.Input, strict: boolean) =>
 export const tell = (notes: ReadonlyArray<string>) => Effect.forEach(notes, note, { discard: true })
 
 /** Why the model Layer of a run could not be built: each says so in one line. */
-export type ModelError = OpenAiCompatible.InvalidConfig | LlamaCpp.InvalidConfig | LlamaCpp.LoadError | UsageError
+export type ModelError = OpenAiCompatible.InvalidConfig | UsageError
 
 /**
  * The model Layer of these settings: the GGUF file of `modelFile`, run in this process, or else
@@ -197,7 +196,7 @@ const localModel = (v: Partial<Settings.Values>, file: string): Layer.Layer<Lang
         ...(v.temperature === undefined ? {} : { temperature: v.temperature }),
         ...(v.seed === undefined ? {} : { seed: v.seed }),
         ...(v.timeout === undefined ? {} : { timeoutMs: v.timeout * 1000 })
-      })
+      }).pipe(Layer.mapError((error) => new UsageError({ message: error.message })))
     ))
   )
 
