@@ -1,8 +1,10 @@
 /**
- * The goals a command works on, wherever they are: in a log on this machine (`layerLocal`), or at
- * an `rx serve` (`layerHttp`, through `@rx/server`'s typed `Client`). Each command is written once
- * against this service; `layer` picks the place the settings name (`--server`, `RX_SERVER`, else
- * the log of `--db`, `RX_DB` or the default).
+ * The goals a command works on, wherever they are: in a log on this machine (`layerLocal`), at an
+ * `rx serve` (`layerHttp`, through `@rx/server`'s typed `Client`), or run by a cluster's workers
+ * (`layerCluster`). Each command is written once against this service; `layer` picks the place
+ * the settings name (`--server` or `RX_SERVER`, else `--cluster`, else the log of `--db`, `RX_DB`
+ * or the default). What only some commands need (the HTTP client, the cluster, the model and tool
+ * Layers of a run) is loaded when used.
  */
 import type { FileSystem, Path } from "@effect/platform"
 import { Control, type Event, Goal, type GoalSummary, type Options as RunOptions, type Runner, State, StateStore } from "@rx/kernel"
@@ -182,7 +184,9 @@ export interface Reach {
 
 /** The goals at the server the settings name, else those a cluster's workers run, else in the log they name. */
 export const make = (given: Settings.Given, reach: Reach = {}) =>
-  Effect.flatMap(
+  reach.cluster !== true && reach.failover !== undefined && Option.isSome(reach.failover)
+    ? new UsageError({ message: "--failover applies with --cluster" })
+    : Effect.flatMap(
     serverOf(given),
     Option.match({
       onNone: () =>
@@ -190,7 +194,7 @@ export const make = (given: Settings.Given, reach: Reach = {}) =>
           reach.cluster === true ? makeCluster(db, reach.failover ?? Option.none()) : makeLocal(db)),
       onSome: (url) => reach.cluster === true ? new UsageError({ message: "--cluster and --server name two places: give one" }) : makeHttp(url, given)
     })
-  )
+    )
 
 export const layer = (given: Settings.Given, reach: Reach = {}) => Layer.effect(Goals, make(given, reach))
 export const layerLocal = (db: Settings.Database) => Layer.effect(Goals, makeLocal(db))
