@@ -7,7 +7,8 @@
 import { FileSystem, Path } from "@effect/platform"
 import { OpenAiCompatible, Retry } from "@rx/llm"
 import { type LanguageModel, Options as RunOptions, Prompt, type Tool, type ToolRegistry } from "@rx/kernel"
-import { McpTools, Servers } from "@rx/mcp"
+import type { McpTools } from "@rx/mcp"
+import * as Servers from "@rx/mcp/Servers"
 import { Builtins, Config, Confinement, Sandbox } from "@rx/tools"
 import { Console, Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { realpathSync } from "node:fs"
@@ -272,6 +273,8 @@ export const mcpTools = (mcp: Mcp, tools: Config.Input, v: Partial<Settings.Valu
       Effect.mapError((error) => new UsageError({ message: `MCP server ${sandboxed.name} is to run in the sandbox: ${error.message}` }))
     )
     const guards = Sandbox.guardsOf(workspace, config.protectedPaths, config.hiddenPaths)
+    // The MCP client (and its SDK) is loaded only for a goal that has MCP servers.
+    const { McpTools } = yield* Effect.promise(() => import("@rx/mcp"))
     return yield* McpTools.make(mcp.servers, {
       workspace,
       guards,
