@@ -167,6 +167,24 @@ export const stepLine = (
   }
 }
 
+/**
+ * A sub-goal's event in the live output of the goal that delegated it: each of its steps as
+ * `stepLine` says it, under the sub-goal's id, and its start and end.
+ */
+export const subGoalLine = (event: Event.Event, started: ReadonlyMap<string, { readonly input: unknown }>): string | undefined => {
+  const id = `  ${oneLine(event.goalId, 80)} `
+  switch (event._tag) {
+    case "GoalSubmitted":
+      return `${id}sub-goal${event.parent === undefined ? "" : ` of ${oneLine(event.parent.goalId, 80)} (call ${oneLine(event.parent.callId, 80)})`}: ${oneLine(event.goal, 200)}`
+    case "Terminated":
+      return `${id}ended ${event.reason}: ${oneLine(event.detail, 200)}`
+    default: {
+      const line = stepLine(event, started)
+      return line === undefined ? undefined : `${id}${line.trimStart()}`
+    }
+  }
+}
+
 /** Characters of a thought shown. */
 export const thoughtChars = 200
 
@@ -202,6 +220,16 @@ export const nextSteps = (result: { readonly status: "terminated" | "suspended";
   const id = result.goalId
   const flag = where === undefined ? "" : "db" in where ? ` --db ${shellWord(where.db)}` : ` --server ${shellWord(where.server)}`
   const awaiting = result.state.awaiting
+  const child = result.state.suspended?.child
+  if (child !== undefined) {
+    // It waits on a sub-goal: what to do is the sub-goal's, then this goal goes on with it.
+    const sub = shellWord(child)
+    return [
+      `goal ${oneLine(id, 200)} waits on its sub-goal ${oneLine(child, 200)} (${result.reason}): rx inspect ${sub}${flag} shows it`,
+      ...(result.reason === "awaiting_approval" ? [`  approve: rx approve ${sub}${flag}`, `  deny:    rx deny ${sub} --reason "..."${flag}`] : []),
+      where !== undefined && "server" in where ? "  then the server goes on with both" : `  then:    rx resume ${id}${flag} goes on with both`
+    ].join("\n")
+  }
   if (result.reason === "awaiting_approval" && awaiting !== null && awaiting.decision === null) {
     const [head, ...input] = callView(awaiting.tool, awaiting.input, `rx inspect ${id} --step ${result.state.iteration}${flag}`)
     return [

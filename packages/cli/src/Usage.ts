@@ -37,7 +37,7 @@ const flag = (name: string, placeholder: string, description: string): Flag => (
 export const json = flag("json", "", "print each event as one JSON line (and nothing else on stdout)")
 
 const model: ReadonlyArray<Settings.Key> = ["baseUrl", "model", "apiKey", "mode", "modelFile", "threads", "context", "seed", "temperature", "maxOutputTokens", "timeout", "retries"]
-export const limits: ReadonlyArray<Settings.Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars"]
+export const limits: ReadonlyArray<Settings.Key> = Settings.limitKeys
 const tools: ReadonlyArray<Settings.Key> = ["workspace", "tools", "noShell", "sandbox", "httpAllow", "ask", "deny", "instructions", "agentsMd"]
 /** How MCP servers are started and bounded. */
 export const mcp: ReadonlyArray<Settings.Key> = ["mcpStartTimeout", "mcpMaxTools", "mcpMaxSchema"]

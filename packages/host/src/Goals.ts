@@ -8,6 +8,7 @@ import { FileSystem, type Path } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { Control, type Event, Goal, type GoalSummary, Options as RunOptions, Runner, State, StateStore } from "@rx/kernel"
 import { type Api, type ApiError, Client, Config as ServerConfig } from "@rx/server"
+import { Delegate } from "@rx/tools"
 import { Context, Effect, Layer, Option, Schedule, Stream } from "effect"
 import { resolve as resolvePath } from "node:path"
 import * as Postgres from "./internal/postgres.js"
@@ -128,13 +129,16 @@ export const makeLocal = (db: Settings.Database) =>
         const launch = yield* Setup.mcpLaunch(servers, request.mcpEnv, mcp)
         const services = yield* Setup.services(v, model, tools, v.tools !== undefined, { servers, launch })
         const mcpNames = services.mcp.names
-        const chosen = yield* Settings.approval(v.ask ?? [], v.deny ?? [], [...Setup.builtinNames, ...mcpNames], [...services.offered, ...mcpNames])
+        // `delegate` (sub-goals), only when --tools names it.
+        const delegating = Setup.delegates(v)
+        const offered = [...services.offered, ...(delegating ? [Delegate.name] : [])]
+        const chosen = yield* Settings.approval(v.ask ?? [], v.deny ?? [], [...Setup.toolNamesKnown, ...mcpNames], [...offered, ...mcpNames])
         // An MCP server's destructive tools ask a person, unless --deny names them.
         const approval = { ...Object.fromEntries(services.mcp.ask.map((name) => [name, "ask" as const])), ...chosen }
         const settings: Settings.Recorded = {
           ...Setup.recordedSettings(v, workspace, model),
-          // The tools offered, when not all the built-ins: a resume offers the same ones.
-          ...(services.offered.length === Setup.builtinNames.length ? {} : { tools: services.offered }),
+          // The tools offered, when not all the built-ins alone: a resume offers the same ones.
+          ...(offered.length === Setup.builtinNames.length && !delegating ? {} : { tools: offered }),
           // The MCP servers: a resume starts them again. Their variables' values are never recorded.
           ...(servers.length === 0 ? {} : { mcp: servers.map(Setup.encodeServer) }),
           // What they listed and were not offered.
@@ -146,7 +150,7 @@ export const makeLocal = (db: Settings.Database) =>
         yield* Setup.tell(services.notes)
         return yield* Runner.submit({ goal, options, observe: hooks.observe, ...(instructions === "" ? {} : { instructions }) }).pipe(
           Effect.flatMap((goalId) => Runner.resume(goalId, hooks)),
-          Effect.provide(services.layer),
+          Effect.provide(Setup.delegation(services.layer, tools, delegating ? hooks : undefined)),
           withLog("create")
         )
       })).pipe(Effect.provide(context))
@@ -181,6 +185,7 @@ export const makeLocal = (db: Settings.Database) =>
         const model = yield* Setup.modelName(v)
         // The tools the goal was offered, as far as they can run here (said at start if not).
         const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
+        const delegating = recorded.tools?.includes(Delegate.name) === true
         const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* Log.hidden(db, workspace))
         // The goal's MCP servers again; their tools as the goal recorded them.
         const servers = Setup.recordedMcp(recorded)
@@ -198,7 +203,7 @@ export const makeLocal = (db: Settings.Database) =>
           ? (yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId, state.seq))).filter((e): e is Event.Of<"OptionsChanged"> => e._tag === "OptionsChanged")
           : []
         if (hooks.starting !== undefined) yield* hooks.starting({ state, settings: { ...recorded, ...settings }, before: state.options, changed: appended })
-        return yield* Runner.resume(goalId, hooks).pipe(Effect.provide(services.layer))
+        return yield* Runner.resume(goalId, hooks).pipe(Effect.provide(Setup.delegation(services.layer, tools, delegating ? hooks : undefined)))
       })).pipe(withLog("write"))
 
     /** How often a follower checks that a runner still holds the goal. */
@@ -244,7 +249,15 @@ export const makeLocal = (db: Settings.Database) =>
           const outcome = yield* (d.approve ? Control.approve(d.goalId, d.by, callId) : Control.deny(d.goalId, d.by, d.reason, callId)).pipe(
             Effect.catchTags({
               "@rx/kernel/GoalNotFound": () => noGoal(d.goalId),
-              "@rx/kernel/NothingToDecide": (error) => new UsageError({ message: `${error.message} (rx inspect ${d.goalId} shows its approvals)` })
+              "@rx/kernel/NothingToDecide": (error) =>
+                Effect.flatMap(Goal.restore(d.goalId), (state) => {
+                  const child = state.suspended?.child
+                  return new UsageError({
+                    message: child === undefined
+                      ? `${error.message} (rx inspect ${d.goalId} shows its approvals)`
+                      : `goal ${d.goalId} waits on its sub-goal ${child}, not on a call of its own: rx ${d.approve ? "approve" : "deny"} ${child} decides it, then rx resume ${d.goalId} goes on with both`
+                  })
+                })
             })
           )
           const state = yield* Goal.restore(d.goalId)
