@@ -94,6 +94,22 @@ describe("rx run with delegate", () => {
       // The parent counts its sub-goals' tokens: 3 answers of its own, 2 of each sub-goal, 10 tokens each.
       const parent = State.fromEvents(root, logs.get(root) ?? [])
       expect(parent.usage.inputTokens + parent.usage.outputTokens).toBe(70)
+      // rx list shows each sub-goal under the goal that delegated it, marked; --json names its parent.
+      const listed = yield* rx(["list", "--db", box.db])
+      const lines = listed.stdout.split("\n")
+      const row = lines.findIndex((line) => line.startsWith(`${root} `))
+      expect(lines[row + 1]).toMatch(new RegExp(`^└ ${root}\\.1 +terminated\\(done\\) .*\\[A\\] run the shell$`))
+      expect(lines[row + 2]).toMatch(new RegExp(`^└ ${root}\\.2 +terminated\\(done\\) .*\\[B\\] write b\\.txt$`))
+      expect(jsonLines((yield* rx(["list", "--json", "--db", box.db])).stdout).map((g) => [g["goalId"], g["parent"]]).sort()).toEqual(
+        [[root, null], [`${root}.1`, root], [`${root}.2`, root]].sort()
+      )
+      // rx inspect places each goal in its tree.
+      const inspected = (yield* rx(["inspect", root, "--db", box.db])).stdout
+      expect(inspected).toMatch(new RegExp(`\\nsub-goals ${root}\\.1 +terminated\\(done\\) +\\[A\\] run the shell\\n {10}${root}\\.2 +terminated\\(done\\) +\\[B\\] write b\\.txt\\n`))
+      expect((yield* rx(["inspect", `${root}.2`, "--db", box.db])).stdout).toContain(`\nparent    ${root} (its call ${root}:2, depth 1): rx inspect ${root}\n`)
+      const json = JSON.parse((yield* rx(["inspect", root, "--json", "--db", box.db])).stdout) as Record<string, unknown>
+      expect(json["children"]).toMatchObject([{ goalId: `${root}.1`, status: "terminated", reason: "done" }, { goalId: `${root}.2` }])
+      expect(JSON.parse((yield* rx(["inspect", `${root}.1`, "--json", "--db", box.db])).stdout)).toMatchObject({ parent: { goalId: root, callId: `${root}:1`, depth: 1 } })
       // Replay of every log of the tree verifies, with no live call.
       const requests = model.stats.requests
       for (const id of [root, `${root}.1`, `${root}.2`]) {

@@ -79,6 +79,8 @@ export interface Service {
   readonly resume: (request: ResumeRequest, hooks: Hooks) => Effect.Effect<Goal.Result, Failure>
   /** Every goal, newest first: the log's summaries, or the server's views of them. */
   readonly list: Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
+  /** The sub-goals a goal delegated, newest first. */
+  readonly children: (goalId: string) => Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
   /** A goal's events as far as they are recorded; a goal that does not exist is an error. */
   readonly events: (goalId: string) => Effect.Effect<ReadonlyArray<Event.Event>, Failure>
   /** A goal's events as they are appended, until it terminates (or, without `wait`, nothing runs it). */
@@ -240,6 +242,7 @@ export const makeLocal = (db: Settings.Database) =>
       run,
       resume,
       list: Effect.flatMap(StateStore.StateStore, (store) => store.goals()).pipe(withLog("read")),
+      children: (goalId) => Effect.flatMap(StateStore.StateStore, (store) => store.goals({ parent: goalId })).pipe(withLog("read")),
       events: (goalId) => load(goalId).pipe(withLog("read")),
       follow,
       cancel: (goalId, reason) => Control.cancel(goalId, reason).pipe(withLog("write")),
@@ -396,6 +399,7 @@ export const makeHttp = (url: string, given: Setup.Given) =>
           return yield* follow(request.goalId, before.nextSeq, hooks)
         }),
       list: http((client) => Stream.runCollect(client.goals())).pipe(Effect.map((goals) => Array.from(goals))),
+      children: (goalId) => http((client) => Stream.runCollect(client.goals({ parent: goalId }))).pipe(Effect.map((goals) => Array.from(goals))),
       events: (goalId) => http((client) => Stream.runCollect(client.events(goalId, { follow: false }))).pipe(Effect.map((events) => Array.from(events))),
       follow: (goalId, wait) =>
         wait
