@@ -97,29 +97,47 @@ const refuse = (message: string) => new Stop({ outcome: Tool.failure("recoverabl
 const encodeOutput = Schema.encodeSync(Output)
 
 /**
- * A `ToolRegistry` with the one in context and `delegate` beside it. The sub-goals it makes are
- * given subsets of those tools (and `delegate` again, where they were given it).
+ * `base` with `delegate` beside its tools, running sub-goals with the model and store at hand. The
+ * sub-goals it makes are given subsets of those tools (and `delegate` again, where they were given it).
  */
+export const extend = (
+  base: ToolRegistry.Service,
+  config: Config = {}
+): Effect.Effect<ToolRegistry.Service, ToolRegistry.InvalidToolset, StateStore.StateStore | LanguageModel.LanguageModel> =>
+  Effect.gen(function*() {
+    const store = yield* StateStore.StateStore
+    const model = yield* LanguageModel.LanguageModel
+    if (base.specs.some((spec) => spec.name === name)) {
+      return yield* new ToolRegistry.InvalidToolset({ message: `"${name}" is already a tool of this registry` })
+    }
+    const services = Context.make(StateStore.StateStore, store).pipe(Context.add(LanguageModel.LanguageModel, model))
+    const tool = make(config, base, services)
+    const own = yield* ToolRegistry.make([tool])
+    return combine(base, own)
+  })
+
+/** A `ToolRegistry` with the one in context and `delegate` beside it (`extend`). */
 export const layer = (config: Config = {}): Layer.Layer<
   ToolRegistry.ToolRegistry,
   ToolRegistry.InvalidToolset,
   ToolRegistry.ToolRegistry | StateStore.StateStore | LanguageModel.LanguageModel
-> =>
-  Layer.effect(
-    ToolRegistry.ToolRegistry,
-    Effect.gen(function*() {
-      const base = yield* ToolRegistry.ToolRegistry
-      const store = yield* StateStore.StateStore
-      const model = yield* LanguageModel.LanguageModel
-      if (base.specs.some((spec) => spec.name === name)) {
-        return yield* new ToolRegistry.InvalidToolset({ message: `"${name}" is already a tool of this registry` })
-      }
-      const services = Context.make(StateStore.StateStore, store).pipe(Context.add(LanguageModel.LanguageModel, model))
-      const tool = make(config, base, services)
-      const own = yield* ToolRegistry.make([tool])
-      return combine(base, own)
-    })
-  )
+> => Layer.effect(ToolRegistry.ToolRegistry, Effect.flatMap(ToolRegistry.ToolRegistry, (base) => extend(base, config)))
+
+/** The tool's spec, as a goal offered it records it. */
+export const spec: Tool.Spec = Tool.make({ name, description, input: Input, output: Output, idempotent: true, execute: () => Effect.die("unused") }).spec
+
+/** Whether a goal was offered `delegate` (its recorded tools name it): its runs need `extend`. */
+export const offered = (tools: ReadonlyArray<Tool.Spec>): boolean => tools.some((t) => t.name === name)
+
+/**
+ * `base` with `delegate`'s spec beside its tools, for recording a goal that is offered it where no
+ * sub-goal runs (a server handing goals to a cluster's workers, which run them with `extend`): a
+ * call of it here is refused.
+ */
+export const offer = (base: ToolRegistry.Service): ToolRegistry.Service => ({
+  specs: [...base.specs.filter((s) => s.name !== name), spec],
+  prepare: (call) => (call.tool === name ? Either.left(`${name} does not run here: the goal runs where its sub-goals can`) : base.prepare(call))
+})
 
 /** Two registries as one: the specs of both, each call prepared by the one that has its tool. */
 const combine = (first: ToolRegistry.Service, second: ToolRegistry.Service): ToolRegistry.Service => ({
@@ -137,7 +155,7 @@ const only = (registry: ToolRegistry.Service, names: ReadonlyArray<string>): Too
 type Services = StateStore.StateStore | LanguageModel.LanguageModel
 
 const make = (config: Config, base: ToolRegistry.Service, services: Context.Context<Services>): Tool.Tool => {
-  const spec = Tool.make({ name, description, input: Input, output: Output, idempotent: true, execute: () => Effect.die("unused") })
+  const decoding = Tool.make({ name, description, input: Input, output: Output, idempotent: true, execute: () => Effect.die("unused") })
 
   /** The registry a goal with these tools, in this folder, runs with. */
   const registryFor = (names: ReadonlyArray<string>, workspace: string | undefined): Effect.Effect<ToolRegistry.Service, string, Scope.Scope> => {
@@ -306,8 +324,8 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
   }
 
   const tool: Tool.Tool = {
-    spec: spec.spec,
-    decode: spec.decode,
+    spec: decoding.spec,
+    decode: decoding.decode,
     run: (input, context) => execute(input as Input, context),
     recover: (_input, context) => recover(context)
   }
