@@ -156,7 +156,7 @@ describe("delegate", () => {
       expect((yield* Replay.verify(parent)).reason).toBe("done")
     }))
 
-  it.live("killed before any of its commits, then resumed: every log folds to the uncut run's State; no sub-goal submitted, no side effect run, twice", () =>
+  it.live("a crash just before each commit of the tree (the work before it done, its record not), then a resume: every log folds to the uncut run's State; no sub-goal submitted, no side effect run, twice", () =>
     Effect.gen(function*() {
       const tree = ["p", "p.1", "p.2"]
       const run = (store: StateStore.Service, ws: string, notes: ReturnType<typeof ledger>, runs: Map<string, number>, resume: boolean) =>
