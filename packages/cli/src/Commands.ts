@@ -184,12 +184,14 @@ const inspect = (flags: Flags) =>
     if (step !== undefined && !(Number.isSafeInteger(step) && step >= 1)) {
       return yield* new UsageError({ message: `--step: expected a step number from 1 up, got ${JSON.stringify(Option.getOrElse(flags.step, () => ""))}` })
     }
-    const events = yield* withGoals(flags, (goals) => goals.events(flags.goalId))
+    const { children, events } = yield* withGoals(flags, (goals) =>
+      Effect.all({ events: goals.events(flags.goalId), children: step === undefined ? goals.children(flags.goalId) : Effect.succeed([]) }))
     const last = Render.steps(events).length
     if (step !== undefined && step > last) {
       return yield* new UsageError({ message: `goal ${flags.goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
     }
-    yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.inspectJson(events, step)))) : say(Render.inspect(events, step).join("\n"))
+    const tree = { children }
+    yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.inspectJson(events, step, tree)))) : say(Render.inspect(events, step, tree).join("\n"))
   })
 
 const events = (flags: Flags) =>
@@ -218,7 +220,10 @@ const list = (flags: Flags) =>
       if (flags.json) return yield* Effect.forEach(found, (g) => Console.log(Render.jsonLine(JSON.stringify(g))), { discard: true })
       yield* say(
         found.length > 0
-          ? [Render.listHeader, ...found.map(Render.listLine)].join("\n")
+          ? ((ordered) => {
+            const width = Render.listWidth(ordered)
+            return [Render.listHeaderOf(width), ...ordered.map(([g, depth]) => Render.listLine(g, depth, width))].join("\n")
+          })(Render.tree(found))
           : goals.where._tag === "Server"
           ? `no goals yet at ${goals.where.url}`
           : "no goals yet (rx run \"<goal>\" starts one)"

@@ -168,6 +168,24 @@ export const stepLine = (
   }
 }
 
+/**
+ * A sub-goal's event in the live output of the goal that delegated it: each of its steps as
+ * `stepLine` says it, under the sub-goal's id, and its start and end.
+ */
+export const subGoalLine = (event: Event.Event, started: ReadonlyMap<string, { readonly input: unknown }>): string | undefined => {
+  const id = `  ${oneLine(event.goalId, 80)} `
+  switch (event._tag) {
+    case "GoalSubmitted":
+      return `${id}sub-goal${event.parent === undefined ? "" : ` of ${oneLine(event.parent.goalId, 80)} (call ${oneLine(event.parent.callId, 80)})`}: ${oneLine(event.goal, 200)}`
+    case "Terminated":
+      return `${id}ended ${event.reason}: ${oneLine(event.detail, 200)}`
+    default: {
+      const line = stepLine(event, started)
+      return line === undefined ? undefined : `${id}${line.trimStart()}`
+    }
+  }
+}
+
 /** Characters of a thought shown. */
 export const thoughtChars = 200
 
@@ -203,6 +221,16 @@ export const nextSteps = (result: { readonly status: "terminated" | "suspended";
   const id = result.goalId
   const flag = where === undefined ? "" : "db" in where ? ` --db ${shellWord(where.db)}` : ` --server ${shellWord(where.server)}`
   const awaiting = result.state.awaiting
+  const child = result.state.suspended?.child
+  if (child !== undefined) {
+    // It waits on a sub-goal: what to do is the sub-goal's, then this goal goes on with it.
+    const sub = shellWord(child)
+    return [
+      `goal ${oneLine(id, 200)} waits on its sub-goal ${oneLine(child, 200)} (${result.reason}): rx inspect ${sub}${flag} shows it`,
+      ...(result.reason === "awaiting_approval" ? [`  approve: rx approve ${sub}${flag}`, `  deny:    rx deny ${sub} --reason "..."${flag}`] : []),
+      where !== undefined && "server" in where ? "  then the server goes on with both" : `  then:    rx resume ${id}${flag} goes on with both`
+    ].join("\n")
+  }
   if (result.reason === "awaiting_approval" && awaiting !== null && awaiting.decision === null) {
     const [head, ...input] = callView(awaiting.tool, awaiting.input, `rx inspect ${id} --step ${result.state.iteration}${flag}`)
     return [
@@ -330,17 +358,47 @@ const date = (at: number) => new Date(at).toISOString()
 /** What a line of `rx list` shows of a goal: its summary, from a local log or a server. */
 export type Listed = Pick<GoalSummary.GoalSummary, "goalId" | "goal" | "iterations" | "reason" | "suspended" | "submittedAt" | "updatedAt"> & {
   readonly status: string
+  /** The goal that delegated it, for a sub-goal. */
+  readonly parent?: string | null | undefined
 }
 
 /** A goal's status: `open`, `suspended(reason)` or `terminated(reason)`. */
 export const status = (g: Listed) =>
   g.status === "terminated" ? `terminated(${g.reason ?? "?"})` : g.suspended === null ? "open" : `suspended(${g.suspended.reason})`
 
-/** `rx list`: one line per goal, saying why an open goal waits, if it does. */
-export const listLine = (g: Listed) =>
-  `${pad(g.goalId, 18)} ${pad(status(g), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(g.goal, 60)}`
+/**
+ * The goals as `rx list` orders them: newest first, each goal's sub-goals right after it (oldest
+ * first, as they were delegated), each with its depth below the goal listed above it (0 for a
+ * goal whose parent is not listed).
+ */
+export const tree = <G extends Listed>(goals: ReadonlyArray<G>): ReadonlyArray<readonly [G, number]> => {
+  const ids = new Set(goals.map((g) => g.goalId))
+  const children = new Map<string, Array<G>>()
+  for (const g of goals) {
+    if (g.parent == null || !ids.has(g.parent)) continue
+    children.set(g.parent, [g, ...(children.get(g.parent) ?? [])])
+  }
+  const out: Array<readonly [G, number]> = []
+  const visit = (g: G, depth: number) => {
+    out.push([g, depth])
+    for (const child of children.get(g.goalId) ?? []) visit(child, depth + 1)
+  }
+  for (const g of goals) if (g.parent == null || !ids.has(g.parent)) visit(g, 0)
+  return out
+}
 
-export const listHeader = `${pad("GOAL", 18)} ${pad("STATUS", 28)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
+/** The goal column of `rx list`: a sub-goal marked `└`, indented by its depth. */
+const listedId = (g: Listed, depth: number) => (depth === 0 ? g.goalId : `${"  ".repeat(depth - 1)}└ ${g.goalId}`)
+
+/** How wide the goal column of these goals is: 18, or more for longer ids. */
+export const listWidth = (goals: ReadonlyArray<readonly [Listed, number]>) => Math.max(18, ...goals.map(([g, depth]) => listedId(g, depth).length + 1))
+
+/** `rx list`: one line per goal, saying why an open goal waits, if it does; a sub-goal marked `└`, under the goal that delegated it. */
+export const listLine = (g: Listed, depth = 0, width = 18) =>
+  `${pad(listedId(g, depth), width)} ${pad(status(g), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(g.goal, 60)}`
+
+export const listHeaderOf = (width: number) => `${pad("GOAL", width)} ${pad("STATUS", 28)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
+export const listHeader = listHeaderOf(18)
 
 /** One iteration of a log, gathered for `inspect`. */
 export interface Step {
@@ -482,8 +540,23 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
   ]
 }
 
-/** `rx inspect`: the goal, every step, the tool trace, the termination audit. */
-export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undefined): ReadonlyArray<string> => {
+/** Where a goal is in its tree: the goal that delegated it (from its `GoalSubmitted`), and its own sub-goals. */
+export interface Tree {
+  readonly children: ReadonlyArray<Listed>
+}
+
+/** The lines of `rx inspect` that place a goal in its tree: its parent and call, and each sub-goal with its status. */
+const treeLines = (submitted: Event.Of<"GoalSubmitted">, tree: Tree | undefined): ReadonlyArray<string> => {
+  const parent = submitted.parent
+  const sorted = [...(tree?.children ?? [])].sort((a, b) => a.submittedAt - b.submittedAt || (a.goalId < b.goalId ? -1 : 1))
+  return [
+    ...(parent === undefined ? [] : [`parent    ${oneLine(parent.goalId, 200)} (its call ${oneLine(parent.callId, 200)}, depth ${parent.depth}): rx inspect ${shellWord(parent.goalId)}`]),
+    ...sorted.map((c, i) => `${i === 0 ? "sub-goals" : "         "} ${pad(oneLine(c.goalId, 200), 18)} ${pad(status(c), 28)} ${oneLine(c.goal, 60)}`)
+  ]
+}
+
+/** `rx inspect`: the goal, its place in its tree, every step, the tool trace, the termination audit. */
+export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undefined, tree?: Tree): ReadonlyArray<string> => {
   const submitted = events[0]
   if (submitted?._tag !== "GoalSubmitted") return ["this log does not start with GoalSubmitted"]
   const state = State.fromEvents(submitted.goalId, events)
@@ -507,7 +580,11 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     `text      ${cap(submitted.goal, 4_000)}`,
     `submitted ${date(submitted.at)}`,
     `status    ${state.terminated === null ? `open${waiting}` : `terminated (${state.terminated.reason})`}, ${plural(state.completed, "iteration")}, ${plural(events.length, "event")}`,
-    `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}`,
+    ...(state.terminated === null && state.suspended?.child !== undefined ? [`waits on  its sub-goal ${oneLine(state.suspended.child, 200)}: ${oneLine(state.suspended.detail, 200)}`] : []),
+    ...treeLines(submitted, tree),
+    `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}${
+      o.maxTotalTokens === undefined ? "" : `, maxTotalTokens ${o.maxTotalTokens}`
+    }${o.maxDepth === undefined ? "" : `, maxDepth ${o.maxDepth}`}${o.maxChildren === undefined ? "" : `, maxChildren ${o.maxChildren}`}`,
     ...(approval === "" ? [] : [`approval  ${approval} (others auto)`]),
     ...(submitted.instructions === undefined ? [] : [`instructions ${oneLine(submitted.instructions, 200)} (${submitted.instructions.length} characters)`]),
     ...(metadata === "" ? [] : [`settings  ${metadata}`]),
@@ -590,7 +667,7 @@ const stepJson = (s: Step) => {
 }
 
 /** `rx inspect --json`: the goal, its status and usage, and each step (or only step `only`). */
-export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | undefined): unknown => {
+export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | undefined, tree?: Tree): unknown => {
   const submitted = events[0]
   if (submitted?._tag !== "GoalSubmitted") return { error: "this log does not start with GoalSubmitted" }
   const all = steps(events)
@@ -609,6 +686,14 @@ export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | u
     iterations: state.completed,
     events: events.length,
     usage: state.usage,
+    parent: submitted.parent ?? null,
+    children: [...(tree?.children ?? [])].sort((a, b) => a.submittedAt - b.submittedAt).map((c) => ({
+      goalId: c.goalId,
+      goal: c.goal,
+      status: c.status,
+      reason: c.reason,
+      suspended: c.suspended
+    })),
     options: submitted.options,
     ...(submitted.instructions === undefined ? {} : { instructions: submitted.instructions }),
     tools: submitted.tools.map((t) => t.name),

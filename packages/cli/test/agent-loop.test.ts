@@ -348,7 +348,7 @@ describe("instructions and limits", () => {
       const box = sandbox()
       const base = ["run", "x", "--db", box.db, "--model", "m"]
       const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
-        [["--ask", "shell,rm"], `rx: --ask: there is no tool named "rm" (the tools: read_file, write_file, edit_file, list_dir, find_files, search_text, shell, http_fetch)\n`],
+        [["--ask", "shell,rm"], `rx: --ask: there is no tool named "rm" (the tools: read_file, write_file, edit_file, list_dir, find_files, search_text, shell, http_fetch, delegate)\n`],
         [["--ask", "shell", "--deny", "write_file,shell"], "rx: shell is in both --ask and --deny: name each tool once\n"],
         [["--deny", ","], "rx: --deny: expected names, comma-separated, got none\n"],
         [["--max-calls-per-answer", "0"], "rx: --max-calls-per-answer: expected a whole number from 1 up, got \"0\"\n"],

@@ -11,6 +11,7 @@ import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Effect, Layer, Schedule, Schema } from "effect"
 import { Goal, type LanguageModel, Runner, type StateStore, ToolRegistry } from "@rx/kernel"
+import { Delegate } from "@rx/tools"
 import * as Workspaces from "./Workspaces.js"
 
 /** What driving a goal came to: it ended, it waits (suspended), or another runner has it, or rx refused it. */
@@ -47,7 +48,18 @@ export const drive = (goalId: string): Effect.Effect<Driven, never, Services> =>
   Effect.gen(function*() {
     const state = yield* Goal.restore(goalId)
     if (state.seq === 0) return yield* new Goal.GoalNotFound({ goalId })
-    const registry = yield* Effect.flatMap(Workspaces.Workspaces, (workspaces) => workspaces.tools(goalId, state.options.settings))
+    const workspaces = yield* Workspaces.Workspaces
+    const settings = state.options.settings
+    const tools = yield* workspaces.tools(goalId, settings)
+    // A goal offered `delegate` runs its sub-goals in this drive, on this worker (a sub-goal is a
+    // goal of the same log: if this worker dies, the goal's next owner resumes it, and its sub-goal
+    // from where it was), each with the tools of its folder of the volume.
+    const registry = Delegate.offered(state.tools)
+      ? yield* Delegate.extend(tools, {
+        workspace: settings?.workspace,
+        workspaceTools: (folder) => Effect.mapError(workspaces.tools(goalId, { ...settings, workspace: folder }), (error) => error.message)
+      })
+      : tools
     return yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
   }).pipe(
     Effect.scoped,

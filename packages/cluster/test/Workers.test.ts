@@ -12,6 +12,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { type Event, Replay, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { Workers } from "@rx/cluster"
+import { Delegate } from "@rx/tools"
 import * as TestDatabase from "../../store-pg/test/database.js"
 import * as Processes from "./processes.js"
 
@@ -26,6 +27,8 @@ const tool = (name: string, idempotent: boolean) =>
     execute: () => Effect.dieMessage("the test process runs no tools")
   })
 const tools = ToolRegistry.layer([tool("append", false), tool("echo", true)])
+/** The same, and `delegate`, as a goal offered sub-goals records them. */
+const delegating = Layer.effect(ToolRegistry.ToolRegistry, Effect.map(ToolRegistry.make([tool("append", false), tool("echo", true)]), Delegate.offer))
 
 /** Goals per test (`RX_TEST_GOALS`): every worker holds several at once. */
 const goals = Number(process.env["RX_TEST_GOALS"] ?? "60")
@@ -166,4 +169,46 @@ describe("goals over three worker processes (@effect/cluster on Postgres)", () =
         expect(Math.max(...movedEnds)).toBeLessThan(failoverMs + 6_000)
       }).pipe(Effect.provide(client))
     }), { timeout: 90_000 })
+
+  it.scopedLive("sub-goals: a worker SIGKILLed while sub-goals run; each tree finishes on the others, no sub-goal made twice, no call run twice", () =>
+    Effect.gen(function*() {
+      const failoverMs = 4_000
+      const trees = 20
+      const { client, ledger, url, workers } = yield* cluster(3, failoverMs, 300)
+      yield* Effect.gen(function*() {
+        const roots = yield* Effect.forEach(
+          Array.from({ length: trees }, (_, i) => i + 1),
+          (i) => Workers.submit({ goal: `(tree) delegate the ledger (${i})`, goalId: `tree-${i}`, options: { maxIterations: 20 } })
+        ).pipe(Effect.provide(delegating))
+        // Kill the first worker seen writing the ledger: a sub-goal's call, in its parent's drive.
+        const first = yield* Effect.gen(function*() {
+          while (true) {
+            const line = ledgerOf(ledger)[0]
+            if (line !== undefined) return line
+            yield* Effect.sleep("20 millis")
+          }
+        }).pipe(Effect.timeoutFail({ duration: 20_000, onTimeout: () => new Error("no worker wrote the ledger") }))
+        const victim = workers.find((w) => w.name === first.worker)
+        if (victim === undefined) return expect.unreachable()
+        yield* victim.kill("SIGKILL")
+        const killedAt = Date.now()
+        expect((yield* victim.exit).signal).toBe("SIGKILL")
+        yield* allEnded(roots, 60_000, workers)
+        const children = roots.map((id) => `${id}.1`)
+        const { lines, logs } = yield* checkAll([...roots, ...children], ledger)
+        // Each tree: one sub-goal, linked both ways, whose two calls of `append` each ran once.
+        const store = yield* StateStore.StateStore
+        for (const root of roots) {
+          expect((yield* store.goals({ parent: root })).map((g) => g.goalId)).toEqual([`${root}.1`])
+          expect(logs.get(`${root}.1`)?.[0]).toMatchObject({ parent: { goalId: root, callId: `${root}:1`, depth: 1 } })
+          expect(logs.get(root)?.filter((e) => e._tag === "ToolSucceeded")).toMatchObject([{ output: { child: `${root}.1`, reason: "done" } }])
+        }
+        expect(lines).toHaveLength(2 * trees)
+        // The sub-goals the victim was running ended after it died: on another worker, in their parent's next drive.
+        const moved = children.filter((id) => lines.some((l) => l.goalId === id && l.worker === victim.name)).filter((id) =>
+          (logs.get(id) ?? []).some((e) => e._tag === "Terminated" && e.at > killedAt)
+        )
+        expect(moved.length, `victim ${victim.name}; ${url}`).toBeGreaterThan(0)
+      }).pipe(Effect.provide(client))
+    }), { timeout: 120_000 })
 })

@@ -76,6 +76,8 @@ export interface Service {
   readonly resume: (request: ResumeRequest, hooks: Hooks) => Effect.Effect<Goal.Result, Failure>
   /** Every goal, newest first: the log's summaries, or the server's views of them. */
   readonly list: Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
+  /** The sub-goals a goal delegated, newest first. */
+  readonly children: (goalId: string) => Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
   /** A goal's events as far as they are recorded; a goal that does not exist is an error. */
   readonly events: (goalId: string) => Effect.Effect<ReadonlyArray<Event.Event>, Failure>
   /** A goal's events as they are appended, until it terminates (or, without `wait`, nothing runs it). */
@@ -139,6 +141,7 @@ export const makeLocal = (db: Settings.Database) =>
       run: (request, hooks) => Effect.flatMap(runs, (m) => m.run(db, request, hooks)).pipe(Effect.provide(context)),
       resume: (request, hooks) => Effect.flatMap(runs, (m) => m.resume(db, request, hooks)).pipe(Effect.provide(context)),
       list: Effect.flatMap(StateStore.StateStore, (store) => store.goals()).pipe(withLog("read")),
+      children: (goalId) => Effect.flatMap(StateStore.StateStore, (store) => store.goals({ parent: goalId })).pipe(withLog("read")),
       events: (goalId) => load(goalId).pipe(withLog("read")),
       follow,
       cancel: (goalId, reason) => Control.cancel(goalId, reason).pipe(withLog("write")),
@@ -148,7 +151,15 @@ export const makeLocal = (db: Settings.Database) =>
           const outcome = yield* (d.approve ? Control.approve(d.goalId, d.by, callId) : Control.deny(d.goalId, d.by, d.reason, callId)).pipe(
             Effect.catchTags({
               "@rx/kernel/GoalNotFound": () => noGoal(d.goalId),
-              "@rx/kernel/NothingToDecide": (error) => new UsageError({ message: `${error.message} (rx inspect ${d.goalId} shows its approvals)` })
+              "@rx/kernel/NothingToDecide": (error) =>
+                Effect.flatMap(Goal.restore(d.goalId), (state) => {
+                  const child = state.suspended?.child
+                  return new UsageError({
+                    message: child === undefined
+                      ? `${error.message} (rx inspect ${d.goalId} shows its approvals)`
+                      : `goal ${d.goalId} waits on its sub-goal ${child}, not on a call of its own: rx ${d.approve ? "approve" : "deny"} ${child} decides it, then rx resume ${d.goalId} goes on with both`
+                  })
+                })
             })
           )
           const state = yield* Goal.restore(d.goalId)

@@ -6,7 +6,7 @@
 import { FileSystem, Path } from "@effect/platform"
 import { StateStore } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
-import { Console, Effect, Layer, Option } from "effect"
+import { Console, Context, Effect, Layer, Option } from "effect"
 import * as Postgres from "./internal/postgres.js"
 import { terminal } from "./Notes.js"
 import * as Settings from "./Settings.js"
@@ -53,8 +53,8 @@ export const database = (flag: Option.Option<string>) =>
  * new file; a Postgres log is migrated when it opens.
  */
 export const layer = (db: Settings.Database, access: Access): Layer.Layer<StateStore.StateStore, UsageError | StateStore.StoreError, FileSystem.FileSystem | Path.Path> => {
-  if (db.postgres) return Postgres.log(db)
-  const store = SqliteStore.layer({ filename: db.file, readonly: access === "read", create: access === "create" }).pipe(Layer.mapError(explain(db)))
+  if (db.postgres) return crashPoint(Postgres.log(db))
+  const store = crashPoint(SqliteStore.layer({ filename: db.file, readonly: access === "read", create: access === "create" }).pipe(Layer.mapError(explain(db))))
   if (access !== "create") return store
   return Layer.unwrapEffect(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -64,6 +64,29 @@ export const layer = (db: Settings.Database, access: Access): Layer.Layer<StateS
     )
     return store
   }))
+}
+
+/**
+ * For crash tests only: with `RX_CRASH_AFTER_COMMITS=N` in its environment, the process kills
+ * itself with SIGKILL right after its N-th commit to the log, so a test stops a real rx exactly
+ * between two commits (a tree of goals run in one process included). Unset, the store is as is.
+ */
+const crashPoint = <E, R>(store: Layer.Layer<StateStore.StateStore, E, R>): Layer.Layer<StateStore.StateStore, E, R> => {
+  const after = Number(process.env["RX_CRASH_AFTER_COMMITS"] ?? "")
+  if (!Number.isSafeInteger(after) || after < 1) return store
+  let commits = 0
+  return Layer.map(store, (context) => {
+    const inner = Context.get(context, StateStore.StateStore)
+    return Context.add(context, StateStore.StateStore, {
+      ...inner,
+      append: (goalId, expectedSeq, events, state) =>
+        Effect.tap(inner.append(goalId, expectedSeq, events, state), () =>
+          Effect.sync(() => {
+            commits++
+            if (commits === after) process.kill(process.pid, "SIGKILL")
+          }))
+    })
+  })
 }
 
 /** A goal the log does not hold, said with the log it looked in. */

@@ -157,7 +157,7 @@ export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError 
       ...(servers.length === 0 ? {} : { mcp: servers.map(Setup.encodeServer) }),
       ...Option.match(volume, { onNone: () => ({}), onSome: (found) => ({ volume: found.id }) })
     }
-    const input: ServerConfig.Input = { host, allowRemote: request.allowRemote, port, concurrency, workspace, token, settings }
+    const input: ServerConfig.Input = { host, allowRemote: request.allowRemote, port, concurrency, workspace, token, settings, delegate: Setup.delegates(v) }
     // Checked before anything is created: a refused setting, or a port in use, leaves no database and no token file.
     yield* ServerConfig.decode(input).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
     yield* portFree(host, port)

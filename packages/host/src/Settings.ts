@@ -208,7 +208,13 @@ export const table = {
   maxTotalTokens: setting("max-total-tokens", integer(1), { placeholder: "N", description: "tokens in and out the goal may spend (token_budget)", shownDefault: "unlimited" }),
   maxCallsPerAnswer: setting("max-calls-per-answer", integer(1), { placeholder: "N", description: "tool calls of one answer that run, in order; later ones are rejected", shownDefault: "8" }),
   maxAnswerChars: setting("max-answer-chars", integer(1), { placeholder: "CHARS", description: "characters one model answer may hold; a longer one is rejected", shownDefault: "1000000" }),
-  tools: setting("tools", list, { placeholder: "LIST", description: "the built-in tools offered, comma-separated", shownDefault: "all that can run here" }),
+  maxDepth: setting("max-depth", integer(0, 100), { placeholder: "N", description: "how deep sub-goals (delegate) may nest below the goal", shownDefault: "2" }),
+  maxChildren: setting("max-children", integer(0, 10_000), { placeholder: "N", description: "sub-goals one goal may delegate", shownDefault: "8" }),
+  tools: setting("tools", list, {
+    placeholder: "LIST",
+    description: "the tools offered, comma-separated: built-ins, and delegate (sub-goals), which is offered only when named",
+    shownDefault: "all built-ins that can run here"
+  }),
   noShell: setting("no-shell", onOff, { placeholder: "", description: "do not offer the shell tool" }),
   sandbox: setting("sandbox", choice(["auto", "bwrap", "none"]), {
     placeholder: "auto|bwrap|none",
@@ -519,7 +525,7 @@ export const approval = (
 /** The settings of the model. */
 export const modelKeys: ReadonlyArray<Key> = ["baseUrl", "model", "apiKey", "mode", "modelFile", "threads", "context", "seed", "temperature", "maxOutputTokens", "timeout", "retries"]
 /** A goal's limits (its options): only a flag changes them on resume. */
-export const limitKeys: ReadonlyArray<Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars"]
+export const limitKeys: ReadonlyArray<Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars", "maxDepth", "maxChildren"]
 /** The settings of the tools. */
 export const toolKeys: ReadonlyArray<Key> = ["workspace", "tools", "noShell", "sandbox", "httpAllow", "ask", "deny", "instructions", "agentsMd"]
 /** How MCP servers are started and bounded. */

@@ -6,10 +6,10 @@
  */
 import { FileSystem, Path } from "@effect/platform"
 import { OpenAiCompatible, Retry } from "@rx/llm"
-import { type LanguageModel, Options as RunOptions, Prompt, type Tool, type ToolRegistry } from "@rx/kernel"
+import { type LanguageModel, Options as RunOptions, Prompt, type Runner, type StateStore, type Tool, ToolRegistry } from "@rx/kernel"
 import type { McpTools } from "@rx/mcp"
 import * as Servers from "@rx/mcp/Servers"
-import { Builtins, Config, Confinement, Sandbox } from "@rx/tools"
+import { Builtins, Config, Confinement, Delegate, Sandbox } from "@rx/tools"
 import { Console, Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
 import { realpathSync } from "node:fs"
 import * as os from "node:os"
@@ -133,6 +133,12 @@ export const recordedTools = (v: Partial<Settings.Values>, workspace: string): S
 /** The built-in tools' names. */
 export const builtinNames: ReadonlyArray<string> = Builtins.tools.map((tool) => tool.spec.name)
 
+/** Every tool `--tools` may name: the built-ins, and `delegate`, offered only when named. */
+export const toolNamesKnown: ReadonlyArray<string> = [...builtinNames, Delegate.name]
+
+/** Whether these settings offer `delegate` (sub-goals): only when `--tools` names it. */
+export const delegates = (v: Partial<Settings.Values>): boolean => v.tools?.includes(Delegate.name) === true
+
 /**
  * The tools config of these settings: the tools chosen (all by default), the log's files hidden
  * when they lie in the workspace, and the workspace's config file protected, so the agent can
@@ -140,15 +146,19 @@ export const builtinNames: ReadonlyArray<string> = Builtins.tools.map((tool) => 
  */
 export const toolsConfig = (v: Partial<Settings.Values>, hidden: ReadonlyArray<string>) =>
   Effect.map(
-    v.tools === undefined ? Effect.succeed(builtinNames) : Settings.toolNames("tools", v.tools, builtinNames),
-    (chosen): Config.Input => ({
-      workspace: v.workspace ?? ".",
-      sandbox: v.sandbox ?? "auto",
-      httpAllow: v.httpAllow ?? [],
-      protectedPaths: [".git", Settings.workspaceFile],
-      hiddenPaths: hidden,
-      tools: chosen.filter((name) => !(v.noShell === true && name === "shell"))
-    })
+    v.tools === undefined ? Effect.succeed(builtinNames) : Settings.toolNames("tools", v.tools, toolNamesKnown),
+    (named): Config.Input => {
+      // `delegate` is the host's to add (`delegation`), not a built-in.
+      const chosen = named.filter((name) => name !== Delegate.name)
+      return {
+        workspace: v.workspace ?? ".",
+        sandbox: v.sandbox ?? "auto",
+        httpAllow: v.httpAllow ?? [],
+        protectedPaths: [".git", Settings.workspaceFile],
+        hiddenPaths: hidden,
+        tools: chosen.filter((name) => !(v.noShell === true && name === "shell"))
+      }
+    }
   )
 
 /**
@@ -223,7 +233,9 @@ export const runOptions = (v: Partial<Settings.Values>): RunOptions.Input => ({
   ...(v.promptBudget === undefined ? {} : { promptBudget: v.promptBudget }),
   ...(v.maxTotalTokens === undefined ? {} : { maxTotalTokens: v.maxTotalTokens }),
   ...(v.maxCallsPerAnswer === undefined ? {} : { maxCallsPerAnswer: v.maxCallsPerAnswer }),
-  ...(v.maxAnswerChars === undefined ? {} : { maxAnswerChars: v.maxAnswerChars })
+  ...(v.maxAnswerChars === undefined ? {} : { maxAnswerChars: v.maxAnswerChars }),
+  ...(v.maxDepth === undefined ? {} : { maxDepth: v.maxDepth }),
+  ...(v.maxChildren === undefined ? {} : { maxChildren: v.maxChildren })
 })
 
 /**
@@ -248,6 +260,29 @@ export const services = (v: Partial<Settings.Values>, model: string, tools: Conf
       mcp: { names: source.tools.map((tool) => tool.spec.name), ask: source.ask, leftOut: source.leftOut }
     }
   })
+
+/**
+ * The Layers of a run with `delegate` beside its tools, when it is offered: its sub-goals run with
+ * the run's model and log (which the Layer requires), the built-ins of `tools` (made anew for a
+ * sub-goal in a folder of the workspace), and the run's hooks (each event printed, approvals asked
+ * in place).
+ */
+export const delegation = (
+  layer: Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel>,
+  tools: Config.Input,
+  hooks: { readonly observe?: Runner.Observer | undefined; readonly approve?: Runner.Approver | undefined } | undefined
+): Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel, never, StateStore.StateStore> => {
+  if (hooks === undefined) return layer
+  const workspaceTools = (workspace: string) =>
+    Effect.map(Layer.build(Builtins.layer({ ...tools, workspace })), (built) => Context.get(built, ToolRegistry.ToolRegistry)).pipe(
+      Effect.mapError((error) => error.message)
+    )
+  const delegate = Delegate.layer({ workspace: tools.workspace, workspaceTools, observe: hooks.observe, approve: hooks.approve }).pipe(
+    Layer.provide(layer),
+    Layer.orDie
+  )
+  return Layer.merge(layer, delegate)
+}
 
 /** The MCP servers of a run, how each is started, and on resume the tools the goal recorded (kept as recorded). */
 export interface Mcp {

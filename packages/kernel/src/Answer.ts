@@ -74,7 +74,7 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
   for (let index = answer.next; index < calls.length; index++) {
     const callId = Event.callId(goalId, iteration, index)
     const call = calls[index] as Action.Parsed
-    const decision = Action.decideCall(call, draft.tools, (tool, input) => prepare({ callId, tool, input }), limits)
+    const decision = Action.decideCall(call, draft.tools, (tool, input) => prepare({ callId, tool, input, goalId }), limits)
     if (decision._tag === "Done") {
       close()
       push({ _tag: "Terminated", goalId, seq: draft.seq, iteration, at: now(), reason: "done", detail: decision.summary })

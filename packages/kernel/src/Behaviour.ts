@@ -8,7 +8,7 @@
 import { Schema } from "effect"
 
 /** The version this rx writes. 1 is rx 0.1 (logs without the field). */
-export const current = 3
+export const current = 4
 
 /** What a version decides differently. */
 export interface Rules {
@@ -48,6 +48,15 @@ export interface Rules {
    * call are recorded with it. A tool call entry with no function is rejected alone.
    */
   readonly repairs: boolean
+  /**
+   * Sub-goals: a call of an idempotent tool may wait (`Tool.Outcome` `Waiting`: the goal is
+   * suspended with the call started, and a resume runs it again); a call's usage counts toward the
+   * token budget (`ToolSucceeded.usage`); a shutdown leaves an idempotent call started for the
+   * resume to run again, instead of recording its outcome as unknown; and a call cut short by a
+   * cancel is asked to `recover` even when its tool is idempotent (a sub-goal is cancelled with its
+   * parent, and its end recorded as the call's outcome).
+   */
+  readonly subGoals: boolean
 }
 
 const v1: Rules = {
@@ -61,7 +70,8 @@ const v1: Rules = {
   boundedAnswer: false,
   withheldRejected: false,
   sameResults: false,
-  repairs: false
+  repairs: false,
+  subGoals: false
 }
 const v2: Rules = {
   answerCap: true,
@@ -74,12 +84,14 @@ const v2: Rules = {
   boundedAnswer: false,
   withheldRejected: false,
   sameResults: false,
-  repairs: false
+  repairs: false,
+  subGoals: false
 }
 const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true, sameResults: true, repairs: true }
+const v4: Rules = { ...v3, subGoals: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
-export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : v3)
+export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : version === 3 ? v3 : v4)
 
 /** A log written by a newer rx than this one. */
 export class UnsupportedBehaviour extends Schema.TaggedError<UnsupportedBehaviour>()("@rx/kernel/UnsupportedBehaviour", {

@@ -9,13 +9,25 @@ import * as Options from "./Options.js"
 import { GoalNotFound, restore } from "./Goal.js"
 import { StateStore, StoreError } from "./StateStore.js"
 
-/** Ask a goal to stop, from any process: appends `CancelRequested`, which its runner obeys. */
+/**
+ * Ask a goal to stop, from any process: appends `CancelRequested`, which its runner obeys. Its open
+ * sub-goals (`GoalSummary.parent`) are cancelled with it, and theirs in turn.
+ */
 export const cancel = (
   goalId: string,
   reason = "cancelled on request"
 ): Effect.Effect<"requested" | "already_terminated", StoreError | GoalNotFound, StateStore> =>
   appendExternal(goalId, "a cancel request", (at) => Effect.succeed<Event.Event>({ _tag: "CancelRequested", ...at, reason })).pipe(
+    Effect.tap(() => cancelChildren(goalId)),
     Effect.map((outcome) => (outcome === "already_terminated" ? outcome : "requested"))
+  )
+
+/** Cancel the open sub-goals of `goalId`, each with its own. */
+const cancelChildren = (goalId: string): Effect.Effect<void, StoreError, StateStore> =>
+  Effect.flatMap(StateStore, (store) => store.goals({ parent: goalId, status: "open" })).pipe(
+    Effect.flatMap((children) =>
+      Effect.forEach(children, (child) => Effect.catchTag(cancel(child.goalId, `its parent goal ${goalId} was cancelled`), "@rx/kernel/GoalNotFound", () => Effect.void), { discard: true })
+    )
   )
 
 /**

@@ -12,8 +12,10 @@ import * as Tool from "./Tool.js"
 /**
  * The version of the event encoding written by this rx; older versions are upcast on read.
  * 1: rx 0.1. 2: `GoalSubmitted.behaviour`, `ActionRejected.validation`. 3: `Options.settings`.
+ * 4: sub-goals: `GoalSubmitted.parent`, `ToolSucceeded.usage`, `Suspended.child` (optional fields
+ * no older event has, so version 3 is read as written).
  */
-export const version = 3
+export const version = 4
 
 const Base = {
   goalId: Schema.String,
@@ -52,8 +54,20 @@ export const RejectionKind = Schema.Literal(
 export type RejectionKind = typeof RejectionKind.Type
 
 /** Why a runner stopped without ending the goal; `resume` continues it. */
-export const SuspendReason = Schema.Literal("model_unavailable", "awaiting_approval", "shutdown")
+export const SuspendReason = Tool.SuspendReason
 export type SuspendReason = typeof SuspendReason.Type
+
+/**
+ * A sub-goal's link to the goal that delegated it: the parent, the parent's call that submitted
+ * it (the sub-goal's id is derived from that call, so submitting it again finds it), and its
+ * depth in the tree (1 for a sub-goal of a goal that has no parent).
+ */
+export const Parent = Schema.Struct({
+  goalId: Schema.String,
+  callId: Schema.String,
+  depth: Schema.Int.pipe(Schema.positive())
+})
+export type Parent = typeof Parent.Type
 
 /** Which call of an answer an event is about (0 for the first); absent for the answer as a whole. */
 const index = Schema.optional(Schema.NonNegativeInt)
@@ -85,7 +99,9 @@ export const GoalSubmitted = Schema.TaggedStruct("GoalSubmitted", {
   /** Standing instructions for the model, shown with the goal in every prompt. */
   instructions: Schema.optional(Schema.String),
   /** The kernel behaviour version whose rules run this goal (`Behaviour`). */
-  behaviour: Schema.Int.pipe(Schema.positive())
+  behaviour: Schema.Int.pipe(Schema.positive()),
+  /** For a sub-goal: the goal and call that delegated it. */
+  parent: Schema.optional(Parent)
 })
 export const ModelResponded = Schema.TaggedStruct("ModelResponded", {
   ...Base,
@@ -148,7 +164,9 @@ export const ApprovalDecided = Schema.TaggedStruct("ApprovalDecided", {
 export const Suspended = Schema.TaggedStruct("Suspended", {
   ...Base,
   reason: SuspendReason,
-  detail: Schema.String
+  detail: Schema.String,
+  /** The sub-goal whose wait this goal waits on (its call stays started; `resume` runs it again). */
+  child: Schema.optional(Schema.String)
 })
 export const ToolSucceeded = Schema.TaggedStruct("ToolSucceeded", {
   ...Base,
@@ -160,6 +178,8 @@ export const ToolSucceeded = Schema.TaggedStruct("ToolSucceeded", {
    * for tools that say (`Tool.make`'s `observation`); the same `maxRepeats` times in a row is no progress.
    */
   observed: Schema.optional(Schema.String),
+  /** Behaviour 4: tokens the call spent on the goal's behalf (a sub-goal's model calls), counted toward `maxTotalTokens`. */
+  usage: Schema.optional(LanguageModel.Usage),
   durationMs: Schema.Number
 })
 export const ToolFailed = Schema.TaggedStruct("ToolFailed", {
@@ -246,8 +266,11 @@ const fromV2 = (encoded: unknown): unknown => {
   return settings === undefined ? encoded : { ...encoded, options: { ...options, settings, metadata } }
 }
 
+/** 3 to 4: version 4 only adds optional fields (a sub-goal's link, a call's usage, the sub-goal waited on), which no older event has. */
+const fromV3 = (encoded: unknown): unknown => encoded
+
 /** Upcasters from each older version to the next; index `v - 1` upgrades version `v` to `v + 1`. */
-const upcasters: ReadonlyArray<(encoded: unknown) => unknown> = [fromV1, fromV2]
+const upcasters: ReadonlyArray<(encoded: unknown) => unknown> = [fromV1, fromV2, fromV3]
 
 /** Bring an encoded event of `fromVersion` to the current version. */
 export const upcast = (fromVersion: number, encoded: unknown): Either.Either<unknown, string> => {

@@ -6,7 +6,12 @@ import { Schema } from "effect"
 import * as Event from "./Event.js"
 
 /** Why a runner stopped without ending the goal (`Suspended`). */
-export const Suspension = Schema.Struct({ reason: Event.SuspendReason, detail: Schema.String })
+export const Suspension = Schema.Struct({
+  reason: Event.SuspendReason,
+  detail: Schema.String,
+  /** The sub-goal whose wait the goal waits on. */
+  child: Schema.optional(Schema.String)
+})
 
 /** A call waiting for a person's decision: as requested, with its place in the answer. */
 export const Approval = Schema.Struct({
@@ -20,6 +25,8 @@ export const Approval = Schema.Struct({
 export const GoalSummary = Schema.Struct({
   goalId: Schema.String,
   goal: Schema.String,
+  /** For a sub-goal: the goal that delegated it (`GoalSubmitted.parent`); null for a goal submitted on its own. */
+  parent: Schema.NullOr(Schema.String),
   status: Schema.Literal("open", "terminated"),
   /** Iterations completed. */
   iterations: Schema.NonNegativeInt,
@@ -56,7 +63,10 @@ export const waitingAfter = (waiting: Waiting, event: Event.Event): Waiting => {
   const { approval, suspended } = waiting
   switch (event._tag) {
     case "Suspended":
-      return { suspended: { reason: event.reason, detail: event.detail }, approval }
+      return {
+        suspended: event.child === undefined ? { reason: event.reason, detail: event.detail } : { reason: event.reason, detail: event.detail, child: event.child },
+        approval
+      }
     case "ApprovalRequested":
       return { suspended: null, approval: { callId: event.callId, tool: event.tool, input: event.input, index: event.index ?? 0 } }
     case "ApprovalDecided":
@@ -83,6 +93,7 @@ export const update = (summary: GoalSummary | undefined, event: Event.Event): Go
     return {
       goalId: event.goalId,
       goal: event.goal,
+      parent: event.parent?.goalId ?? null,
       status: "open",
       iterations: 0,
       nextSeq: event.seq + 1,
@@ -112,6 +123,7 @@ const advanced = (
 ): GoalSummary => ({
   goalId: summary.goalId,
   goal: summary.goal,
+  parent: summary.parent,
   status: terminated === undefined ? summary.status : "terminated",
   iterations: summary.iterations + iterations,
   nextSeq: last.seq + 1,
@@ -152,6 +164,8 @@ export const updateAll = (summary: GoalSummary | undefined, events: ReadonlyArra
 /** Which goals `StateStore.goals` returns, newest first. */
 export const Query = Schema.Struct({
   status: Schema.optional(Schema.Literal("open", "terminated")),
+  /** Only the sub-goals of this goal. */
+  parent: Schema.optional(Schema.String),
   limit: Schema.optional(Schema.Int.pipe(Schema.positive()))
 })
 export type Query = typeof Query.Type

@@ -35,6 +35,13 @@ export const Options = Schema.Struct({
   approval: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Literal("auto", "ask", "deny") }), {
     default: () => ({})
   }),
+  /**
+   * How deep a tree of sub-goals may grow below the goal at its root (depth 0): a sub-goal at this
+   * depth may not delegate further. Read by the `delegate` tool (default 2); a sub-goal inherits it.
+   */
+  maxDepth: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  /** Sub-goals one goal may delegate, read by the `delegate` tool (default 8); a sub-goal inherits it. */
+  maxChildren: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
   /** The settings the transport runs the goal with (workspace, sandbox, model): `Settings`. */
   settings: Schema.optional(Settings),
   /** Free-form data of the caller's, recorded for audit; rx reads none of it. */

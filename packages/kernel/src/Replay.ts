@@ -56,7 +56,10 @@ export const decision = (event: Event.Event): unknown => {
       // Which repairs read the call (behaviour 3) is part of the decision; clean calls compare as before.
       return event.repair === undefined ? [event.callId, event.tool, event.input] : [event.callId, event.tool, event.input, event.repair]
     case "ToolSucceeded":
-      return [event.callId, event.tool, event.output, event.observed ?? null]
+      // What a call spent (behaviour 4) counts toward the budget: a decision; calls that report none compare as before.
+      return event.usage === undefined
+        ? [event.callId, event.tool, event.output, event.observed ?? null]
+        : [event.callId, event.tool, event.output, event.observed ?? null, event.usage]
     case "ToolFailed":
       return [event.callId, event.tool, event.error.kind]
     case "IterationCompleted":
@@ -165,14 +168,27 @@ export const check = (
     const verdicts = new Map<string, string>()
     for (const event of events) {
       if (event._tag === "ToolSucceeded") {
-        outcomes.set(event.callId, event.observed === undefined ? { _tag: "Success", output: event.output } : { _tag: "Success", output: event.output, observed: event.observed })
+        outcomes.set(event.callId, {
+          _tag: "Success",
+          output: event.output,
+          ...(event.observed === undefined ? {} : { observed: event.observed }),
+          ...(event.usage === undefined ? {} : { usage: event.usage })
+        })
       }
       if (event._tag === "ToolFailed") outcomes.set(event.callId, { _tag: "Failure", error: event.error })
       if (event._tag === "ActionRejected" && event.validation !== undefined) {
         verdicts.set(Event.callId(goalId, event.iteration, event.index), event.validation)
       }
     }
-    const recorded = (callId: string) => outcomes.get(callId) ?? Tool.failure("unknown", `the log holds no outcome for call ${callId}`)
+    /** The live call waited (a sub-goal waited): the runner's next own event is the `Suspended` it led to. */
+    const waitedNext = (): Tool.Outcome | undefined => {
+      let i = position
+      while (i < events.length && Event.isExternal(events[i] as Event.Event)) i++
+      const next = events[i]
+      if (next?._tag !== "Suspended" || (next.child === undefined && next.reason === "shutdown")) return undefined
+      return { _tag: "Waiting", reason: next.reason, detail: next.detail, ...(next.child === undefined ? {} : { child: next.child }) }
+    }
+    const recorded = (callId: string) => waitedNext() ?? outcomes.get(callId) ?? Tool.failure("unknown", `the log holds no outcome for call ${callId}`)
     const registry = ToolRegistry.of({
       specs: first.tools,
       prepare: (call) => {
@@ -193,8 +209,8 @@ export const check = (
     )
     const replayed = <E>(effect: Effect.Effect<Goal.Result, E, Runner.Services>) =>
       effect.pipe(Effect.provide(layers), Effect.withClock(clock), Effect.exit)
-    const { behaviour, goal, instructions, options } = first
-    let exit = yield* replayed(Runner.run({ goal, instructions, options, goalId, behaviour }))
+    const { behaviour, goal, instructions, options, parent } = first
+    let exit = yield* replayed(Runner.run({ goal, instructions, options, goalId, behaviour, parent }))
     // A run that stopped without ending (suspended, shut down) was resumed later: so is the replay.
     while (divergence === undefined && !reachedEnd && position < events.length && stopped(exit)) {
       exit = yield* replayed(Runner.resume(goalId))

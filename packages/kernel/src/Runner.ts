@@ -43,6 +43,13 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
     while (run.state.terminated === null) {
       const state = run.state
       const { awaiting, goalId, seq } = state
+      // A call that waits (a sub-goal waiting for a person or its model) suspended the goal with
+      // the call started: the next resume runs it again. Cancelled meanwhile, it is cut short.
+      if (state.pending !== null) {
+        if (state.suspended !== null && state.cancelRequested === null) return result(state)
+        yield* recover(run, state.pending)
+        continue
+      }
       if (awaiting !== null && state.cancelRequested === null) {
         if (awaiting.decision === null && !(yield* run.ask(awaiting))) {
           const stopped = yield* suspend(run, "awaiting_approval", `call ${awaiting.callId} (${awaiting.tool}) waits for a person's approval`)
@@ -104,7 +111,7 @@ const decided = (run: Run) =>
     const one = Behaviour.rules(run.state.behaviour).multiCall ? { index } : {}
     const base = { goalId, seq, iteration, at: run.now() }
     const { approved, by, reason } = awaiting.decision
-    const prepared = run.registry.prepare({ callId, tool, input })
+    const prepared = run.registry.prepare({ callId, tool, input, goalId })
     if (!approved || Either.isLeft(prepared)) {
       const why = approved ? `${tool} no longer accepts this input: ${Either.isLeft(prepared) ? prepared.left : ""}` : `denied by ${by}: ${reason}`
       return advance(run, [{ _tag: "ActionRejected", ...base, kind: approved ? "invalid_input" : "denied", reason: why, raw: "", index, tool }])
@@ -117,19 +124,27 @@ const decided = (run: Run) =>
  * Stop without ending the goal, recorded once: the goal stays open and `resume` continues it.
  * `None` when events others appended meanwhile (a decision, a cancel) mean the loop goes on.
  */
-const suspend = (run: Run, reason: Event.SuspendReason, detail: string) =>
+const suspend = (run: Run, reason: Event.SuspendReason, detail: string, child?: string) =>
   Effect.gen(function*() {
     const { goalId, iteration, seq, suspended } = run.state
-    if (suspended?.reason === reason) return Option.some(result(run.state))
-    const committed = yield* run.commit([{ _tag: "Suspended", goalId, seq, iteration, at: run.now(), reason, detail }])
+    if (suspended?.reason === reason && suspended.child === child) return Option.some(result(run.state))
+    const waitsOn = child === undefined ? {} : { child }
+    const committed = yield* run.commit([{ _tag: "Suspended", goalId, seq, iteration, at: run.now(), reason, detail, ...waitsOn }])
     return committed === "committed" ? Option.some(result(run.state)) : Option.none()
   })
 
-/** Interrupted from outside: record the call cut short and `Suspended(shutdown)`. */
+/** Whether the goal's `tool` is idempotent, as it was offered. */
+const isIdempotent = (state: State.State, tool: string): boolean => state.tools.some((spec) => spec.name === tool && spec.idempotent)
+
+/**
+ * Interrupted from outside: record the call cut short and `Suspended(shutdown)`. Behaviour 4 leaves
+ * an idempotent call started instead: the resume runs it again (a sub-goal goes on where it was).
+ */
 const shutdown = (run: Run) =>
   Effect.gen(function*() {
     const pending = run.state.pending
-    if (pending !== null) {
+    const kept = pending !== null && Behaviour.rules(run.state.behaviour).subGoals && isIdempotent(run.state, pending.tool)
+    if (pending !== null && !kept) {
       yield* finish(run, Tool.failure("unknown", `rx was shut down while ${pending.tool} was running (call ${pending.callId}); whether it took effect is unknown`))
     }
     if (run.state.terminated === null) yield* suspend(run, "shutdown", "rx was stopped before the goal ended")
@@ -140,38 +155,57 @@ const execute = (run: Run, prepared: ToolRegistryModule.Prepared, seq: number): 
   Effect.flatMap(run.trace.tool(prepared.run, prepared.call, run.state.iteration, seq), (outcome) => finish(run, outcome))
 
 /**
- * After rx stopped during a call: a goal cancelled meanwhile runs nothing more; an idempotent
- * tool runs again; any other is asked whether the call took effect, else the effect is unknown.
+ * After rx stopped during a call (or a call waited): a goal cancelled meanwhile runs nothing more;
+ * an idempotent tool runs again; any other is asked whether the call took effect, else the effect
+ * is unknown. Behaviour 4 asks an idempotent tool too when the goal was cancelled (the `delegate`
+ * tool then cancels its sub-goal and records how it ended).
  */
 const recover = (run: Run, pending: State.Pending) => {
   const { callId, input, tool } = pending
   const unknown = (why: string) => Tool.failure("unknown", `rx stopped while ${tool} was running (call ${callId})${why}`)
   const cancelled = run.state.cancelRequested !== null
-  const prepared = run.registry.prepare({ callId, tool, input })
-  const idempotent = run.state.tools.some((spec) => spec.name === tool && spec.idempotent)
+  const prepared = run.registry.prepare({ callId, tool, input, goalId: run.state.goalId })
+  const idempotent = isIdempotent(run.state, tool)
   // Its `ToolStarted` was read with the log: the span is marked with the seq its outcome takes.
   if (Either.isRight(prepared) && idempotent && !cancelled) return execute(run, prepared.right, run.state.seq)
   // The tool may tell that the call took effect, and cleans up what it left; a cancelled goal runs nothing again.
-  const known = Either.isRight(prepared) && !idempotent ? prepared.right.recover : Effect.succeedNone
+  const asks = !idempotent || (cancelled && Behaviour.rules(run.state.behaviour).subGoals)
+  const known = Either.isRight(prepared) && asks ? prepared.right.recover : Effect.succeedNone
   const why = cancelled
     ? " and the goal was cancelled, so it did not run again; whether it took effect is unknown"
     : "; whether it took effect is unknown, so check before repeating it"
   return Effect.flatMap(known, (outcome) => finish(run, Option.getOrElse(outcome, () => unknown(why))))
 }
 
-/** Record the pending call's outcome; with no call of the answer left, the iteration ends in the same commit. */
+/**
+ * Record the pending call's outcome; with no call of the answer left, the iteration ends in the same
+ * commit. A call that waits suspends the goal instead, the call left started.
+ */
 const finish = (run: Run, outcome: Tool.Outcome): Effect.Effect<unknown, RunError> =>
   Effect.suspend(() => {
     const { goalId, iteration, pending, seq } = run.state
     if (pending === null) return Effect.void
-    const at = run.now()
     const { callId, tool } = pending
+    const rules = Behaviour.rules(run.state.behaviour)
+    if (outcome._tag === "Waiting") {
+      if (rules.subGoals && isIdempotent(run.state, tool) && run.state.cancelRequested === null) {
+        return suspend(run, outcome.reason, outcome.detail, outcome.child)
+      }
+      const why = run.state.cancelRequested !== null
+        ? Tool.failure("unknown", `the goal was cancelled while call ${callId} (${tool}) waited: ${outcome.detail}`)
+        : Tool.failure("recoverable", `${tool} could not finish (${outcome.detail}), and only an idempotent tool's call may wait`)
+      return finish(run, why)
+    }
+    const at = run.now()
     const durationMs = Math.max(0, at - pending.startedAt)
     const plain = isJson(outcome) ? outcome : Tool.failure("recoverable", `${tool} returned a result that is not plain JSON, so it cannot be recorded`)
-    const observed = plain._tag === "Success" && plain.observed !== undefined && Behaviour.rules(run.state.behaviour).sameResults ? { observed: plain.observed } : {}
+    const observed = plain._tag === "Success" && plain.observed !== undefined && rules.sameResults ? { observed: plain.observed } : {}
+    const usage = plain._tag === "Success" && plain.usage !== undefined && rules.subGoals ? { usage: plain.usage } : {}
     const recorded: Event.Event = plain._tag === "Success"
-      ? { _tag: "ToolSucceeded", goalId, seq, iteration, at, callId, tool, output: plain.output, ...observed, durationMs }
-      : { _tag: "ToolFailed", goalId, seq, iteration, at, callId, tool, error: plain.error, durationMs }
+      ? { _tag: "ToolSucceeded", goalId, seq, iteration, at, callId, tool, output: plain.output, ...observed, ...usage, durationMs }
+      : plain._tag === "Failure"
+      ? { _tag: "ToolFailed", goalId, seq, iteration, at, callId, tool, error: plain.error, durationMs }
+      : { _tag: "ToolFailed", goalId, seq, iteration, at, callId, tool, error: { kind: "recoverable", message: `${tool} could not finish: ${plain.detail}` }, durationMs }
     // Calls left in the answer are decided by the loop, after this outcome is safely recorded.
     return advance(run, [recorded], false)
   })
@@ -226,6 +260,8 @@ export interface Submission {
   readonly observe?: Observer
   /** The behaviour version to run under; today's unless replaying an older log. */
   readonly behaviour?: number
+  /** For a sub-goal: the goal and call that delegate it (recorded in its `GoalSubmitted`). */
+  readonly parent?: Event.Parent | undefined
 }
 
 /**
@@ -242,7 +278,8 @@ export const submit = (input: Submission): Effect.Effect<string, RunError, ToolR
     if (!Behaviour.isSupported(behaviour)) return yield* new Behaviour.UnsupportedBehaviour({ goalId, version: behaviour })
     if (Behaviour.rules(behaviour).goalChecked) yield* checkGoal(input.goal, options)
     const instructions = input.instructions === undefined || input.instructions === "" ? {} : { instructions: input.instructions }
-    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools, ...instructions, behaviour }
+    const parent = input.parent === undefined ? {} : { parent: input.parent }
+    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools, ...instructions, behaviour, ...parent }
     yield* Effect.flatMap(StateStore, (store) => store.append(goalId, 0, [submitted])).pipe(
       Effect.catchTag("@rx/kernel/AppendConflict", () => new GoalBusy({ goalId, reason: "a goal with this id already exists" }))
     )

@@ -81,7 +81,7 @@ export const State = Schema.Struct({
   answer: Schema.NullOr(Answer),
   awaiting: Schema.NullOr(Awaiting),
   /** Why the last runner stopped without ending the goal, until the goal moves on. */
-  suspended: Schema.NullOr(Schema.Struct({ reason: Event.SuspendReason, detail: Schema.String })),
+  suspended: Schema.NullOr(Schema.Struct({ reason: Event.SuspendReason, detail: Schema.String, child: Schema.optional(Schema.String) })),
   turns: Schema.Array(Turn),
   /** Turns dropped from `turns`. */
   omitted: Schema.NonNegativeInt,
@@ -261,7 +261,7 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.suspended = state.suspended
       return next
     case "Suspended":
-      next.suspended = { reason: event.reason, detail: event.detail }
+      next.suspended = event.child === undefined ? { reason: event.reason, detail: event.detail } : { reason: event.reason, detail: event.detail, child: event.child }
       return next
     case "ToolSucceeded": {
       const full = canonical(event.output)
@@ -274,6 +274,13 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.recent = remember(state.recent, next.repeat.signature)
       next.answered = fingerprint(state.answered + next.repeat.signature)
       next.last = "ok"
+      // Behaviour 4: what the call spent (a sub-goal's tokens) counts toward the budget.
+      if (event.usage !== undefined) {
+        next.usage = {
+          inputTokens: state.usage.inputTokens + event.usage.inputTokens,
+          outputTokens: state.usage.outputTokens + event.usage.outputTokens
+        }
+      }
       return next
     }
     case "ToolFailed": {

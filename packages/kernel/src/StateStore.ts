@@ -57,7 +57,7 @@ export interface Service {
   readonly load: (goalId: string, fromSeq?: number) => Effect.Effect<ReadonlyArray<Event.Event>, StoreError>
   /** One goal's summary. */
   readonly goal: (goalId: string) => Effect.Effect<Option.Option<GoalSummary.GoalSummary>, StoreError>
-  /** Goals, newest first. */
+  /** Goals, newest first (with `parent`, only that goal's sub-goals). */
   readonly goals: (query?: GoalSummary.Query) => Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary>, StoreError>
   /**
    * The goal's events from `fromSeq`: those already stored, then each one as it is appended,
@@ -188,7 +188,7 @@ export const makeMemory = Effect.gen(function*() {
     goals: (query = {}) =>
       Effect.sync(() => {
         const all = [...summaries.values()]
-          .filter((s) => query.status === undefined || s.status === query.status)
+          .filter((s) => (query.status === undefined || s.status === query.status) && (query.parent === undefined || s.parent === query.parent))
           .sort((a, b) => b.submittedAt - a.submittedAt || (a.goalId < b.goalId ? 1 : -1))
         return query.limit === undefined ? all : all.slice(0, query.limit)
       }),

@@ -196,6 +196,34 @@ export const cases: ReadonlyArray<Case> = [
     })
   },
   {
+    name: "a sub-goal's summary names its parent; goals({ parent }) lists that goal's sub-goals only, newest first, filtered",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const parent = freshGoal("parent")
+      const other = freshGoal("other")
+      const [first, second, third] = [freshGoal("child"), freshGoal("child"), freshGoal("child")] as const
+      const child = (goalId: string, of: string, at: number, call: number) =>
+        sampleLog(goalId, at).map((e) => (e._tag === "GoalSubmitted" ? { ...e, parent: { goalId: of, callId: `${of}:${call}`, depth: 1 } } : e))
+      // The parent waits on its sub-goal; the suspension says which.
+      const [submitted, ...rest] = sampleLog(parent, 7_000)
+      yield* store.append(parent, 0, [submitted as Event.Event, {
+        _tag: "Suspended", goalId: parent, seq: 1, iteration: 1, at: 7_000, reason: "awaiting_approval", detail: "sub-goal waits", child: second
+      }])
+      yield* same(rest.length > 0, true, "sample log")
+      yield* store.append(first, 0, child(first, parent, 7_001, 1))
+      yield* store.append(second, 0, child(second, parent, 7_002, 2).slice(0, 3))
+      yield* store.append(third, 0, child(third, other, 7_003, 1))
+      yield* same(Option.getOrUndefined(yield* store.goal(first))?.parent, parent, "goal(): a sub-goal's parent")
+      yield* same(Option.getOrUndefined(yield* store.goal(parent))?.parent, null, "goal(): a goal submitted on its own has no parent")
+      yield* same(Option.getOrUndefined(yield* store.goal(parent))?.suspended, { reason: "awaiting_approval", detail: "sub-goal waits", child: second }, "goal(): the sub-goal a goal waits on")
+      yield* same((yield* store.goals({ parent })).map((g) => g.goalId), [second, first], "goals({ parent }): its sub-goals, newest first")
+      yield* same((yield* store.goals({ parent, status: "open" })).map((g) => g.goalId), [second], "goals({ parent, status })")
+      yield* same((yield* store.goals({ parent, limit: 1 })).map((g) => g.goalId), [second], "goals({ parent, limit })")
+      yield* same((yield* store.goals({ parent: freshGoal("none") })).length, 0, "goals({ parent }) of a goal with no sub-goals")
+      yield* same((yield* store.goals()).find((g) => g.goalId === third)?.parent, other, "goals(): each summary names its parent")
+    })
+  },
+  {
     name: "a goal's summary says why it waits, as its State does: the suspension, and the call awaiting a decision",
     run: Effect.gen(function*() {
       const store = yield* StateStore

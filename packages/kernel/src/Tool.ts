@@ -19,13 +19,27 @@ export const Failure = Schema.Struct({
 })
 export type Failure = typeof Failure.Type
 
+/** Why a goal waits (`Suspended`), and so why a call may wait (`Waiting`). */
+export const SuspendReason = Schema.Literal("model_unavailable", "awaiting_approval", "shutdown")
+export type SuspendReason = typeof SuspendReason.Type
+
+/** Tokens spent, as a model reports them. */
+const Usage = Schema.Struct({ inputTokens: Schema.Number, outputTokens: Schema.Number })
+
 /**
  * What invoking a tool gave: its encoded output, or a failure. Never a thrown error. `observed`
- * is the fingerprint of what a success observes, for tools that say (`make`'s `observation`).
+ * is the fingerprint of what a success observes, for tools that say (`make`'s `observation`);
+ * `usage`, the tokens the call spent on the goal's behalf (a sub-goal's model calls), which count
+ * toward the goal's token budget.
+ *
+ * `Waiting` (behaviour 4, idempotent tools only): the call cannot end now, because what it runs
+ * waits (a sub-goal awaiting a person's approval, or its model): the goal is suspended with the
+ * call started (`Suspended`, naming the sub-goal as `child`), and `resume` runs the call again.
  */
 export const Outcome = Schema.Union(
-  Schema.TaggedStruct("Success", { output: Schema.Unknown, observed: Schema.optional(Schema.String) }),
-  Schema.TaggedStruct("Failure", { error: Failure })
+  Schema.TaggedStruct("Success", { output: Schema.Unknown, observed: Schema.optional(Schema.String), usage: Schema.optional(Usage) }),
+  Schema.TaggedStruct("Failure", { error: Failure }),
+  Schema.TaggedStruct("Waiting", { reason: SuspendReason, detail: Schema.String, child: Schema.optional(Schema.String) })
 )
 export type Outcome = typeof Outcome.Type
 
@@ -44,6 +58,8 @@ export interface Call {
   readonly callId: string
   readonly tool: string
   readonly input: unknown
+  /** The goal that makes the call (the runner always says; a call made outside a runner may not). */
+  readonly goalId?: string | undefined
 }
 
 /** The error a tool's `execute` fails with. Recoverable errors go back to the model. */
@@ -66,6 +82,8 @@ export class ToolError extends Schema.TaggedError<ToolError>()("@rx/kernel/ToolE
 /** Context a tool gets with each call. */
 export interface Context {
   readonly callId: string
+  /** The goal that makes the call, when a runner makes it. */
+  readonly goalId?: string | undefined
 }
 
 /**

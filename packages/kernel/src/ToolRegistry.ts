@@ -106,7 +106,7 @@ export const make = <const Tools extends ReadonlyArray<Tool.Any>>(
           return Either.left(`there is no tool named "${call.tool}"; available: ${[...byName.keys(), doneName].join(", ")}`)
         }
         return Either.map(tool.decode(call.input), (input): Prepared => {
-          const context = { callId: call.callId }
+          const context = call.goalId === undefined ? { callId: call.callId } : { callId: call.callId, goalId: call.goalId }
           return { call, run: withContext(tool.run(input, context)), recover: withContext(tool.recover(input, context)) }
         })
       }

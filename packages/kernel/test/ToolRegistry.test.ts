@@ -18,7 +18,7 @@ const call = { callId: "c1", tool: "greet", input: {} }
 
 const outputOf = (registry: ToolRegistry.Service) =>
   Effect.flatMap(ToolRegistry.invoke(registry, call), (outcome) =>
-    outcome._tag === "Success" ? Effect.succeed(outcome.output) : Effect.fail(outcome.error))
+    outcome._tag === "Success" ? Effect.succeed(outcome.output) : Effect.fail(outcome._tag === "Failure" ? outcome.error : outcome))
 
 describe("ToolRegistry: the tools' context", () => {
   const registry = (name: string) => Effect.provideService(ToolRegistry.make([greet]), Greeter, { name })

@@ -78,6 +78,8 @@ export const TerminationAudit = Schema.Struct({
 export const Goal = Schema.Struct({
   goalId: Schema.String,
   goal: Schema.String,
+  /** For a sub-goal (delegated by a goal's `delegate` call): the goal that delegated it; null otherwise. `GET /v1/goals?parent=` lists a goal's sub-goals. */
+  parent: Schema.NullOr(Schema.String),
   status: GoalStatus,
   activity: Activity,
   /** Iterations completed. */
@@ -90,8 +92,8 @@ export const Goal = Schema.Struct({
   detail: Schema.optional(Schema.String),
   /** The termination audit of a terminated goal (on `GET /v1/goals/{id}` only). */
   audit: Schema.optional(TerminationAudit),
-  /** Why the last runner stopped without ending the goal, until it moves on. */
-  suspended: Schema.NullOr(Schema.Struct({ reason: Event.SuspendReason, detail: Schema.String })),
+  /** Why the last runner stopped without ending the goal, until it moves on; `child`: the sub-goal whose wait it waits on. */
+  suspended: Schema.NullOr(Schema.Struct({ reason: Event.SuspendReason, detail: Schema.String, child: Schema.optional(Schema.String) })),
   approval: Schema.NullOr(PendingApproval),
   /** Epoch milliseconds. */
   submittedAt: Schema.Number,
@@ -116,7 +118,8 @@ export const ListParams = Schema.Struct({
     Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500)).annotations({ description: "Goals per page, 1 to 500 (default 50)" }),
     { default: () => 50 }
   ),
-  cursor: Schema.optional(Schema.String.annotations({ description: "The `cursor` of the previous page" }))
+  cursor: Schema.optional(Schema.String.annotations({ description: "The `cursor` of the previous page" })),
+  parent: Schema.optional(Schema.String.annotations({ description: "Only the sub-goals of this goal (those its delegate calls made)" }))
 })
 
 /** `POST /v1/goals/{id}/approvals/{callId}`: run the call exactly as requested, or deny it (the model is told `reason`). */

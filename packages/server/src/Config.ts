@@ -41,6 +41,11 @@ export const Config = Schema.Struct({
   resumeOnStart: Schema.optionalWith(Schema.Boolean, { default: () => true }),
   /** Host names (with or without a port) clients may use besides the listen host, `127.0.0.1` and `localhost`. */
   allowedHosts: Schema.optionalWith(Schema.Array(Schema.NonEmptyTrimmedString), { default: () => [] }),
+  /**
+   * Offer `delegate` (sub-goals, `@rx/tools`' `Delegate`) to the goals submitted here: a sub-goal
+   * runs with the server's model and log, in its parent's run, with tools of its workspace.
+   */
+  delegate: Schema.optionalWith(Schema.Boolean, { default: () => false }),
   /** Who decided, as recorded in `ApprovalDecided.by` for decisions made over HTTP. */
   approver: Schema.optionalWith(Schema.NonEmptyTrimmedString, { default: () => "http" }),
   /**

@@ -18,6 +18,7 @@
 import { type Etag, HttpApiBuilder, type HttpPlatform, type HttpServer, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
 import { type NodeContext, NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { Control, Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { Delegate } from "@rx/tools"
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { createServer } from "node:http"
 import * as Api from "./Api.js"
@@ -73,9 +74,29 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
     const view = (goalId: string) =>
       Views.one(goalId, runs.activity).pipe(Effect.catchTag("@rx/kernel/StoreError", (error) => Effect.fail(storeFailed(error))))
 
-    /** Queue the goal here, unless another process runs it (it obeys the new event itself). */
-    const goOn = (goalId: string) =>
+    /**
+     * Which goal to run for `goalId` to go on: itself, or for a sub-goal, the highest open goal above
+     * it, whose run drives its sub-goals (a sub-goal decided on, or cancelled, is then recorded in
+     * its parent's call too).
+     */
+    const driverOf = (goalId: string): Effect.Effect<string, StateStore.StoreError, StateStore.StateStore> =>
       Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        let id = goalId
+        for (let depth = 0; depth < 100; depth++) {
+          const parent = Option.flatMap(yield* store.goal(id), (summary) => Option.fromNullable(summary.parent))
+          if (Option.isNone(parent)) break
+          const above = yield* store.goal(parent.value)
+          if (!Option.exists(above, (summary) => summary.status === "open")) break
+          id = parent.value
+        }
+        return id
+      })
+
+    /** Queue the goal (or the goal whose run drives it) here, unless another process runs it (it obeys the new event itself). */
+    const goOn = (target: string) =>
+      Effect.gen(function*() {
+        const goalId = yield* driverOf(target)
         const store = yield* StateStore.StateStore
         const elsewhere = runs.activity(goalId) === "idle" && Option.isSome(yield* store.runner(goalId))
         if (!elsewhere) yield* runs.admit(goalId)
@@ -95,9 +116,11 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         const workspace = yield* Workspace.resolve(daemon.root, input.workspace)
         const slot = yield* runs.reserve
         const toolbox = daemon.toolbox
-        const registry = yield* toolbox.registry(workspace).pipe(
+        const tools = yield* toolbox.registry(workspace).pipe(
           Effect.mapError((error) => new Unavailable({ reason: "tools", message: `the tools cannot be set up: ${error.message}` }))
         )
+        // Recorded with `delegate` when the server offers it; its runs give it the working tool.
+        const registry = config.delegate ? Delegate.offer(tools) : tools
         // The workspace's tools may start with a policy (an MCP server's destructive tools ask); the submission's comes on top.
         const approval = yield* toolbox.approval(workspace).pipe(Effect.orElseSucceed(() => ({})))
         const options = {
@@ -190,7 +213,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         if ((yield* Workspace.recorded(daemon.root, state.options.settings?.workspace)) === undefined) {
           return yield* new Conflict({ goalId, message: `goal ${goalId} works in a folder outside this server's workspace root; it is not run here` })
         }
-        yield* runs.admit(goalId)
+        yield* runs.admit(yield* driverOf(goalId).pipe(Effect.mapError(storeFailed)))
         return yield* view(goalId)
       })
 

@@ -96,6 +96,38 @@ describe.skipIf(!available)("web inspector", () => {
       expect(yield* Effect.promise(() => page.evaluate("localStorage.length"))).toBe(0)
     }), 60_000)
 
+  it.scopedLive("a goal's tree: the list shows a sub-goal under its parent; the parent's page lists it with its status and links both ways", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const server = yield* startServer(modelByGoal((goal, turn) =>
+        Effect.succeed(
+          goal.startsWith("parent")
+            ? turn === 0 ? LanguageModel.callTool("delegate", { goal: "child: list the files" }) : LanguageModel.done("delegated")
+            : turn === 0 ? LanguageModel.callTool("list_dir", {}) : LanguageModel.done("listed")
+        )
+      ), { delegate: true })
+      const { page } = yield* login(b, server)
+      const parent = yield* submit(server, { goal: "parent: delegate the listing" })
+      const child = `${parent}.1`
+      const row = (id: string) => `[id="goal-${id}"]`
+      yield* Effect.promise(() => page.locator(row(parent)).getByText("terminated: done").waitFor())
+      yield* Effect.promise(() => page.locator(row(child)).getByText("terminated: done").waitFor())
+      // The sub-goal's row comes right after its parent's, marked as a sub-goal.
+      const ids = yield* Effect.promise(() => page.locator("table.goals tbody tr").evaluateAll((rows) => rows.map((r) => r.id)))
+      expect(ids.indexOf(`goal-${child}`)).toBe(ids.indexOf(`goal-${parent}`) + 1)
+      expect(yield* text(page, `${row(child)} td:first-child`)).toContain("└")
+      yield* Effect.promise(() => page.click(`${row(parent)} a`))
+      yield* Effect.promise(() => page.waitForSelector(`[id="child-${child}"]`))
+      expect(yield* text(page, `[id="child-${child}"]`)).toContain("terminated: done")
+      // The delegate call's output links to the sub-goal; the sub-goal's page names its parent.
+      expect(yield* text(page, ".sub-goal-end")).toContain(`sub-goal ${child} ended done`)
+      yield* Effect.promise(() => page.click(`[id="child-${child}"] a`))
+      yield* Effect.promise(() => page.waitForSelector("#parent"))
+      expect(yield* text(page, "#parent")).toContain(`Sub-goal of ${parent} (its call ${parent}:1, depth 1)`)
+      const shot = path.join(shots, "sub-goal.png")
+      yield* Effect.promise(() => page.screenshot({ path: shot, fullPage: true }))
+    }), 60_000)
+
   it.scopedLive("a running goal's steps appear as they happen", () =>
     Effect.gen(function*() {
       const b = yield* browser

@@ -90,6 +90,14 @@ const addGoalWaiting = Effect.gen(function*() {
   }
 })
 
+const addGoalParent = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // A sub-goal's parent (`GoalSummary.parent`), and an index to list a goal's sub-goals. No goal
+  // before this migration has one: only an rx that writes this schema records sub-goals.
+  yield* sql`ALTER TABLE rx_goals ADD COLUMN parent text`
+  yield* sql`CREATE INDEX rx_goals_parent ON rx_goals (parent, submitted_at DESC, goal_id DESC) WHERE parent IS NOT NULL`
+})
+
 /** The `suspended` and `approval` columns of a summary. */
 export const waitingParams = (waiting: GoalSummary.Waiting): [string | null, string | null] => [
   waiting.suspended === null ? null : JSON.stringify(waiting.suspended),
@@ -100,11 +108,12 @@ export const waitingParams = (waiting: GoalSummary.Waiting): [string | null, str
 export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.SqlClient>> = {
   "0001_create_log": createLog,
   "0002_event_checksum": addChecksum,
-  "0003_goal_waiting": addGoalWaiting
+  "0003_goal_waiting": addGoalWaiting,
+  "0004_goal_parent": addGoalParent
 }
 
 /** The schema version this rx writes: the highest migration id. */
-export const latest = 3
+export const latest = 4
 
 /** The tables each schema version has; one missing means the database was damaged. */
 const tables = ["rx_events", "rx_goals", "rx_snapshots", "rx_leases"]

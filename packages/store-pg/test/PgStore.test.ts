@@ -69,8 +69,8 @@ describe("opening a Postgres store", () => {
           [null, null]
         ])
         const sql = Context.get(ctx, SqlClient.SqlClient)
-        yield* sql`ALTER TABLE rx_goals DROP COLUMN suspended, DROP COLUMN approval`
-        yield* sql`DELETE FROM rx_migrations WHERE migration_id = 3`
+        yield* sql`ALTER TABLE rx_goals DROP COLUMN suspended, DROP COLUMN approval, DROP COLUMN parent`
+        yield* sql`DELETE FROM rx_migrations WHERE migration_id >= 3`
         const migrated = yield* Effect.scoped(Effect.flatMap(PgStore.make({ url }), (s) => s.goals()))
         expect([...migrated].sort((a, b) => a.goalId.localeCompare(b.goalId))).toEqual(expected)
       }), 60_000)

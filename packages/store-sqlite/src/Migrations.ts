@@ -95,6 +95,14 @@ const addGoalWaiting = Effect.gen(function*() {
   }
 })
 
+const addGoalParent = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // A sub-goal's parent (`GoalSummary.parent`), and an index to list a goal's sub-goals. No goal
+  // before this migration has one: only an rx that writes this schema records sub-goals.
+  yield* sql`ALTER TABLE goals ADD COLUMN parent TEXT`
+  yield* sql`CREATE INDEX goals_parent ON goals (parent, submitted_at DESC, goal_id DESC) WHERE parent IS NOT NULL`
+})
+
 /** The last `Suspended` and `ApprovalRequested` of a goal: why it waits is in its log from the earlier of the two. */
 export const waitingTailSql =
   "SELECT max(CASE WHEN tag = 'Suspended' THEN seq END) AS suspended, max(CASE WHEN tag = 'ApprovalRequested' THEN seq END) AS approval FROM events WHERE goal_id = ?"
@@ -117,20 +125,25 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0002_create_leases": createLeases,
   "0003_payload_format": addPayloadFormat,
   "0004_event_checksum": addChecksum,
-  "0005_goal_waiting": addGoalWaiting
+  "0005_goal_waiting": addGoalWaiting,
+  "0006_goal_parent": addGoalParent
 }
 
 /** The schema version this rx writes: the highest migration id. */
-export const latest = 5
+export const latest = 6
 
 /** The schema version that added the `goals` columns saying why an open goal waits. */
 export const waitingColumnsSince = 5
+
+/** The schema version that added the `goals` column naming a sub-goal's parent. */
+export const parentColumnSince = 6
 
 /**
  * The oldest schema a read-only store reads as is: later migrations added a table reading does not
  * use (`leases`), the `format` column, whose value rows of older schemas all have (2, slim), and
  * the `checksum` column, which older rows lack anyway, so reads supply both, and the `goals`
- * columns saying why an open goal waits, which reads fill from the log. Raise it with a
+ * columns saying why an open goal waits, which reads fill from the log, and the parent column, which
+ * no goal of an older schema has. Raise it with a
  * migration whose effect reads cannot supply.
  */
 export const readableFrom = 1

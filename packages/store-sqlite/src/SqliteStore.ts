@@ -384,9 +384,16 @@ const makeStore = (
       )
 
     const goals: Service["goals"] = (q = {}) => {
-      const where = q.status === undefined ? "" : " WHERE status = ?"
+      // No goal of a schema before the parent column has a parent.
+      if (q.parent !== undefined && schema < Migrations.parentColumnSince) return Effect.succeed([])
+      const conditions = [...(q.status === undefined ? [] : ["status = ?"]), ...(q.parent === undefined ? [] : ["parent = ?"])]
+      const where = conditions.length === 0 ? "" : ` WHERE ${conditions.join(" AND ")}`
       const limit = q.limit === undefined ? "" : " LIMIT ?"
-      const params = [...(q.status === undefined ? [] : [q.status]), ...(q.limit === undefined ? [] : [q.limit])]
+      const params = [
+        ...(q.status === undefined ? [] : [q.status]),
+        ...(q.parent === undefined ? [] : [q.parent]),
+        ...(q.limit === undefined ? [] : [q.limit])
+      ]
       return db.read((tx) => Either.right(tx.all(`SELECT * FROM goals${where} ORDER BY submitted_at DESC, goal_id DESC${limit}`, params))).pipe(
         Effect.catchTag("SqlError", (error) => Effect.fail(failed("listing goals")(error))),
         Effect.flatMap((rows) => Effect.forEach(rows, summaryOf))
@@ -582,9 +589,9 @@ const selectGoalSql = "SELECT * FROM goals WHERE goal_id = ?"
 /** The summary after an append, only if the goal's log still ends at the expected seq (`goals_newest` untouched). */
 const advanceGoalSql = `UPDATE goals SET status = ?, iterations = ?, next_seq = ?, last_iteration = ?, reason = ?, suspended = ?, approval = ?,
   updated_at = ? WHERE goal_id = ? AND next_seq = ?`
-const upsertGoalSql = `INSERT INTO goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, suspended, approval, submitted_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, status = excluded.status, iterations = excluded.iterations,
+const upsertGoalSql = `INSERT INTO goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, suspended, approval, submitted_at, updated_at, parent)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, parent = excluded.parent, status = excluded.status, iterations = excluded.iterations,
   next_seq = excluded.next_seq, last_iteration = excluded.last_iteration, reason = excluded.reason,
   suspended = excluded.suspended, approval = excluded.approval, submitted_at = excluded.submitted_at, updated_at = excluded.updated_at`
 const upsertSnapshotSql = `INSERT INTO snapshots (goal_id, seq, state_version, state) VALUES (?, ?, ?, ?)
@@ -637,7 +644,8 @@ const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> => [
   s.reason,
   ...Migrations.waitingParams(s),
   s.submittedAt,
-  s.updatedAt
+  s.updatedAt,
+  s.parent
 ]
 
 /** A `goals` row's fields: why a goal waits is JSON (NULL when nothing waits). */
@@ -655,6 +663,8 @@ const decodeSummary = (row: unknown): Either.Either<GoalSummary.GoalSummary, Sto
     decodeSummaryEither({
       goalId,
       goal: field(row, "goal"),
+      // A database of a schema before the column has no sub-goals.
+      parent: field(row, "parent") ?? null,
       status: field(row, "status"),
       iterations: field(row, "iterations"),
       nextSeq: field(row, "next_seq"),

@@ -129,7 +129,8 @@ describe("an rx 0.1 database", () => {
       expect(running).toEqual([
         { message: "Running migration", annotations: { caller: "test", migration_id: "3", migration_name: "payload_format" }, locked: true },
         { message: "Running migration", annotations: { caller: "test", migration_id: "4", migration_name: "event_checksum" }, locked: true },
-        { message: "Running migration", annotations: { caller: "test", migration_id: "5", migration_name: "goal_waiting" }, locked: true }
+        { message: "Running migration", annotations: { caller: "test", migration_id: "5", migration_name: "goal_waiting" }, locked: true },
+        { message: "Running migration", annotations: { caller: "test", migration_id: "6", migration_name: "goal_parent" }, locked: true }
       ])
       expect(schemaOf(filename).version).toEqual({ id: Migrations.latest })
     }))

@@ -5,7 +5,7 @@ import { Chunk, Clock, Context, Deferred, Effect, Either, Fiber, HashMap, Layer,
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Control, Event, Goal, GoalSummary, LanguageModel, Replay, Runner, State, StateStore, StoreConformance, ToolRegistry } from "@rx/kernel"
-import { SqliteStore } from "@rx/store-sqlite"
+import { Migrations, SqliteStore } from "@rx/store-sqlite"
 import { contiguous, echo, echoRun, endsOnce, submitted } from "./fixtures.js"
 import { exec, layerWithClient, tempDb, tempDir } from "./helpers.js"
 
@@ -79,12 +79,12 @@ describe("SqliteStore", () => {
 
       // The same database as rx of schema 4 left it: no columns saying why a goal waits.
       const sqlite = new Sqlite(filename)
-      sqlite.exec("ALTER TABLE goals DROP COLUMN suspended; ALTER TABLE goals DROP COLUMN approval; DELETE FROM rx_migrations WHERE migration_id = 5")
+      sqlite.exec("DROP INDEX goals_parent; ALTER TABLE goals DROP COLUMN parent; ALTER TABLE goals DROP COLUMN suspended; ALTER TABLE goals DROP COLUMN approval; DELETE FROM rx_migrations WHERE migration_id >= 5")
       sqlite.close()
       expect(yield* listed.pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename, readonly: true }))))).toEqual(summaries)
       expect(yield* listed.pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename }))))).toEqual(summaries)
       expect(yield* listed.pipe(Effect.provide(reading))).toEqual(summaries)
-      expect(yield* exec("SELECT max(migration_id) AS id FROM rx_migrations").pipe(Effect.provide(Layer.fresh(layerWithClient({ filename }))))).toEqual([{ id: 5 }])
+      expect(yield* exec("SELECT max(migration_id) AS id FROM rx_migrations").pipe(Effect.provide(Layer.fresh(layerWithClient({ filename }))))).toEqual([{ id: Migrations.latest }])
     }))
 
   it.scoped("a row that does not decode is a StoreError naming goal and seq; nothing is skipped", () =>

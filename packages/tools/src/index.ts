@@ -5,6 +5,7 @@
 export * as Builtins from "./Builtins.js"
 export * as Config from "./Config.js"
 export * as Confinement from "./Confinement.js"
+export * as Delegate from "./Delegate.js"
 export * as EditFile from "./EditFile.js"
 export * as FindFiles from "./FindFiles.js"
 export * as HttpFetch from "./HttpFetch.js"

@@ -29,7 +29,7 @@ export const invoke = (tool: string, input: unknown) =>
 /** The output of a successful call; fails the test otherwise. */
 export const ok = (outcome: Tool.Outcome): Record<string, unknown> => {
   if (outcome._tag !== "Success") {
-    throw new Error(`expected success, got ${JSON.stringify(outcome.error)}`)
+    throw new Error(`expected success, got ${JSON.stringify(outcome._tag === "Failure" ? outcome.error : outcome)}`)
   }
   return outcome.output as Record<string, unknown>
 }
@@ -37,7 +37,7 @@ export const ok = (outcome: Tool.Outcome): Record<string, unknown> => {
 /** The failure of a call; fails the test on success. */
 export const failed = (outcome: Tool.Outcome): Tool.Failure => {
   if (outcome._tag !== "Failure") {
-    throw new Error(`expected failure, got ${JSON.stringify(outcome.output).slice(0, 500)}`)
+    throw new Error(`expected failure, got ${JSON.stringify(outcome._tag === "Success" ? outcome.output : outcome).slice(0, 500)}`)
   }
   return outcome.error
 }

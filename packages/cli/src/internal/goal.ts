@@ -33,13 +33,20 @@ export const sayJson = (event: Event.Event) => Console.log(Render.jsonLine(Event
  * Print each committed event: a JSON line, or a human line per step. `options` are the goal's
  * options before the first event printed (a resume), to say what a later change changed.
  */
-export const printer = (json: boolean, options?: RunOptions.Options, pending?: State.Pending | null) => {
+export const printer = (json: boolean, options?: RunOptions.Options, pending?: State.Pending | null, root?: string) => {
   // A resume's call cut short was started before: its outcome's line shows that call's input.
   const started = new Map<string, { readonly input: unknown }>(pending == null ? [] : [[pending.callId, { input: pending.input }]])
   let current = options
+  // The goal run (the first one seen): the events of its sub-goals are shown under their own ids.
+  let top = root
   return (event: Event.Event): Effect.Effect<void> => {
     if (json) return sayJson(event)
     if (event._tag === "ToolStarted") started.set(event.callId, event)
+    top ??= event.goalId
+    if (event.goalId !== top) {
+      const line = Render.subGoalLine(event, started)
+      return line === undefined ? Effect.void : say(line)
+    }
     if (event._tag === "GoalSubmitted") {
       current = event.options
       return say(Render.goalLine(event, event.options.settings ?? {}))
@@ -110,13 +117,15 @@ export const runGoal = <E>(
         : `\ncancelling goal ${goalId} at ${server}; press Ctrl-C again to stop following at once\n`)
       Effect.runFork(Effect.ignore(goals.cancel(goalId, "cancelled by Ctrl-C")))
     })
-    let print = printer(how.json)
+    let print = printer(how.json, undefined, undefined, how.goalId)
     const status = server === undefined ? yield* statusLine(how.json) : undefined
     const observe = (event: Event.Event) => {
       const first = goalId === undefined
-      goalId = event.goalId
+      // The goal run is the first one seen; its sub-goals' events come after.
+      goalId ??= event.goalId
+      const own = event.goalId === goalId
       const submitted = first && server !== undefined && !how.json ? note(`goal ${event.goalId} submitted to ${server}; Ctrl-C cancels it`) : Effect.void
-      const progress = status === undefined
+      const progress = status === undefined || !own
         ? Effect.void
         : Effect.zipRight(event._tag === "GoalSubmitted" ? status.relabel(event.options.settings?.model ?? "") : Effect.void, status.observe(event))
       return Effect.zipRight(submitted, Effect.zipRight(print(event), progress))
@@ -124,12 +133,12 @@ export const runGoal = <E>(
     // A resume says what goes on, with what, and what it recorded, before its first step.
     const starting = (s: Goals.Starting) =>
       Effect.gen(function*() {
-        print = printer(how.json, s.state.options, s.state.pending)
+        print = printer(how.json, s.state.options, s.state.pending, s.state.goalId)
         if (!how.json) yield* say(Render.resumeLine(s.state, s.settings))
         for (const event of s.changed) {
           yield* how.json ? sayJson(event) : say(`settings of this resume, recorded at seq ${event.seq}: ${Render.optionsDiff(s.before, event.options)}`)
         }
-        print = printer(how.json, s.changed.at(-1)?.options ?? s.state.options, s.state.pending)
+        print = printer(how.json, s.changed.at(-1)?.options ?? s.state.options, s.state.pending, s.state.goalId)
         if (status !== undefined) {
           yield* status.relabel(s.settings.model ?? "")
           // A resume commits nothing before its first model call: say what runs first.

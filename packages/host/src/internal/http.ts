@@ -116,6 +116,7 @@ export const makeHttp = (url: string, given: Settings.Given) =>
           return yield* follow(request.goalId, before.nextSeq, hooks)
         }),
       list: http((client) => Stream.runCollect(client.goals())).pipe(Effect.map((goals) => Array.from(goals))),
+      children: (goalId) => http((client) => Stream.runCollect(client.goals({ parent: goalId }))).pipe(Effect.map((goals) => Array.from(goals))),
       events: (goalId) => http((client) => Stream.runCollect(client.events(goalId, { follow: false }))).pipe(Effect.map((events) => Array.from(events))),
       follow: (goalId, wait) =>
         wait

@@ -4,6 +4,7 @@
  * only by a command that runs a goal.
  */
 import { Control, type Event, Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
+import { Delegate } from "@rx/tools"
 import { Effect } from "effect"
 import type { Hooks, ResumeRequest, RunRequest } from "../Goals.js"
 import * as Log from "../Log.js"
@@ -28,13 +29,16 @@ export const run = (db: Settings.Database, request: RunRequest, hooks: Hooks) =>
     const launch = yield* Setup.mcpLaunch(servers, request.mcpEnv, mcp)
     const services = yield* Setup.services(v, model, tools, v.tools !== undefined, { servers, launch })
     const mcpNames = services.mcp.names
-    const chosen = yield* Settings.approval(v.ask ?? [], v.deny ?? [], [...Setup.builtinNames, ...mcpNames], [...services.offered, ...mcpNames])
+    // `delegate` (sub-goals), only when --tools names it.
+    const delegating = Setup.delegates(v)
+    const offered = [...services.offered, ...(delegating ? [Delegate.name] : [])]
+    const chosen = yield* Settings.approval(v.ask ?? [], v.deny ?? [], [...Setup.toolNamesKnown, ...mcpNames], [...offered, ...mcpNames])
     // An MCP server's destructive tools ask a person, unless --deny names them.
     const approval = { ...Object.fromEntries(services.mcp.ask.map((name) => [name, "ask" as const])), ...chosen }
     const settings: Settings.Recorded = {
       ...Setup.recordedSettings(v, workspace, model),
-      // The tools offered, when not all the built-ins: a resume offers the same ones.
-      ...(services.offered.length === Setup.builtinNames.length ? {} : { tools: services.offered }),
+      // The tools offered, when not all the built-ins alone: a resume offers the same ones.
+      ...(offered.length === Setup.builtinNames.length && !delegating ? {} : { tools: offered }),
       // The MCP servers: a resume starts them again. Their variables' values are never recorded.
       ...(servers.length === 0 ? {} : { mcp: servers.map(Setup.encodeServer) }),
       // What they listed and were not offered.
@@ -46,7 +50,7 @@ export const run = (db: Settings.Database, request: RunRequest, hooks: Hooks) =>
     yield* Setup.tell(services.notes)
     return yield* Runner.submit({ goal, options, observe: hooks.observe, ...(instructions === "" ? {} : { instructions }) }).pipe(
       Effect.flatMap((goalId) => Runner.resume(goalId, hooks)),
-      Effect.provide(services.layer),
+      Effect.provide(Setup.delegation(services.layer, tools, delegating ? hooks : undefined)),
       Effect.provide(Log.layer(db, "create"))
     )
   }))
@@ -81,6 +85,7 @@ export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hoo
     const model = yield* Setup.modelName(v)
     // The tools the goal was offered, as far as they can run here (said at start if not).
     const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
+    const delegating = recorded.tools?.includes(Delegate.name) === true
     const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* Setup.hidden(db, workspace))
     // The goal's MCP servers again; their tools as the goal recorded them.
     const servers = Setup.recordedMcp(recorded)
@@ -98,5 +103,5 @@ export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hoo
       ? (yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId, state.seq))).filter((e): e is Event.Of<"OptionsChanged"> => e._tag === "OptionsChanged")
       : []
     if (hooks.starting !== undefined) yield* hooks.starting({ state, settings: { ...recorded, ...settings }, before: state.options, changed: appended })
-    return yield* Runner.resume(goalId, hooks).pipe(Effect.provide(services.layer))
+    return yield* Runner.resume(goalId, hooks).pipe(Effect.provide(Setup.delegation(services.layer, tools, delegating ? hooks : undefined)))
   })).pipe(Effect.provide(Log.layer(db, "write")))

@@ -153,6 +153,7 @@ const make = (goal: Tracer.Span, clock: Clock.Clock) => {
           Effect.tap(Effect.withParentSpan(effect, span), (outcome) =>
             Effect.sync(() => {
               if (outcome._tag === "Success") return
+              if (outcome._tag === "Waiting") return span.attribute("rx.waiting", outcome.reason)
               span.attribute("error.type", outcome.error.kind)
               span.end(now(), Exit.fail(new ToolCallFailed({ message: capped(outcome.error.message) })))
             })))).pipe(Effect.annotateSpans({ "rx.iteration": n, "rx.seq": seq })),

@@ -5,7 +5,7 @@
  */
 import { FileSystem, HttpServer, Path } from "@effect/platform"
 import { Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
-import { HttpFetch } from "@rx/tools"
+import { Delegate, HttpFetch } from "@rx/tools"
 import { Context, Effect, Layer, Option } from "effect"
 import type * as Config from "../Config.js"
 import { InvalidConfig } from "../Config.js"
@@ -64,7 +64,12 @@ export const here: Run<StateStore.StateStore | LanguageModel.LanguageModel | Too
     if (workspace === undefined) {
       return yield* Effect.logWarning(`goal ${goalId} is not run here: its workspace is not a folder inside ${root}`)
     }
-    const registry = yield* Effect.flatMap(Toolbox.Toolbox, (toolbox) => toolbox.registry(workspace))
+    const toolbox = yield* Toolbox.Toolbox
+    const tools = yield* toolbox.registry(workspace)
+    // A goal offered `delegate` runs its sub-goals in this run, each with the tools of its workspace.
+    const registry = Delegate.offered(state.tools)
+      ? yield* Delegate.extend(tools, { workspace, workspaceTools: (folder) => Effect.mapError(toolbox.registry(folder), (error) => error.message) })
+      : tools
     const result = yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
     yield* Effect.logInfo(`goal ${goalId} ${result.status} (${result.reason})`)
   }).pipe(
@@ -110,6 +115,8 @@ export const layer = <R>(config: Config.Config, runGoal: Run<R>): Layer.Layer<Da
         const open = yield* store.goals({ status: "open" })
         for (const summary of [...open].reverse()) {
           const { goalId } = summary
+          // A sub-goal of an open goal goes on in its parent's run.
+          if (summary.parent !== null && Option.exists(yield* store.goal(summary.parent), (parent) => parent.status === "open")) continue
           const state = yield* Goal.restore(goalId)
           if (waitsForPerson(state)) continue
           const where = state.options.settings?.workspace

@@ -18,6 +18,7 @@ const view = (summary: GoalSummary.GoalSummary, activity: Api.Activity): Api.Goa
   return {
     goalId: summary.goalId,
     goal: summary.goal,
+    parent: summary.parent,
     status: summary.status === "terminated" ? "terminated" : approval !== null ? "waiting" : "open",
     activity,
     iterations: summary.iterations,
@@ -58,9 +59,9 @@ const decodeCursor = Schema.decodeUnknownEither(CursorText)
 const after = ([at, id]: typeof Cursor.Type) => (summary: GoalSummary.GoalSummary) =>
   summary.submittedAt < at || (summary.submittedAt === at && summary.goalId < id)
 
-/** A page of goals with `status`, newest first, after `cursor`. */
+/** A page of goals with `status` (and of `parent`, if given), newest first, after `cursor`. */
 export const page = (
-  params: { readonly status?: Api.GoalStatus | undefined; readonly limit: number; readonly cursor?: string | undefined },
+  params: { readonly status?: Api.GoalStatus | undefined; readonly limit: number; readonly cursor?: string | undefined; readonly parent?: string | undefined },
   activity: (goalId: string) => Api.Activity
 ) =>
   Effect.gen(function*() {
@@ -70,7 +71,10 @@ export const page = (
       return yield* new BadRequest({ field: "cursor", message: "cursor: not a cursor this server gave" })
     }
     const position = cursor === undefined ? undefined : cursor.right
-    const stored = yield* store.goals(params.status === undefined ? {} : { status: params.status === "terminated" ? "terminated" : "open" })
+    const stored = yield* store.goals({
+      ...(params.status === undefined ? {} : { status: params.status === "terminated" ? "terminated" : "open" }),
+      ...(params.parent === undefined ? {} : { parent: params.parent })
+    })
     const candidates = position === undefined ? stored : stored.filter(after(position))
     const goals: Array<Api.Goal> = []
     let more = false

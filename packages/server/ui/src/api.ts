@@ -105,6 +105,9 @@ export const check = async (candidate: string): Promise<boolean> => {
 export const list = (status: string, cursor?: string) =>
   json<GoalPage>(`/v1/goals?limit=100${status === "" ? "" : `&status=${encodeURIComponent(status)}`}${cursor === undefined ? "" : `&cursor=${encodeURIComponent(cursor)}`}`)
 
+/** The sub-goals a goal delegated (the newest 100). */
+export const children = (goalId: string) => json<GoalPage>(`/v1/goals?limit=100&parent=${encodeURIComponent(goalId)}`)
+
 const goalPath = (goalId: string) => `/v1/goals/${encodeURIComponent(goalId)}`
 
 export const goal = (goalId: string) => json<Goal>(goalPath(goalId))

@@ -16,7 +16,12 @@ interface Model {
   readonly events: Array<Event>
   readonly lines: Array<string>
   goal: Goal | undefined
+  /** The sub-goals it delegated, oldest first. */
+  children: ReadonlyArray<Goal>
 }
+
+/** A link to another goal's page. */
+const goalLink = (goalId: string) => h("a", { href: `#/goals/${encodeURIComponent(goalId)}`, class: "mono goal-link" }, goalId)
 
 /** Events by iteration, in order. */
 const iterations = (events: ReadonlyArray<Event>): Map<number, Array<Event>> => {
@@ -58,6 +63,13 @@ const labelled = (label: string, text: unknown, name: string) =>
 const outputView = (e: Of<"ToolSucceeded">, goalId: string): ReadonlyArray<Node | null> => {
   const o = e.output
   const name = `${goalId}-${e.seq}`
+  // A sub-goal's end, as the delegate call recorded it: which sub-goal, how it ended, its summary.
+  if (e.tool === "delegate" && isObject(o) && typeof o["child"] === "string") {
+    return [
+      h("p", { class: "sub-goal-end" }, "sub-goal ", goalLink(o["child"]), ` ended ${String(o["reason"])} after ${String(o["iterations"])} iterations, ${String(o["tokens"])} tokens · ${duration(e.durationMs)}`),
+      labelled("summary", o["summary"], `${name}-summary`)
+    ]
+  }
   if (isObject(o) && "exit_code" in o && typeof o["stdout"] === "string") {
     const failed = o["timed_out"] === true ? "timed out" : typeof o["signal"] === "string" ? `killed by ${o["signal"]}` : o["exit_code"] !== 0 ? `exit ${String(o["exit_code"])}` : null
     return [
@@ -113,7 +125,7 @@ const eventRow = (e: Event, goalId: string): HTMLElement | null => {
     case "ApprovalDecided":
       return row(e, "decided", e.approved ? "ok" : "bad", h("p", {}, `${e.approved ? "approved" : `denied (${e.reason})`} by ${e.by}, call ${e.callId}`))
     case "Suspended":
-      return row(e, "suspended", "wait", h("p", {}, `${e.reason}: ${e.detail}`))
+      return row(e, "suspended", "wait", h("p", {}, `${e.reason}: ${e.detail}`), e.child === undefined ? null : h("p", {}, "waits on its sub-goal ", goalLink(e.child)))
     case "CancelRequested":
       return row(e, "cancel", "bad", h("p", {}, e.reason))
     case "OptionsChanged":
@@ -258,9 +270,29 @@ const resumePanel = (model: Model, refresh: () => void) => {
     h("div", { class: "actions" }, h("button", { class: "primary", id: "resume", on: { click: () => void resume() } }, "Resume"), status))
 }
 
+/** Where the goal is in its tree: the goal that delegated it, what it waits on, and its sub-goals with their status. */
+const treeView = (model: Model) => {
+  const submitted = model.events[0]
+  const parent = submitted?._tag === "GoalSubmitted" ? submitted.parent : undefined
+  const waitsOn = model.goal?.status === "terminated" ? undefined : model.goal?.suspended?.child
+  if (parent === undefined && waitsOn === undefined && model.children.length === 0) return null
+  return h("section", { class: "tree", id: "tree" },
+    parent === undefined ? null : h("p", { id: "parent" }, "Sub-goal of ", goalLink(parent.goalId), ` (its call ${parent.callId}, depth ${parent.depth})`),
+    waitsOn === undefined ? null : h("p", { class: "wait", id: "waits-on" }, "Waits on its sub-goal ", goalLink(waitsOn), `: ${model.goal?.suspended?.detail ?? ""}`),
+    model.children.length === 0 ? null : h("table", { class: "goals children", id: "children" },
+      h("thead", {}, h("tr", {}, ...["sub-goal", "status", "text", "iterations"].map((c) => h("th", {}, c)))),
+      h("tbody", {}, ...model.children.map((c) =>
+        h("tr", { id: `child-${c.goalId}` },
+          h("td", {}, goalLink(c.goalId)),
+          h("td", {}, badge(c)),
+          h("td", { title: preview(c.goal, 1_000) }, preview(c.goal, 100)),
+          h("td", { class: "num" }, c.iterations))))))
+}
+
 export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => {
-  const model: Model = { goalId, events: [], lines: [], goal: undefined }
+  const model: Model = { goalId, events: [], lines: [], goal: undefined, children: [] }
   const head = h("div", { class: "head" })
+  const treeBox = h("div", {})
   const approval = h("div", {})
   const steps = h("div", { class: "steps" })
   const traceBox = h("div", {})
@@ -277,7 +309,7 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
   const problem = h("p", { class: "problem" })
   fill(root,
     h("p", {}, h("a", { href: "#/" }, "← goals")),
-    head, problem, approval,
+    head, treeBox, problem, approval,
     h("h2", {}, "Steps"), steps,
     h("h2", {}, "Tool trace"), traceBox,
     h("h2", {}, "Timeline"), timelineBox,
@@ -318,6 +350,7 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
         settings.workspace === undefined ? "" : `, in ${settings.workspace}`,
         " ", cancel))
     fill(approval, approvalPanel(model, () => void refresh()), resumePanel(model, () => void refresh()))
+    fill(treeBox, treeView(model))
     fill(auditBox, auditView(g))
   }
 
@@ -351,7 +384,9 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
 
   const refresh = async () => {
     try {
-      model.goal = await Api.goal(goalId)
+      const [goal, children] = await Promise.all([Api.goal(goalId), Api.children(goalId)])
+      model.goal = goal
+      model.children = [...children.goals].reverse()
       fill(problem)
     } catch (error) {
       // A server that does not answer is said at the top of the page.
@@ -371,7 +406,7 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
     model.lines.push(line)
     dirty.add(event.iteration)
     // The header follows what changes a goal's status.
-    if (["ApprovalRequested", "ApprovalDecided", "Suspended", "CancelRequested", "Terminated", "IterationCompleted"].includes(event._tag)) void refresh()
+    if (["ApprovalRequested", "ApprovalDecided", "Suspended", "CancelRequested", "Terminated", "IterationCompleted", "ToolStarted", "GoalSubmitted"].includes(event._tag)) void refresh()
     if (!scheduled) {
       scheduled = true
       requestAnimationFrame(draw)

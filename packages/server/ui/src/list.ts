@@ -67,6 +67,20 @@ const submitForm = () => {
   return h("details", { class: "new-goal", id: "new-goal" }, h("summary", {}, "Submit a goal"), form)
 }
 
+/** The goals in list order, each goal's sub-goals (those on the page) right after it, oldest first, with their depth. */
+export const tree = (goals: ReadonlyArray<Goal>): ReadonlyArray<readonly [Goal, number]> => {
+  const ids = new Set(goals.map((g) => g.goalId))
+  const children = new Map<string, Array<Goal>>()
+  for (const g of goals) if (g.parent !== null && ids.has(g.parent)) children.set(g.parent, [g, ...(children.get(g.parent) ?? [])])
+  const out: Array<readonly [Goal, number]> = []
+  const visit = (g: Goal, depth: number) => {
+    out.push([g, depth])
+    for (const child of children.get(g.goalId) ?? []) visit(child, depth + 1)
+  }
+  for (const g of goals) if (g.parent === null || !ids.has(g.parent)) visit(g, 0)
+  return out
+}
+
 export const show = (root: HTMLElement, status: string, signal: AbortSignal) => {
   const rows = h("tbody", {})
   const note = h("p", { class: "muted" })
@@ -74,9 +88,11 @@ export const show = (root: HTMLElement, status: string, signal: AbortSignal) => 
     h("a", { href: `#/${value === "" ? "" : `?status=${value}`}`, class: value === status ? "on" : "" }, label)))
   fill(root, submitForm(), bar, h("table", { class: "goals" }, h("thead", {}, h("tr", {}, ...["goal", "status", "text", "iterations", "submitted"].map((c) => h("th", {}, c)))), rows), note)
   const draw = (goals: ReadonlyArray<Goal>, more: boolean) => {
-    fill(rows, ...goals.map((g) =>
-      h("tr", { id: `goal-${g.goalId}` },
-        h("td", {}, h("a", { href: `#/goals/${encodeURIComponent(g.goalId)}`, class: "mono" }, g.goalId)),
+    fill(rows, ...tree(goals).map(([g, depth]) =>
+      h("tr", { id: `goal-${g.goalId}`, class: depth === 0 ? "" : "sub-goal" },
+        h("td", {},
+          depth === 0 ? "" : h("span", { class: "tree", title: `sub-goal of ${g.parent ?? "?"}` }, `${"\u00a0\u00a0".repeat(depth - 1)}└\u00a0`),
+          h("a", { href: `#/goals/${encodeURIComponent(g.goalId)}`, class: "mono" }, g.goalId)),
         h("td", {}, badge(g)),
         h("td", { title: preview(g.goal, 1_000) }, preview(g.goal, 100)),
         h("td", { class: "num" }, g.iterations),

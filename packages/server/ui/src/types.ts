@@ -4,6 +4,8 @@ export type Status = "open" | "waiting" | "terminated"
 export interface Goal {
   readonly goalId: string
   readonly goal: string
+  /** For a sub-goal: the goal that delegated it. */
+  readonly parent: string | null
   readonly status: Status
   readonly activity: "running" | "queued" | "idle"
   readonly iterations: number
@@ -11,7 +13,7 @@ export interface Goal {
   readonly reason: string | null
   readonly detail?: string
   readonly audit?: { readonly reason: string; readonly seq: number; readonly at: number; readonly detail: string; readonly limit: string; readonly evidence: ReadonlyArray<number> }
-  readonly suspended: { readonly reason: string; readonly detail: string } | null
+  readonly suspended: { readonly reason: string; readonly detail: string; readonly child?: string } | null
   readonly approval: { readonly callId: string; readonly tool: string; readonly input: unknown } | null
   readonly submittedAt: number
   readonly updatedAt: number
@@ -37,14 +39,21 @@ export interface ToolCall {
 
 /** The events of a goal's log (their JSON encoding). */
 export type Event = Base & (
-  | { readonly _tag: "GoalSubmitted"; readonly goal: string; readonly options: { readonly maxIterations: number; readonly settings?: { readonly model?: string; readonly workspace?: string } }; readonly instructions?: string }
+  | {
+    readonly _tag: "GoalSubmitted"
+    readonly goal: string
+    readonly options: { readonly maxIterations: number; readonly settings?: { readonly model?: string; readonly workspace?: string } }
+    readonly instructions?: string
+    /** For a sub-goal: the goal and call that delegated it. */
+    readonly parent?: { readonly goalId: string; readonly callId: string; readonly depth: number }
+  }
   | { readonly _tag: "ModelResponded"; readonly response: { readonly text: string; readonly toolCalls: ReadonlyArray<ToolCall>; readonly finishReason?: string; readonly usage: { readonly inputTokens: number; readonly outputTokens: number } } }
   | { readonly _tag: "ModelFailed"; readonly message: string }
   | { readonly _tag: "ActionRejected"; readonly kind: string; readonly reason: string; readonly index?: number; readonly tool?: string; readonly raw: string }
   | { readonly _tag: "ToolStarted"; readonly callId: string; readonly tool: string; readonly input: unknown; readonly index?: number }
   | { readonly _tag: "ApprovalRequested"; readonly callId: string; readonly tool: string; readonly input: unknown }
   | { readonly _tag: "ApprovalDecided"; readonly callId: string; readonly approved: boolean; readonly reason: string; readonly by: string }
-  | { readonly _tag: "Suspended"; readonly reason: string; readonly detail: string }
+  | { readonly _tag: "Suspended"; readonly reason: string; readonly detail: string; readonly child?: string }
   | { readonly _tag: "ToolSucceeded"; readonly callId: string; readonly tool: string; readonly output: unknown; readonly durationMs: number }
   | { readonly _tag: "ToolFailed"; readonly callId: string; readonly tool: string; readonly error: { readonly kind: string; readonly message: string }; readonly durationMs: number }
   | { readonly _tag: "IterationCompleted" }
