@@ -208,7 +208,7 @@ describe("FIFOs, sockets and devices", () => {
           expect(Option.isSome(result), `${input[0]} blocked`).toBe(true)
           if (Option.isNone(result)) break
           const outcome = result.value
-          const key = outcome._tag !== "Failure" ? outcome._tag : `${outcome.error.kind}:${String((outcome.error.details as { _tag?: string } | undefined)?._tag)}`
+          const key = outcome._tag === "Success" ? "ok" : outcome._tag === "Waiting" ? "waiting" : `${outcome.error.kind}:${String((outcome.error.details as { _tag?: string } | undefined)?._tag)}`
           kinds.set(key, (kinds.get(key) ?? 0) + 1)
         }
       } finally {
