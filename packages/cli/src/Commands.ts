@@ -4,6 +4,7 @@
  */
 import { FileSystem, Path } from "@effect/platform"
 import * as Goals from "@rx/host/Goals"
+import type * as Serve from "@rx/host/Serve"
 import * as Log from "@rx/host/Log"
 import * as Settings from "@rx/host/Settings"
 import { Replay } from "@rx/kernel"
@@ -21,7 +22,7 @@ export const UsageError = Settings.UsageError
 export type UsageError = Settings.UsageError
 
 /** What a command is given: its settings' flags, its other flags and its argument. */
-export interface Flags {
+export interface Flags extends Omit<Serve.ServeRequest, "given">, Omit<Serve.WorkerRequest, "given"> {
   readonly settings: Settings.Given
   /** The argument of a command that takes a goal id. */
   readonly goalId: string
@@ -35,21 +36,6 @@ export interface Flags {
   readonly follow: boolean
   readonly wait: boolean
   readonly keep: boolean
-  readonly host: Option.Option<string>
-  readonly allowRemote: boolean
-  readonly port: Option.Option<string>
-  readonly concurrency: Option.Option<string>
-  readonly cluster: boolean
-  /** `rx serve --new-token`: a new token even when the token file holds one. */
-  readonly newToken: boolean
-  readonly failover: Option.Option<string>
-  readonly drain: Option.Option<string>
-  /** Each `--mcp NAME=COMMAND|URL` given. */
-  readonly mcp: ReadonlyArray<string>
-  /** Each `--mcp-env NAME=VAR=VALUE` given. */
-  readonly mcpEnv: ReadonlyArray<string>
-  /** Each `--mcp-sandbox NAME[=network]` given. */
-  readonly mcpSandbox: ReadonlyArray<string>
 }
 
 /** What @effect/cli parsed for a command (`Cli`): each option by its flag (a text if given, a switch, or each value of a repeatable one), and the argument. */

@@ -115,6 +115,16 @@ const submitAll = (count: number) =>
     (i) => Workers.submit({ goal: `write the ledger (${i})`, goalId: `goal-${i}`, options: { maxIterations: 20 } })
   )
 
+/** The first line a worker writes to the ledger, once one has. */
+const firstLine = (ledger: string) =>
+  Effect.gen(function*() {
+    while (true) {
+      const line = ledgerOf(ledger)[0]
+      if (line !== undefined) return line
+      yield* Effect.sleep("20 millis")
+    }
+  }).pipe(Effect.timeoutFail({ duration: 20_000, onTimeout: () => new Error("no worker wrote the ledger") }))
+
 describe("goals over three worker processes (@effect/cluster on Postgres)", () => {
   it.scopedLive("every goal ends exactly once, with a contiguous log that replays", () =>
     Effect.gen(function*() {
@@ -142,13 +152,7 @@ describe("goals over three worker processes (@effect/cluster on Postgres)", () =
       yield* Effect.gen(function*() {
         const goalIds = yield* submitAll(goals)
         // Kill the first worker seen writing the ledger, while its goals run.
-        const first = yield* Effect.gen(function*() {
-          while (true) {
-            const line = ledgerOf(ledger)[0]
-            if (line !== undefined) return line
-            yield* Effect.sleep("20 millis")
-          }
-        }).pipe(Effect.timeoutFail({ duration: 20_000, onTimeout: () => new Error("no worker wrote the ledger") }))
+        const first = yield* firstLine(ledger)
         const victim = workers.find((w) => w.name === first.worker)
         expect(victim).toBeDefined()
         if (victim === undefined) return
@@ -181,13 +185,7 @@ describe("goals over three worker processes (@effect/cluster on Postgres)", () =
           (i) => Workers.submit({ goal: `(tree) delegate the ledger (${i})`, goalId: `tree-${i}`, options: { maxIterations: 20 } })
         ).pipe(Effect.provide(delegating))
         // Kill the first worker seen writing the ledger: a sub-goal's call, in its parent's drive.
-        const first = yield* Effect.gen(function*() {
-          while (true) {
-            const line = ledgerOf(ledger)[0]
-            if (line !== undefined) return line
-            yield* Effect.sleep("20 millis")
-          }
-        }).pipe(Effect.timeoutFail({ duration: 20_000, onTimeout: () => new Error("no worker wrote the ledger") }))
+        const first = yield* firstLine(ledger)
         const victim = workers.find((w) => w.name === first.worker)
         if (victim === undefined) return expect.unreachable()
         yield* victim.kill("SIGKILL")
