@@ -24,6 +24,7 @@ import { Control, Event, Goal, LanguageModel, Options, Runner, type State, State
 import { Context, Data, Effect, Either, Layer, Option, Schedule, Schema, type Scope } from "effect"
 import { realpathSync, statSync } from "node:fs"
 import * as NodePath from "node:path"
+import * as Confinement from "./Confinement.js"
 
 /** The tool's name. */
 export const name = "delegate"
@@ -344,14 +345,15 @@ const folderOf = (workspace: string | undefined, folder: string): Effect.Effect<
     if (NodePath.isAbsolute(folder) || normal === ".." || normal.startsWith(`..${NodePath.sep}`)) {
       return Effect.fail(refuse(`folder "${folder}" must be a relative path inside your workspace`))
     }
-    return Effect.try({
+    const real = Either.try({
       try: () => {
         const root = realpathSync(workspace)
-        const real = realpathSync(NodePath.join(root, normal))
-        if (real !== root && !real.startsWith(`${root}${NodePath.sep}`)) throw new Error("it leads outside your workspace")
-        if (!statSync(real).isDirectory()) throw new Error("it is not a folder")
-        return real
+        return { root, path: realpathSync(NodePath.join(root, normal)) }
       },
-      catch: (error) => refuse(`folder "${folder}": ${error instanceof Error && "code" in error && error.code === "ENOENT" ? "does not exist (create it first)" : error instanceof Error ? error.message : String(error)}`)
+      catch: (error) => `${error instanceof Error && "code" in error && error.code === "ENOENT" ? "does not exist (create it first)" : error instanceof Error ? error.message : String(error)}`
     })
+    if (Either.isLeft(real)) return Effect.fail(refuse(`folder "${folder}": ${real.left}`))
+    if (!Confinement.inside(real.right.root, real.right.path)) return Effect.fail(refuse(`folder "${folder}": it leads outside your workspace`))
+    const folderish = Either.try(() => statSync(real.right.path).isDirectory())
+    return Either.getOrElse(folderish, () => false) ? Effect.succeed(real.right.path) : Effect.fail(refuse(`folder "${folder}": it is not a folder`))
   })
