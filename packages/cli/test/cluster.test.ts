@@ -147,6 +147,8 @@ describe("rx worker and rx serve --cluster", () => {
       expect(outside.stderr).toContain("is on no rx volume")
       const sqlite = yield* rx(["run", "write x.txt", "--cluster", "--db", join(mkdtempSync(join(tmpdir(), "rx-")), "rx.db"), "--workspace", folder], env)
       expect(sqlite.stderr).toContain("--cluster needs the cluster's Postgres log")
+      const modelled = yield* rx(["run", "write x.txt", "--cluster", "--db", url, "--workspace", folder, "--model", "mine"], env)
+      expect(modelled.stderr).toMatch(/^rx: --model does not apply with --cluster: the workers run goals with their own model/)
       const model2 = yield* rx(["resume", goalId, "--cluster", "--db", url, "--model", "other"], env)
       expect(model2.stderr).toMatch(/^rx: --model does not apply with --cluster/)
       const listed = yield* rx(["list", "--db", url, "--json"], env)

@@ -90,6 +90,26 @@ export interface Service {
 
 export class Goals extends Context.Tag("@rx/host/Goals")<Goals, Service>() {}
 
+/**
+ * Follow a goal run elsewhere (by a server, by the workers): its events from the start, each
+ * from `from` on observed, until it ends or suspends; then how it stands. `ended` says why, when
+ * the events end first.
+ */
+export const observed = <E, R>(goalId: string, events: Stream.Stream<Event.Event, E, R>, from: number, hooks: Hooks, ended: string) =>
+  Effect.gen(function*() {
+    let state = State.empty(goalId)
+    yield* events.pipe(
+      Stream.takeUntil((event) => event._tag === "Terminated" || (event._tag === "Suspended" && event.seq >= from)),
+      Stream.runForEach((event) =>
+        Effect.suspend(() => {
+          state = State.reduce(state, event)
+          return event.seq >= from ? hooks.observe(event) : Effect.void
+        })
+      )
+    )
+    return Goal.result(state, { reason: "shutdown", detail: ended })
+  })
+
 // ---------------------------------------------------------------------------------------------
 // A log on this machine
 // ---------------------------------------------------------------------------------------------

@@ -2,10 +2,10 @@
  * The goals of a cluster's Postgres log: loaded only by `--cluster`.
  */
 import type { FileSystem, Path } from "@effect/platform"
-import { Goal, Options as RunOptions, Runner, State, StateStore } from "@rx/kernel"
+import { Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
 import { Builtins } from "@rx/tools"
-import { Context, Effect, Layer, Option, Stream } from "effect"
-import { type Hooks, makeLocal, type Service } from "../Goals.js"
+import { Context, Effect, Layer, Option } from "effect"
+import { type Hooks, makeLocal, observed, type Service } from "../Goals.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
@@ -32,23 +32,14 @@ export const makeCluster = (db: Settings.Database, failover: Option.Option<strin
       Effect.gen(function*() {
         yield* Workers.drive(goalId)
         const store = yield* StateStore.StateStore
-        let state = State.empty(goalId)
-        yield* store.changes(goalId, 0).pipe(
-          Stream.takeUntil((event) => event._tag === "Terminated" || (event._tag === "Suspended" && event.seq >= from)),
-          Stream.runForEach((event) =>
-            Effect.suspend(() => {
-              state = State.reduce(state, event)
-              return event.seq >= from ? hooks.observe(event) : Effect.void
-            })
-          )
-        )
-        return Goal.result(state, { reason: "shutdown", detail: "the log ended before the goal did" })
+        return yield* observed(goalId, store.changes(goalId, 0), from, hooks, "the log ended before the goal did")
       }).pipe(Effect.provide(client))
     const service: Service = {
       ...local,
       run: (request, hooks) =>
         Effect.scoped(Effect.gen(function*() {
           yield* Settings.noMcp(request, "rx run --cluster")
+          yield* Settings.refuseOthers(request.given, Settings.runKeys.filter((key) => !Settings.modelKeys.includes(key)), "rx run --cluster takes the limits, the tools and their settings, the approval policy and the folder", "--cluster")
           const { values: v, workspace } = yield* Setup.resolve(request.given, Settings.runKeys)
           yield* Setup.existingWorkspace(workspace)
           // The goal runs on a worker that has this folder's volume mounted: it must be on one.

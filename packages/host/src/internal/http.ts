@@ -4,11 +4,10 @@
 import type { Path } from "@effect/platform"
 import { FileSystem } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Goal, State } from "@rx/kernel"
 import { type ApiError, Client, Config as ServerConfig } from "@rx/server"
 import { Effect, Option, Stream } from "effect"
 import { resolve as resolvePath } from "node:path"
-import type { Followed, Hooks, Service } from "../Goals.js"
+import { type Followed, type Hooks, observed, type Service } from "../Goals.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
@@ -66,21 +65,8 @@ export const makeHttp = (url: string, given: Settings.Given) =>
       Effect.flatMap(rx, (client) => Effect.mapError(effect(client), explain(url)))
     /** The goal's events from the start, each from `from` on observed, until it ends or suspends. */
     const follow = (goalId: string, from: number, hooks: Hooks) =>
-      Effect.gen(function*() {
-        const client = yield* rx
-        let state = State.empty(goalId)
-        yield* client.events(goalId).pipe(
-          Stream.takeUntil((event) => event._tag === "Terminated" || (event._tag === "Suspended" && event.seq >= from)),
-          Stream.runForEach((event) =>
-            Effect.suspend(() => {
-              state = State.reduce(state, event)
-              return event.seq >= from ? hooks.observe(event) : Effect.void
-            })
-          ),
-          Effect.mapError(explain(url))
-        )
-        return Goal.result(state, { reason: "shutdown", detail: "the server ended the events before the goal ended" })
-      })
+      Effect.flatMap(rx, (client) =>
+        observed(goalId, client.events(goalId), from, hooks, "the server ended the events before the goal ended").pipe(Effect.mapError(explain(url))))
 
     const service: Service = {
       where: { _tag: "Server", url },
