@@ -14,7 +14,20 @@ import * as Setup from "../Setup.js"
 import * as Postgres from "./postgres.js"
 
 /** The recorded settings a resume compares against, and what it runs with: all but the tools, which are the goal's own. */
-const recordedKeys = Settings.keys.filter((key): key is keyof Settings.Recorded & Settings.Key => key !== "tools" && ["workspace", "sandbox", "baseUrl", "model", "mode", "modelFile", "threads", "context", "seed", "temperature", "maxOutputTokens", "httpAllow"].includes(key))
+const recordedKeys = [
+  "workspace",
+  "sandbox",
+  "baseUrl",
+  "model",
+  "mode",
+  "modelFile",
+  "threads",
+  "context",
+  "seed",
+  "temperature",
+  "maxOutputTokens",
+  "httpAllow"
+] as const satisfies ReadonlyArray<keyof Settings.Recorded>
 
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
 
