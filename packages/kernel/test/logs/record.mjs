@@ -538,6 +538,34 @@ if (behaviour >= 3 || only !== undefined) {
   })
 }
 
+// Behaviour 4 and later: a goal delegates to a sub-goal (`--tools ...,delegate`), which runs in
+// the parent's call with the same model; both logs are recorded, the sub-goal's as `<name>-child`.
+if (behaviour >= 4 || only !== undefined) {
+  await goal({
+    name: "sub-goals",
+    text: "Have a sub-goal write sub.txt, then finish",
+    expect: "done",
+    flags: ["--tools", "read_file,write_file,list_dir,delegate"],
+    steps: [
+      call("delegate", { goal: "Write sub.txt saying it was written by a sub-goal" }),
+      call("write_file", { path: "sub.txt", content: "written by a sub-goal\n" }),
+      done("wrote sub.txt"),
+      done("the sub-goal wrote sub.txt")
+    ],
+    after: async ({ goalId }) => {
+      const child = `${goalId}.1`
+      const events = await rx(["events", child, "--db", db])
+      if (events.code !== 0) throw new Error(`sub-goals: rx events ${child} failed: ${events.stderr}`)
+      const lines = events.stdout.split("\n").filter((l) => l.trim() !== "")
+      const last = JSON.parse(lines[lines.length - 1])
+      if (last._tag !== "Terminated" || last.reason !== "done") throw new Error(`sub-goals: the sub-goal ${child} did not end done`)
+      writeFileSync(join(out, "sub-goals-child.jsonl"), lines.join("\n") + "\n")
+      recorded.push({ name: "sub-goals-child", goalId: child, events: lines.length, reason: "done" })
+      process.stdout.write(`sub-goals-child: ${child}, ${lines.length} events, done\n`)
+    }
+  })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Checks and the self-contained database
 // ---------------------------------------------------------------------------------------------
