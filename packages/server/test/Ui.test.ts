@@ -276,16 +276,25 @@ describe.skipIf(!available)("web inspector", () => {
 const scrollsSideways = (page: Page) =>
   Effect.promise(() => page.evaluate("document.documentElement.scrollWidth > document.documentElement.clientWidth || document.body.scrollWidth > document.body.clientWidth"))
 
+/**
+ * A page logged in to a server that can be stopped (`first` closed) and started again on the
+ * same log, root and port.
+ */
+const restartable = Effect.gen(function*() {
+  const b = yield* browser
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-root-"))
+  const db = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-db-")), "rx.db")
+  const first = yield* Scope.make()
+  const server = yield* Scope.extend(startServer(modelByGoal(listThenDone), {}, { root, db }), first)
+  const port = Number(new URL(server.url).port)
+  const { page } = yield* login(b, server)
+  return { db, first, page, port, root, server }
+})
+
 describe.skipIf(!available)("web inspector: a person's first hour", () => {
   it.scopedLive("a dead server is said at the top and the page recovers when it returns; the token is kept across the restart; a refused token is said", () =>
     Effect.gen(function*() {
-      const b = yield* browser
-      const root = fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-root-"))
-      const db = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-db-")), "rx.db")
-      const first = yield* Scope.make()
-      const server = yield* Scope.extend(startServer(modelByGoal(listThenDone), {}, { root, db }), first)
-      const port = Number(new URL(server.url).port)
-      const { page } = yield* login(b, server)
+      const { db, first, page, port, root, server } = yield* restartable
       // 25 goals: the banner must not be below them.
       for (let i = 0; i < 25; i++) yield* submit(server, { goal: `goal number ${i}` })
       yield* Effect.promise(() => page.locator("table.goals tbody tr").nth(24).waitFor())
@@ -311,13 +320,7 @@ describe.skipIf(!available)("web inspector: a person's first hour", () => {
 
   it.scopedLive("a token the server refuses (restarted with another) sends the tab to the token form, saying why", () =>
     Effect.gen(function*() {
-      const b = yield* browser
-      const root = fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-root-"))
-      const db = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "rx-ui-db-")), "rx.db")
-      const first = yield* Scope.make()
-      const server = yield* Scope.extend(startServer(modelByGoal(listThenDone), {}, { root, db }), first)
-      const port = Number(new URL(server.url).port)
-      const { page } = yield* login(b, server)
+      const { db, first, page, port, root } = yield* restartable
       yield* Scope.close(first, Exit.void)
       yield* Effect.promise(() => page.locator("#connection.down").waitFor({ timeout: 20_000 }))
       yield* startServer(modelByGoal(listThenDone), { port, token: "another-token-0123456789" }, { root, db })

@@ -241,16 +241,22 @@ const goal = async ({ name, text, steps, sandbox = "none", flags = [], env, prep
   if (after !== undefined) await after({ goalId, ran })
   if (server.index !== server.steps.length) server.problems.push(`${name}: used ${server.index} of ${server.steps.length} scripted replies`)
   if (server.problems.length > 0) throw new Error(`${name}: ${server.problems.join("; ")}\n${ran.stdout}${ran.stderr}`)
+  const lines = await exported(name, goalId, expect, `${ran.stdout}${ran.stderr}`)
+  behaviour = JSON.parse(lines[0]).behaviour ?? 1
+}
+
+/** Export goal `goalId`'s log as `<name>.jsonl` and record it, checking that it ends as `expect`. */
+const exported = async (name, goalId, expect, output = "") => {
   const events = await rx(["events", goalId, "--db", db])
   if (events.code !== 0) throw new Error(`${name}: rx events failed: ${events.stderr}`)
   const lines = events.stdout.split("\n").filter((l) => l.trim() !== "")
   const last = JSON.parse(lines[lines.length - 1])
   const reason = last._tag === "Terminated" ? last.reason : "open"
-  if (reason !== expect) throw new Error(`${name}: expected ${expect}, the log ends with ${reason}\n${ran.stdout}${ran.stderr}`)
+  if (reason !== expect) throw new Error(`${name}: expected ${expect}, the log ends with ${reason}\n${output}`)
   writeFileSync(join(out, `${name}.jsonl`), lines.join("\n") + "\n")
   recorded.push({ name, goalId, events: lines.length, reason })
-  behaviour = JSON.parse(lines[0]).behaviour ?? 1
   process.stdout.write(`${name}: ${goalId}, ${lines.length} events, ${reason}\n`)
+  return lines
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -552,16 +558,9 @@ if (behaviour >= 4 || only !== undefined) {
       done("wrote sub.txt"),
       done("the sub-goal wrote sub.txt")
     ],
+    // The sub-goal `<parent>.1`, exported beside its parent.
     after: async ({ goalId }) => {
-      const child = `${goalId}.1`
-      const events = await rx(["events", child, "--db", db])
-      if (events.code !== 0) throw new Error(`sub-goals: rx events ${child} failed: ${events.stderr}`)
-      const lines = events.stdout.split("\n").filter((l) => l.trim() !== "")
-      const last = JSON.parse(lines[lines.length - 1])
-      if (last._tag !== "Terminated" || last.reason !== "done") throw new Error(`sub-goals: the sub-goal ${child} did not end done`)
-      writeFileSync(join(out, "sub-goals-child.jsonl"), lines.join("\n") + "\n")
-      recorded.push({ name: "sub-goals-child", goalId: child, events: lines.length, reason: "done" })
-      process.stdout.write(`sub-goals-child: ${child}, ${lines.length} events, done\n`)
+      await exported("sub-goals-child", `${goalId}.1`, "done")
     }
   })
 }
