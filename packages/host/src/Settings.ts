@@ -5,8 +5,8 @@
  * recorded (on resume), the workspace's `rx.config.json`, the user's config file, the default.
  */
 import { Path } from "@effect/platform"
-import type { Settings as RecordedSettings } from "@rx/kernel"
-import { Config, Effect, Either, Option, Schema } from "effect"
+import { Settings as RecordedSettings } from "@rx/kernel"
+import { Config, Effect, Either, Option, ParseResult, Schema } from "effect"
 import * as os from "node:os"
 
 /** A usage problem: printed as `rx: <message>`, exit 1. */
@@ -15,13 +15,8 @@ export class UsageError extends Schema.TaggedError<UsageError>()("@rx/cli/UsageE
 /** A value a setting can hold. */
 export type Value = string | number | boolean | ReadonlyArray<string>
 
-/** How a setting's value is read: from a flag or a variable (text), or from a config file (JSON). */
-interface Parser<A extends Value> {
-  readonly fromText: (text: string) => Either.Either<A, string>
-  readonly fromJson: (value: unknown) => Either.Either<A, string>
-}
-
-export interface Setting<A extends Value = Value> extends Parser<A> {
+/** What a setting says of itself: its flag, variable and config key, and its help. */
+export interface Doc {
   /** The flag, without `--`; the config key is its camelCase (`max-iterations`: `maxIterations`). */
   readonly flag: string
   readonly env: string
@@ -40,87 +35,101 @@ export interface Setting<A extends Value = Value> extends Parser<A> {
   readonly inWorkspaceFile: boolean
 }
 
+/**
+ * A setting: its value's Schema in a config file (`json`, the type a goal records where it records
+ * the setting) and from a flag's or variable's text (`text`), each failing with one line,
+ * `expected <what>, got <value>`.
+ */
+export interface Setting<A extends Value, I> extends Doc {
+  readonly json: Schema.Schema<A, I>
+  readonly text: Schema.Schema<A, string>
+}
+
 const shown = (value: unknown) => {
-  const text = typeof value === "string" ? JSON.stringify(value) : JSON.stringify(value) ?? String(value)
+  const text = JSON.stringify(value) ?? String(value)
   return text.length > 80 ? `${text.slice(0, 77)}...` : text
 }
 
-const integer = (min: number, max = Number.MAX_SAFE_INTEGER): Parser<number> => {
-  const expected = `a whole number ${max === Number.MAX_SAFE_INTEGER ? `from ${min} up` : `from ${min} to ${max}`}`
-  const check = (n: number, raw: unknown) =>
-    Number.isSafeInteger(n) && n >= min && n <= max ? Either.right(n) : Either.left(`expected ${expected}, got ${shown(raw)}`)
-  return {
-    fromText: (text) => (/^\s*[+-]?\d+\s*$/.test(text) ? check(Number(text), text) : Either.left(`expected ${expected}, got ${shown(text)}`)),
-    fromJson: (value) => (typeof value === "number" ? check(value, value) : Either.left(`expected ${expected}, got ${shown(value)}`))
-  }
-}
-
-const decimal = (min: number, max: number): Parser<number> => {
-  const expected = `a number from ${min} to ${max}`
-  const check = (n: number, raw: unknown) =>
-    Number.isFinite(n) && n >= min && n <= max ? Either.right(n) : Either.left(`expected ${expected}, got ${shown(raw)}`)
-  return {
-    fromText: (text) => (/^\s*[+-]?(\d+\.?\d*|\.\d+)\s*$/.test(text) ? check(Number(text), text) : Either.left(`expected ${expected}, got ${shown(text)}`)),
-    fromJson: (value) => (typeof value === "number" ? check(value, value) : Either.left(`expected ${expected}, got ${shown(value)}`))
-  }
-}
-
-const fromString = (parse: (text: string) => Either.Either<string, string>, expected: string): Parser<string> => ({
-  fromText: parse,
-  fromJson: (value) => (typeof value === "string" ? parse(value) : Either.left(`expected ${expected}, got ${shown(value)}`))
+/** The one-line refusal of a setting's Schema, whatever part of it failed. */
+const expected = (what: string | ((actual: unknown) => string), got: (actual: unknown) => string = shown) => ({
+  message: (issue: ParseResult.ParseIssue) => ({
+    message: `expected ${typeof what === "string" ? what : what(issue.actual)}, got ${got(issue.actual)}`,
+    override: true
+  })
 })
 
-const text = (expected: string) =>
-  fromString((raw) => (raw.trim() === "" ? Either.left(`expected ${expected}, got an empty value`) : Either.right(raw.trim())), expected)
+/** A number from text matching `pattern`, then checked as `json` checks it. */
+const numberText = <I>(pattern: RegExp, json: Schema.Schema<number, I & number>) =>
+  Schema.String.pipe(Schema.pattern(pattern), Schema.compose(Schema.NumberFromString), Schema.compose(Schema.typeSchema(json)))
 
-/** An absolute `http:` or `https:` URL. */
-export const httpUrl = (raw: string): Either.Either<string, string> => {
-  const value = raw.trim()
-  const expected = `expected an http:// or https:// URL such as ${defaultBaseUrl}, got ${shown(raw)}`
-  if (!URL.canParse(value)) return Either.left(expected)
-  const protocol = new URL(value).protocol
-  return protocol === "http:" || protocol === "https:" ? Either.right(value) : Either.left(expected)
+const range = (min: number, max: number) => (max === Number.MAX_SAFE_INTEGER ? `from ${min} up` : `from ${min} to ${max}`)
+
+const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => {
+  const json = Schema.Int.pipe(Schema.between(min, max))
+  const what = `a whole number ${range(min, max)}`
+  return { json: json.annotations(expected(what)), text: numberText(/^\s*[+-]?\d+\s*$/, json).annotations(expected(what)) }
 }
 
-const choice = <const L extends string>(values: ReadonlyArray<L>): Parser<L> => {
-  const expected = `one of ${values.join(", ")}`
-  const parse = (value: unknown): Either.Either<L, string> => {
-    const found = values.find((v) => v === value)
-    return found === undefined ? Either.left(`expected ${expected}, got ${shown(value)}`) : Either.right(found)
-  }
-  return { fromText: (raw) => parse(raw.trim()), fromJson: parse }
+const decimal = (min: number, max: number) => {
+  const json = Schema.Number.pipe(Schema.finite(), Schema.between(min, max))
+  const what = `a number ${range(min, max)}`
+  return { json: json.annotations(expected(what)), text: numberText(/^\s*[+-]?(\d+\.?\d*|\.\d+)\s*$/, json).annotations(expected(what)) }
+}
+
+/** Trimmed text that is not empty. */
+const text = (what: string) => {
+  const json = Schema.Trim.pipe(Schema.minLength(1)).annotations(
+    expected(what, (actual) => (typeof actual === "string" ? "an empty value" : shown(actual)))
+  )
+  return { json, text: json }
+}
+
+export const defaultBaseUrl = "http://127.0.0.1:11434/v1"
+
+/** An absolute `http:` or `https:` URL. */
+const isHttpUrl = (value: string) => URL.canParse(value) && ["http:", "https:"].includes(new URL(value).protocol)
+
+const httpUrl = () => {
+  const json = Schema.Trim.pipe(Schema.filter(isHttpUrl)).annotations(expected(`an http:// or https:// URL such as ${defaultBaseUrl}`))
+  return { json, text: json }
+}
+
+const choice = <const L extends string>(values: readonly [L, ...Array<L>]) => {
+  const json = Schema.Literal(...values).annotations(expected(`one of ${values.join(", ")}`))
+  return { json, text: Schema.compose(Schema.Trim, json, { strict: false }).annotations(expected(`one of ${values.join(", ")}`)) }
 }
 
 /** Names, comma-separated on the command line, an array (or the same text) in a config file. */
-const list: Parser<ReadonlyArray<string>> = (() => {
-  const split = (raw: string): Either.Either<ReadonlyArray<string>, string> => {
-    const names = [...new Set(raw.split(",").map((name) => name.trim()).filter((name) => name !== ""))]
-    return names.length === 0 ? Either.left("expected names, comma-separated, got none") : Either.right(names)
-  }
-  return {
-    fromText: split,
-    fromJson: (value) =>
-      typeof value === "string"
-        ? split(value)
-        : Array.isArray(value) && value.every((v): v is string => typeof v === "string")
-        ? split(value.join(","))
-        : Either.left(`expected an array of names, got ${shown(value)}`)
-  }
-})()
-
-const onOff: Parser<boolean> = {
-  fromText: (raw) => {
-    const value = raw.trim().toLowerCase()
-    if (["1", "true", "yes", "on"].includes(value)) return Either.right(true)
-    if (["0", "false", "no", "off", ""].includes(value)) return Either.right(false)
-    return Either.left(`expected 1 or 0 (true or false), got ${shown(raw)}`)
-  },
-  fromJson: (value) => (typeof value === "boolean" ? Either.right(value) : Either.left(`expected true or false, got ${shown(value)}`))
+const list = () => {
+  const names = Schema.transform(Schema.String, Schema.Array(Schema.String).pipe(Schema.minItems(1)), {
+    strict: true,
+    decode: (raw) => [...new Set(raw.split(",").map((name) => name.trim()).filter((name) => name !== ""))],
+    encode: (names) => names.join(",")
+  })
+  const isNames = (actual: unknown) => typeof actual === "string" || (Array.isArray(actual) && actual.every((v) => typeof v === "string"))
+  const json = Schema.Union(names, Schema.compose(Schema.transform(Schema.Array(Schema.String), Schema.String, {
+    strict: true,
+    decode: (parts) => parts.join(","),
+    encode: (joined) => joined.split(",")
+  }), names)).annotations(
+    expected((actual) => (isNames(actual) ? "names, comma-separated" : "an array of names"), (actual) => (isNames(actual) ? "none" : shown(actual)))
+  )
+  return { json, text: names.annotations(expected("names, comma-separated", () => "none")) }
 }
 
-const setting = <A extends Value>(
+/** A switch: `true`/`false` in a config file, `1`/`0` (or yes/no, on/off; empty is off) in a variable. */
+const onOff = () => ({
+  json: Schema.Boolean.annotations(expected("true or false")),
+  text: Schema.transform(
+    Schema.compose(Schema.Trim, Schema.Lowercase).pipe(Schema.compose(Schema.Literal("1", "true", "yes", "on", "0", "false", "no", "off", ""), { strict: false })),
+    Schema.Boolean,
+    { strict: true, decode: (value) => ["1", "true", "yes", "on"].includes(value), encode: (on) => (on ? "1" : "0") }
+  ).annotations(expected("1 or 0 (true or false)"))
+})
+
+const setting = <A extends Value, I>(
   flag: string,
-  parser: Parser<A>,
+  kind: { readonly json: Schema.Schema<A, I>; readonly text: Schema.Schema<A, string> },
   doc: {
     readonly placeholder: string
     readonly description: string
@@ -128,8 +137,8 @@ const setting = <A extends Value>(
     readonly inFile?: boolean
     readonly inWorkspaceFile?: boolean
   }
-): Setting<A> => ({
-  ...parser,
+): Setting<A, I> => ({
+  ...kind,
   flag,
   env: `RX_${flag.toUpperCase().replace(/-/g, "_")}`,
   inFile: doc.inFile ?? true,
@@ -138,8 +147,6 @@ const setting = <A extends Value>(
   description: doc.description,
   ...(doc.shownDefault === undefined ? {} : { shownDefault: doc.shownDefault })
 })
-
-export const defaultBaseUrl = "http://127.0.0.1:11434/v1"
 
 /** Where the log lives when neither `--db` nor `RX_DB` says, as `rx --help` tells it. */
 export const defaultDbText = "$XDG_STATE_HOME/rx/rx.db, or ~/.local/state/rx/rx.db without XDG_STATE_HOME"
@@ -161,7 +168,7 @@ export const table = {
     shownDefault: "the current folder",
     inFile: false
   }),
-  baseUrl: setting("base-url", fromString(httpUrl, "a URL"), {
+  baseUrl: setting("base-url", httpUrl(), {
     placeholder: "URL",
     description: "OpenAI-compatible API root (Ollama, llama.cpp, vLLM, LM Studio, OpenAI)",
     shownDefault: defaultBaseUrl,
@@ -169,7 +176,7 @@ export const table = {
   }),
   model: setting("model", text("a model name"), { placeholder: "NAME", description: "model name on that server, e.g. qwen2.5-coder:7b" }),
   apiKey: setting("api-key", text("a key"), { placeholder: "KEY", description: "API key, if the server needs one; never recorded, never read from a config file", inFile: false }),
-  mode: setting("mode", choice(["tools", "json"]), {
+  mode: setting("mode", choice(RecordedSettings.Settings.fields.mode.from.literals), {
     placeholder: "tools|json",
     description: "native tool calls, or JSON actions for servers that mangle tool calls",
     shownDefault: "tools"
@@ -210,19 +217,19 @@ export const table = {
   maxAnswerChars: setting("max-answer-chars", integer(1), { placeholder: "CHARS", description: "characters one model answer may hold; a longer one is rejected", shownDefault: "1000000" }),
   maxDepth: setting("max-depth", integer(0, 100), { placeholder: "N", description: "how deep sub-goals (delegate) may nest below the goal", shownDefault: "2" }),
   maxChildren: setting("max-children", integer(0, 10_000), { placeholder: "N", description: "sub-goals one goal may delegate", shownDefault: "8" }),
-  tools: setting("tools", list, {
+  tools: setting("tools", list(), {
     placeholder: "LIST",
     description: "the tools offered, comma-separated: built-ins, and delegate (sub-goals), which is offered only when named",
     shownDefault: "all built-ins that can run here"
   }),
-  noShell: setting("no-shell", onOff, { placeholder: "", description: "do not offer the shell tool" }),
-  sandbox: setting("sandbox", choice(["auto", "bwrap", "none"]), {
+  noShell: setting("no-shell", onOff(), { placeholder: "", description: "do not offer the shell tool" }),
+  sandbox: setting("sandbox", choice(RecordedSettings.Settings.fields.sandbox.from.literals), {
     placeholder: "auto|bwrap|none",
     description: "the shell's sandbox: auto = bubblewrap when installed, else shell is not offered",
     shownDefault: "auto",
     inWorkspaceFile: false
   }),
-  httpAllow: setting("http-allow", list, {
+  httpAllow: setting("http-allow", list(), {
     placeholder: "LIST",
     description: "private hosts, addresses or CIDR ranges http_fetch may reach, comma-separated",
     shownDefault: "public addresses only",
@@ -246,15 +253,15 @@ export const table = {
     shownDefault: "8192",
     inWorkspaceFile: false
   }),
-  ask: setting("ask", list, { placeholder: "LIST", description: "tools whose calls wait for a person's approval, comma-separated (e.g. shell,write_file)" }),
-  deny: setting("deny", list, { placeholder: "LIST", description: "tools never allowed in this goal; the model is told" }),
+  ask: setting("ask", list(), { placeholder: "LIST", description: "tools whose calls wait for a person's approval, comma-separated (e.g. shell,write_file)" }),
+  deny: setting("deny", list(), { placeholder: "LIST", description: "tools never allowed in this goal; the model is told" }),
   instructions: setting("instructions", text("a file path"), {
     placeholder: "FILE",
     description: "a text file of standing instructions for the model, recorded with the goal",
     inWorkspaceFile: false
   }),
-  agentsMd: setting("agents-md", onOff, { placeholder: "", description: "also use AGENTS.md at the workspace root as instructions" }),
-  server: setting("server", fromString(httpUrl, "a URL"), {
+  agentsMd: setting("agents-md", onOff(), { placeholder: "", description: "also use AGENTS.md at the workspace root as instructions" }),
+  server: setting("server", httpUrl(), {
     placeholder: "URL",
     description: "run the command against the rx serve at this URL; its token from RX_TOKEN or, for a server on this machine, the token file next to the log",
     inFile: false
@@ -263,7 +270,19 @@ export const table = {
 
 export type Table = typeof table
 export type Key = keyof Table
-export type Values = { readonly [K in Key]: Table[K] extends Setting<infer A> ? A : never }
+export type Values = { readonly [K in Key]: Schema.Schema.Type<Table[K]["json"]> }
+
+/**
+ * The settings as a config file holds them (by the table's keys, each optional), and as a goal
+ * records those it records: `Recorded`'s fields have these types (checked below).
+ */
+export const File: Schema.Struct<{ readonly [K in Key]: Schema.optional<Table[K]["json"]> }> = Schema.Struct(
+  Object.fromEntries(Object.entries(table).map(([key, s]) => [key, Schema.optional(s.json)])) as { readonly [K in Key]: Schema.optional<Table[K]["json"]> }
+)
+
+/** A setting a goal records has the type the table gives it. */
+type Fits<K extends keyof Recorded> = K extends Key ? (Values[K] extends NonNullable<Recorded[K]> ? K : never) : K
+export const recordedKeys: ReadonlyArray<Fits<keyof Recorded>> = RecordedSettings.keys
 
 export const keys = Object.keys(table) as ReadonlyArray<Key>
 
@@ -296,8 +315,12 @@ export const describeSource = (source: Source) => {
 /** Values found in one place, each with where. */
 export type Found = { readonly [K in Key]?: { readonly value: Values[K]; readonly source: Source } }
 
-const parsed = (result: Either.Either<Value, string>, where: string): Either.Either<Value, string> =>
-  Either.mapLeft(result, (message) => `${where}: ${message}`)
+/** A value decoded by `schema`, or the one line saying why not, prefixed by where it was given. */
+const parsed = (schema: Schema.Schema.AnyNoContext, raw: unknown, where: string): Either.Either<Value, UsageError> =>
+  Either.mapLeft(
+    Schema.decodeUnknownEither(schema)(raw),
+    (error) => new UsageError({ message: `${where}: ${ParseResult.TreeFormatter.formatErrorSync(error)}` })
+  )
 
 /**
  * Values given as flags: text for settings that take one, `true` for a switch given. `given`
@@ -309,10 +332,8 @@ export const fromFlags = (given: { readonly [K in Key]?: Option.Option<string> |
     for (const key of keys) {
       const raw = given[key]
       if (raw === undefined || raw === false) continue
-      const value = raw === true ? Either.right(true) : Option.isSome(raw) ? parsed(table[key].fromText(raw.value), `--${table[key].flag}`) : undefined
-      if (value === undefined) continue
-      if (Either.isLeft(value)) return yield* new UsageError({ message: value.left })
-      found[key] = { value: value.right, source: { _tag: "flag" } }
+      if (raw === true) found[key] = { value: true, source: { _tag: "flag" } }
+      else if (Option.isSome(raw)) found[key] = { value: yield* parsed(table[key].text, raw.value, `--${table[key].flag}`), source: { _tag: "flag" } }
     }
     return found as Found
   })
@@ -325,9 +346,7 @@ export const fromEnv = (only: ReadonlyArray<Key>): Effect.Effect<Found, UsageErr
       const name = table[key].env
       const raw = yield* env(name)
       if (raw === "") continue
-      const value = parsed(table[key].fromText(raw), name)
-      if (Either.isLeft(value)) return yield* new UsageError({ message: value.left })
-      found[key] = { value: value.right, source: { _tag: "env", name } }
+      found[key] = { value: yield* parsed(table[key].text, raw, name), source: { _tag: "env", name } }
     }
     return found as Found
   })
@@ -371,7 +390,7 @@ export const fromFile = (
   const fail = (message: string) => Either.left(new UsageError({ message: `config file ${file}: ${message}` }))
   if (typeof json !== "object" || json === null || Array.isArray(json)) return fail(`expected a JSON object of settings, got ${shown(json)}`)
   const allowed = keys.filter((key) => (place === "workspace" ? table[key].inWorkspaceFile : table[key].inFile))
-  const found: Record<string, { value: Value; source: Source }> = {}
+  const given: Record<string, unknown> = {}
   for (const [name, raw] of Object.entries(json)) {
     if (name === "$schema") continue
     // Read apart (`mcpServersOf`): the user's own file alone may name what MCP servers get.
@@ -390,12 +409,16 @@ export const fromFile = (
           : `unknown setting ${JSON.stringify(name)}${suggest(name, allowed)}; the settings: ${allowed.join(", ")}`
       )
     }
-    const value = parsed(table[key].fromJson(raw), key)
-    if (Either.isLeft(value)) return fail(value.left)
-    const given = value.right
-    found[key] = { value: (key === "instructions" || key === "modelFile") && typeof given === "string" ? resolve(given) : given, source: { _tag: "file", file } }
+    given[key] = raw
   }
-  return Either.right(found as Found)
+  const decoded = Schema.decodeUnknownEither(File)(given)
+  if (Either.isLeft(decoded)) {
+    const first = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)[0]
+    return fail(`${first?.path.join(".") ?? "a setting"}: ${first?.message ?? "is not valid"}`)
+  }
+  const paths = { instructions: decoded.right.instructions, modelFile: decoded.right.modelFile }
+  const values = { ...decoded.right, ...Object.fromEntries(Object.entries(paths).flatMap(([key, value]) => (value === undefined ? [] : [[key, resolve(value)]]))) }
+  return Either.right(Object.fromEntries(Object.entries(values).map(([key, value]) => [key, { value, source: { _tag: "file", file } }])) as Found)
 }
 
 /** The key of the user's config file that holds each MCP server's settings, by the server's name. */
@@ -480,11 +503,18 @@ export const database = (flag: Option.Option<string>): Effect.Effect<Database, U
 /** What a goal records of its settings (`Options.settings`), to resume with the same ones. */
 export type Recorded = RecordedSettings.Settings
 
-/** The recorded settings that are settings of this table, as found values. */
-export const fromRecorded = (r: Recorded): Found =>
-  Object.fromEntries(
-    Object.entries(r).filter(([key, value]) => value !== undefined && keys.some((k) => k === key)).map(([key, value]) => [key, { value, source: { _tag: "recorded" } }])
-  ) as Found
+/**
+ * The recorded settings that are settings of this table, read through the table's Schemas: a value
+ * this rx would not take (a library may have recorded any `Settings`) is refused, naming the flag
+ * that replaces it, unless `over` (the flags and variables given) replaces it already.
+ */
+export const fromRecorded = (r: Recorded, over: Found = {}): Effect.Effect<Found, UsageError> =>
+  Effect.forEach(recordedKeys.filter((key): key is Key & keyof Recorded => keys.some((k) => k === key) && r[key] !== undefined && over[key as Key] === undefined), (key) =>
+    Effect.map(
+      Effect.mapError(parsed(table[key].json, r[key], key), (error) =>
+        new UsageError({ message: `the goal recorded ${error.message}: give --${table[key].flag} to go on with another value` })),
+      (value) => [key, { value, source: { _tag: "recorded" } }] as const
+    )).pipe(Effect.map((entries) => Object.fromEntries(entries) as Found))
 
 /** Who decides, when `--by` is not given: the OS user name (else `$USER`, else `unknown`). */
 export const userName: Effect.Effect<string> = Effect.try(() => os.userInfo().username).pipe(
