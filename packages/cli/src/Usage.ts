@@ -267,7 +267,7 @@ const rows = (entries: ReadonlyArray<readonly [string, string]>, width = Math.mi
 
 /** A setting as a flag: its description says its default and its variable. */
 const settingFlag = (key: Settings.Key): Flag => {
-  const s: Settings.Setting = Settings.table[key]
+  const s: Settings.Doc = Settings.table[key]
   const notes = [...(s.shownDefault === undefined ? [] : [`default ${s.shownDefault}`]), `env ${s.env}`]
   return flag(s.flag, s.placeholder, `${s.description} (${notes.join("; ")})`)
 }

@@ -8,6 +8,7 @@
  */
 import type { FileSystem, Path } from "@effect/platform"
 import { Control, type Event, Goal, type GoalSummary, type Options as RunOptions, type Runner, State, StateStore } from "@rx/kernel"
+import type * as McpFlags from "@rx/mcp/Flags"
 import type { Api } from "@rx/server"
 import { Context, Effect, Layer, Option, Schedule, Stream } from "effect"
 import * as Log from "./Log.js"
@@ -37,7 +38,7 @@ export interface Hooks {
 }
 
 /** A new goal, as the command line gives it. */
-export interface RunRequest extends Settings.McpFlags {
+export interface RunRequest extends McpFlags.McpFlags {
   readonly goal: Option.Option<string>
   readonly goalFile: Option.Option<string>
   readonly given: Settings.Given

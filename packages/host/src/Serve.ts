@@ -4,6 +4,7 @@
  * caller's scope, listening until the scope closes.
  */
 import { FileSystem, Path } from "@effect/platform"
+import type * as McpFlags from "@rx/mcp/Flags"
 import { Builtins, HttpFetch } from "@rx/tools"
 import { Config as ServerConfig, Server, Toolbox } from "@rx/server"
 import type { StateStore } from "@rx/kernel"
@@ -17,7 +18,7 @@ import { UsageError } from "./Settings.js"
 import * as Setup from "./Setup.js"
 
 /** What `rx serve` is given besides its settings. */
-export interface ServeRequest extends Settings.McpFlags {
+export interface ServeRequest extends McpFlags.McpFlags {
   readonly given: Settings.Given
   readonly host: Option.Option<string>
   readonly allowRemote: boolean
@@ -150,11 +151,10 @@ export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError 
     const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, hidden)
     const { kept, token } = yield* serverToken(db, request.newToken)
     const { workspace: _recordedRoot, ...recorded } = Option.isSome(cluster) ? Setup.recordedTools(v, workspace) : Setup.recordedSettings(v, workspace, model)
-    const servers = yield* Setup.mcpServers(request, mcp)
-    const launch = yield* Setup.mcpLaunch(servers, request.mcpEnv, mcp)
+    const mcpServers = yield* Setup.mcpGiven(request, mcp)
     const settings: Settings.Recorded = {
       ...recorded,
-      ...(servers.length === 0 ? {} : { mcp: servers.map(Setup.encodeServer) }),
+      ...(mcpServers.recorded.length === 0 ? {} : { mcp: mcpServers.recorded }),
       ...Option.match(volume, { onNone: () => ({}), onSome: (found) => ({ volume: found.id }) })
     }
     const input: ServerConfig.Input = { host, allowRemote: request.allowRemote, port, concurrency, workspace, token, settings, delegate: Setup.delegates(v) }
@@ -163,8 +163,8 @@ export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError 
     yield* portFree(host, port)
     yield* Setup.tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
     // Each workspace's tools: the built-ins, and the MCP servers' (started for that workspace, in its sandbox).
-    const toolbox = servers.length === 0 ? Toolbox.layer(toolsConfig) : Toolbox.layerWith((root, serving) =>
-      Layer.unwrapScoped(Effect.map(Setup.mcpTools({ servers, launch }, { ...toolsConfig, workspace: root }, v), (source) =>
+    const toolbox = mcpServers.servers.length === 0 ? Toolbox.layer(toolsConfig) : Toolbox.layerWith((root, serving) =>
+      Layer.unwrapScoped(Effect.map(Setup.mcpTools(mcpServers, { ...toolsConfig, workspace: root }, v), (source) =>
         Layer.merge(
           Builtins.layerWith(Toolbox.toolsConfig(toolsConfig, root, serving), source.tools),
           Layer.succeed(Toolbox.DefaultApproval, Object.fromEntries(source.ask.map((name) => [name, "ask" as const])))

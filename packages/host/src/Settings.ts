@@ -6,6 +6,7 @@
  */
 import { Path } from "@effect/platform"
 import { Settings as RecordedSettings } from "@rx/kernel"
+import type * as McpFlags from "@rx/mcp/Flags"
 import { Config, Effect, Either, Option, ParseResult, Schema } from "effect"
 import * as os from "node:os"
 
@@ -393,7 +394,7 @@ export const fromFile = (
   const given: Record<string, unknown> = {}
   for (const [name, raw] of Object.entries(json)) {
     if (name === "$schema") continue
-    // Read apart (`mcpServersOf`): the user's own file alone may name what MCP servers get.
+    // Read apart (`McpFlags.configured`): the user's own file alone may name what MCP servers get.
     if (name === mcpServersKey) {
       if (place === "user") continue
       return fail(`${mcpServersKey} cannot be set in a workspace's config file, which a repository or an earlier goal may have written: it gives MCP servers variables, a sandbox and trust (set it in your own config file)`)
@@ -587,15 +588,8 @@ export const count = (flag: string, value: Option.Option<string>, min: number, m
 /** A command's `--db`, if given. */
 export const dbFlag = (given: Given): Option.Option<string> => (given.db === undefined || typeof given.db === "boolean" ? Option.none() : given.db)
 
-/** What the command line says of MCP servers: `--mcp`, `--mcp-env`, `--mcp-sandbox`, each as given. */
-export interface McpFlags {
-  readonly mcp: ReadonlyArray<string>
-  readonly mcpEnv: ReadonlyArray<string>
-  readonly mcpSandbox: ReadonlyArray<string>
-}
-
 /** `--mcp` and its companions do not apply against a server, which runs goals with its own tools. */
-export const noMcp = (flags: Partial<McpFlags>, command: string) =>
+export const noMcp = (flags: Partial<McpFlags.McpFlags>, command: string) =>
   (flags.mcp?.length ?? 0) + (flags.mcpEnv?.length ?? 0) + (flags.mcpSandbox?.length ?? 0) === 0
     ? Effect.void
     : new UsageError({ message: `--mcp, --mcp-env and --mcp-sandbox do not apply to ${command}: the server runs goals with its own MCP servers (rx serve --mcp)` })

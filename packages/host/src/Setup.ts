@@ -8,16 +8,16 @@ import { FileSystem, Path } from "@effect/platform"
 import { OpenAiCompatible, Retry } from "@rx/llm"
 import { type LanguageModel, Options as RunOptions, Prompt, type Runner, type StateStore, type Tool, ToolRegistry } from "@rx/kernel"
 import type { McpTools } from "@rx/mcp"
-import * as Servers from "@rx/mcp/Servers"
+import * as McpFlags from "@rx/mcp/Flags"
+import type * as Servers from "@rx/mcp/Servers"
 import { Builtins, Config, Confinement, Delegate, Sandbox } from "@rx/tools"
-import { Console, Context, Effect, Either, Layer, Option, ParseResult, Redacted, Schema } from "effect"
+import { Console, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { realpathSync } from "node:fs"
-import * as os from "node:os"
 import { basename, resolve as resolvePath } from "node:path"
 import { note, terminal } from "./Notes.js"
 import * as Log from "./Log.js"
 import * as Settings from "./Settings.js"
-import type { Given, McpFlags } from "./Settings.js"
+import type { Given } from "./Settings.js"
 import { UsageError } from "./Settings.js"
 import { version } from "./Version.js"
 
@@ -25,6 +25,18 @@ const noted = new Set<string>()
 /** Say `line` on stderr, once per process. */
 const noteOnce = (line: string) =>
   noted.has(line) ? Effect.void : Effect.andThen(Effect.sync(() => noted.add(line)), Console.error(line))
+
+/** An MCP flag or config entry refused, as the command's usage error. */
+const usage = <A, R>(effect: Effect.Effect<A, McpFlags.FlagError, R>) => Effect.mapError(effect, (error) => new UsageError({ message: error.message }))
+
+/** The MCP servers of a new goal's flags (`McpFlags.given`): how each starts, and what the goal records of them. */
+export const mcpGiven = (flags: McpFlags.McpFlags, configured: McpFlags.Configured) => usage(McpFlags.given(flags, configured))
+
+/** The MCP servers a goal recorded, and how each starts now (`--mcp-env` given again). */
+export const mcpRecorded = (recorded: Settings.Recorded, mcpEnv: ReadonlyArray<string>, configured: McpFlags.Configured) => {
+  const servers = McpFlags.recorded(recorded.mcp)
+  return Effect.map(usage(McpFlags.launch(servers, mcpEnv, configured)), (launch) => ({ servers, launch }))
+}
 
 /** The config files that apply in `workspace`, nearest first, each with what it holds (if it exists). */
 export const configFiles = (workspace: string) =>
@@ -49,7 +61,8 @@ export const configFiles = (workspace: string) =>
         const json = Either.try({ try: (): unknown => JSON.parse(text), catch: (e) => (e instanceof Error ? e.message : String(e)) })
         if (Either.isLeft(json)) return yield* new UsageError({ message: `config file ${file} is not valid JSON: ${json.left}` })
         const found = yield* Settings.fromFile(file, json.right, (relative) => path.resolve(path.dirname(file), relative), place)
-        const mcp = place === "user" ? yield* mcpServersOf(file, json.right) : {}
+        const raw: unknown = place === "user" && typeof json.right === "object" && json.right !== null ? Reflect.get(json.right, Settings.mcpServersKey) : undefined
+        const mcp = yield* usage(McpFlags.configured(file, Settings.mcpServersKey, raw))
         return { file, found: Option.some(found), mcp }
       }))
   })
@@ -323,115 +336,6 @@ export const mcpTools = (mcp: Mcp, tools: Config.Input, v: Partial<Settings.Valu
     }).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
   })
 
-/** A server as a goal records it (with its settings): its variables' names, never their values. */
-export const encodeServer = (server: Servers.Server): Readonly<Record<string, unknown>> => Schema.encodeSync(Servers.Server)(server)
-
-/** The MCP servers a goal recorded; none if it recorded none (or nothing readable). */
-export const recordedMcp = (settings: Settings.Recorded): ReadonlyArray<Servers.Server> =>
-  Option.getOrElse(Schema.decodeUnknownOption(Schema.Array(Servers.Server))(settings.mcp ?? []), () => [])
-
-/** `~/x` as a folder of the user's home; other paths as given. */
-const expandHome = (folder: string) => (folder === "~" || folder.startsWith("~/") ? `${os.homedir()}${folder.slice(1)}` : folder)
-
-/** `NAME=VALUE` split at its first `=`, or undefined without one. */
-const pair = (text: string): readonly [string, string] | undefined => {
-  const at = text.indexOf("=")
-  return at <= 0 ? undefined : [text.slice(0, at).trim(), text.slice(at + 1)]
-}
-
-/**
- * `--mcp NAME=COMMAND|URL`, each given, with what `--mcp-sandbox` and the user's config file
- * (`mcpServers`) say of each: the servers as recorded, or the first problem.
- */
-export const mcpServers = (flags: McpFlags, configured: Readonly<Record<string, Servers.Settings>>) =>
-  Effect.gen(function*() {
-    const servers: Array<Servers.Server> = []
-    for (const text of flags.mcp) {
-      const parsed = Servers.parse(text)
-      if (Either.isLeft(parsed)) return yield* new UsageError({ message: `--mcp: ${parsed.left}` })
-      if (servers.some((s) => s.name === parsed.right.name)) return yield* new UsageError({ message: `--mcp: two servers are named ${parsed.right.name}` })
-      const server = parsed.right
-      // `~/` as a shell would expand it, though the line was quoted (`--mcp demo="node ~/tools/demo/server.mjs"`).
-      servers.push("command" in server ? { ...server, command: [expandHome(server.command[0]), ...server.command.slice(1).map(expandHome)] } : server)
-    }
-    const sandboxFlags = new Map<string, boolean>()
-    for (const text of flags.mcpSandbox) {
-      const [name, option] = pair(text) ?? [text.trim(), undefined]
-      if (option !== undefined && option !== "network") return yield* new UsageError({ message: `--mcp-sandbox: expected NAME or NAME=network, got ${JSON.stringify(text)}` })
-      const server = servers.find((s) => s.name === name)
-      if (server === undefined || !("command" in server)) {
-        return yield* new UsageError({ message: `--mcp-sandbox: ${JSON.stringify(name)} is not a server started with a command (--mcp NAME=COMMAND)` })
-      }
-      sandboxFlags.set(name, option === "network")
-    }
-    const envNames = yield* mcpEnv(flags.mcpEnv, servers, {})
-    return servers.map((server): Servers.Server => {
-      const settings = configured[server.name] ?? {}
-      const safe = settings.safeToRepeat === true ? { safeToRepeat: true } : {}
-      if (!("command" in server)) return { ...server, ...safe }
-      const asked = settings.sandbox === undefined || settings.sandbox === false ? undefined : settings.sandbox === true ? {} : settings.sandbox
-      const network = sandboxFlags.get(server.name)
-      const sandbox = network === undefined && asked === undefined
-        ? undefined
-        : { network: network === true || asked?.network === true, read: (asked?.read ?? []).map((folder) => resolvePath(expandHome(folder))) }
-      const env = [...new Set([...Object.keys(settings.env ?? {}), ...Object.keys(envNames[server.name] ?? {})])].sort()
-      return { ...server, ...(sandbox === undefined ? {} : { sandbox }), ...(env.length === 0 ? {} : { env }), ...safe }
-    })
-  })
-
-/**
- * `--mcp-env NAME=VAR=VALUE` (or `NAME=VAR`, the value from rx's environment), each given, as
- * variables by server; `base` (the config file's) under them.
- */
-const mcpEnv = (given: ReadonlyArray<string>, servers: ReadonlyArray<Servers.Server>, base: Readonly<Record<string, Readonly<Record<string, string>>>>) =>
-  Effect.gen(function*() {
-    const env: Record<string, Record<string, string>> = Object.fromEntries(Object.entries(base).map(([name, vars]) => [name, { ...vars }]))
-    for (const text of given) {
-      const first = pair(text)
-      const server = first === undefined ? undefined : servers.find((s) => s.name === first[0])
-      if (first === undefined || server === undefined || !("command" in server)) {
-        return yield* new UsageError({
-          message: `--mcp-env: expected NAME=VAR=VALUE or NAME=VAR, NAME a server started with a command (--mcp NAME=COMMAND), got ${JSON.stringify(text.replace(/=([^=]*)=.*/, "=$1=..."))}`
-        })
-      }
-      const second = pair(first[1])
-      const variable = second?.[0] ?? first[1].trim()
-      if (Either.isLeft(Schema.decodeUnknownEither(Servers.EnvName)(variable))) {
-        return yield* new UsageError({ message: `--mcp-env ${first[0]}: ${JSON.stringify(variable)} is not a variable's name` })
-      }
-      const value = second?.[1] ?? process.env[variable]
-      if (value === undefined) {
-        return yield* new UsageError({ message: `--mcp-env ${first[0]}=${variable}: ${variable} is not set in rx's environment (give it as ${first[0]}=${variable}=VALUE)` })
-      }
-      env[first[0]] = { ...env[first[0]], [variable]: value }
-    }
-    return env
-  })
-
-/**
- * How each server starts: its variables (`--mcp-env` over the config file's `env`) and start
- * timeout (the config file's `startTimeout`). A variable the server was recorded with and not
- * given now is refused: its value is never recorded, so a resume needs it again.
- */
-export const mcpLaunch = (servers: ReadonlyArray<Servers.Server>, given: ReadonlyArray<string>, configured: Readonly<Record<string, Servers.Settings>>) =>
-  Effect.gen(function*() {
-    const fromFile = Object.fromEntries(Object.entries(configured).flatMap(([name, settings]) => (settings.env === undefined ? [] : [[name, settings.env] as const])))
-    const env = yield* mcpEnv(given, servers, fromFile)
-    const launch: Record<string, McpTools.Launch> = {}
-    for (const server of servers) {
-      const vars = env[server.name] ?? {}
-      const missing = "command" in server ? (server.env ?? []).find((name) => vars[name] === undefined) : undefined
-      if (missing !== undefined) {
-        return yield* new UsageError({
-          message: `MCP server ${server.name} was started with the variable ${missing}, whose value is never recorded: give it again (--mcp-env ${server.name}=${missing}=VALUE, or "env" of ${server.name} in your config file's mcpServers)`
-        })
-      }
-      const startTimeout = configured[server.name]?.startTimeout
-      launch[server.name] = { env: vars, ...(startTimeout === undefined ? {} : { startTimeoutMs: startTimeout * 1_000 }) }
-    }
-    return launch
-  })
-
 /** Which model: set, else a model file's name, else the question a user can answer. */
 export const modelName = (v: Partial<Settings.Values>) =>
   v.model !== undefined
@@ -441,20 +345,6 @@ export const modelName = (v: Partial<Settings.Values>) =>
     : new UsageError({
       message: "which model? pass --model (or set RX_MODEL, or \"model\" in a config file; rx config shows them), e.g. --model qwen2.5-coder:7b for Ollama, or --model-file FILE to run a GGUF file inside rx"
     })
-
-/** The MCP servers' settings of the user's config file (`mcpServers`): each server's, by its name. */
-export const mcpServersOf = (file: string, json: unknown): Either.Either<Readonly<Record<string, Servers.Settings>>, UsageError> => {
-  const raw = typeof json === "object" && json !== null && !Array.isArray(json) ? (json as Record<string, unknown>)[Settings.mcpServersKey] : undefined
-  if (raw === undefined) return Either.right({})
-  return Either.mapLeft(
-    Schema.decodeUnknownEither(Schema.Record({ key: Servers.Name, value: Servers.Settings }))(raw, { onExcessProperty: "error" }),
-    (error) => {
-      const first = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
-      const where = [Settings.mcpServersKey, ...(first?.path ?? []).map(String)].join(".")
-      return new UsageError({ message: `config file ${file}: ${where}: ${first?.message ?? "is not valid"}` })
-    }
-  )
-}
 
 /**
  * The log's files (the database and its `-wal`, `-shm` and `-journal` siblings) and the server
@@ -475,8 +365,8 @@ export const hidden = (db: Settings.Database, workspace: string) =>
     return files.filter((file) => Confinement.below(root, file))
   })
 
-/** The flags of a command's settings, and of its MCP servers (`Settings`). */
-export type { Given, McpFlags }
+/** The flags of a command's settings (`Settings`). */
+export type { Given }
 
 /** A goal (file or standard input) may be at most this many bytes. */
 const maxGoalBytes = 1024 * 1024

@@ -26,7 +26,7 @@ export const config = (flags: Flags) =>
     const entries = Settings.runKeys.map((key) => {
       if (key === "db") return { key, value: db.label, from: db.source === "env" ? "env RX_DB" : db.source }
       const found = resolved.found[key]
-      const s: Settings.Setting = Settings.table[key]
+      const s: Settings.Doc = Settings.table[key]
       // A default is shown as the value it gives; a setting with none is unset.
       return found === undefined
         ? { key, value: s.shownDefault ?? null, from: s.shownDefault === undefined ? "unset" : "default" }

@@ -38,9 +38,8 @@ export const run = (db: Settings.Database, request: RunRequest, hooks: Hooks) =>
     yield* Setup.existingWorkspace(workspace)
     const model = yield* Setup.modelName(v)
     const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* Setup.hidden(db, workspace))
-    const servers = yield* Setup.mcpServers(request, mcp)
-    const launch = yield* Setup.mcpLaunch(servers, request.mcpEnv, mcp)
-    const services = yield* Setup.services(v, model, tools, v.tools !== undefined, { servers, launch })
+    const servers = yield* Setup.mcpGiven(request, mcp)
+    const services = yield* Setup.services(v, model, tools, v.tools !== undefined, servers)
     const mcpNames = services.mcp.names
     // `delegate` (sub-goals), only when --tools names it.
     const delegating = Setup.delegates(v)
@@ -53,7 +52,7 @@ export const run = (db: Settings.Database, request: RunRequest, hooks: Hooks) =>
       // The tools offered, when not all the built-ins alone: a resume offers the same ones.
       ...(offered.length === Setup.builtinNames.length && !delegating ? {} : { tools: offered }),
       // The MCP servers: a resume starts them again. Their variables' values are never recorded.
-      ...(servers.length === 0 ? {} : { mcp: servers.map(Setup.encodeServer) }),
+      ...(servers.recorded.length === 0 ? {} : { mcp: servers.recorded }),
       // What they listed and were not offered.
       ...(services.mcp.leftOut.length === 0 ? {} : { mcpLeftOut: services.mcp.leftOut })
     }
@@ -101,9 +100,8 @@ export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hoo
     const delegating = recorded.tools?.includes(Delegate.name) === true
     const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* Setup.hidden(db, workspace))
     // The goal's MCP servers again; their tools as the goal recorded them.
-    const servers = Setup.recordedMcp(recorded)
-    const launch = yield* Setup.mcpLaunch(servers, request.mcpEnv, mcp)
-    const services = yield* Setup.services(v, model, tools, false, { servers, launch, pinned: state.tools })
+    const servers = yield* Setup.mcpRecorded(recorded, request.mcpEnv, mcp)
+    const services = yield* Setup.services(v, model, tools, false, { ...servers, pinned: state.tools })
     const settings = Setup.recordedSettings(v, workspace, model)
     yield* Setup.tell(services.notes)
     // Other settings or limits than recorded: record what this resume uses before it runs, so
