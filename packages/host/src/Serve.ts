@@ -6,12 +6,11 @@
 import { FileSystem, Path } from "@effect/platform"
 import type * as McpFlags from "@rx/mcp/Flags"
 import { Builtins, HttpFetch } from "@rx/tools"
-import { Config as ServerConfig, Server, Toolbox } from "@rx/server"
+import { Config as ServerConfig, Server, TokenFile, Toolbox } from "@rx/server"
 import type { StateStore } from "@rx/kernel"
 import { Context, Effect, Layer, Option, type Scope } from "effect"
 import * as Net from "node:net"
 import * as Postgres from "./internal/postgres.js"
-import * as Token from "./internal/token.js"
 import * as Log from "./Log.js"
 import * as Settings from "./Settings.js"
 import { UsageError } from "./Settings.js"
@@ -69,7 +68,7 @@ export interface Working {
 
 /**
  * The server's token: `RX_TOKEN`; else the one in the token file beside the database when rx
- * wrote it there for this user (`Token.reuse`), so clients and open inspector tabs keep working
+ * wrote it there for this user (`TokenFile.read`), so clients and open inspector tabs keep working
  * across restarts; else (or with `--new-token`) a new random one.
  */
 const serverToken = (db: Settings.Database, renew: boolean) =>
@@ -79,25 +78,17 @@ const serverToken = (db: Settings.Database, renew: boolean) =>
       if (renew) return yield* new UsageError({ message: "--new-token makes a token file; RX_TOKEN is set, so the server uses it and writes none" })
       return given.length < 16 ? yield* new UsageError({ message: "RX_TOKEN must be at least 16 characters long" }) : { token: given, kept: "env" as const }
     }
-    const found = renew ? Option.none<string>() : yield* Token.reuse(yield* Log.tokenFile(db))
+    const found = renew ? Option.none<string>() : yield* TokenFile.read(yield* Log.tokenFile(db))
     return Option.match(found, {
-      onNone: () => ({ token: Token.generate(), kept: "new" as const }),
+      onNone: () => ({ token: TokenFile.generate(), kept: "new" as const }),
       onSome: (token) => ({ token, kept: "reused" as const })
     })
   })
 
 /** Write a new token (0600, no link followed) beside the database, where a client on this machine with the user's rights finds it. */
 const writeToken = (db: Settings.Database, token: string) =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const file = yield* Log.tokenFile(db)
-    // Beside a Postgres log's server the folder may not exist yet (the default log's).
-    yield* fs.makeDirectory((yield* Path.Path).dirname(file), { recursive: true, mode: 0o700 }).pipe(
-      Effect.mapError((error) => new UsageError({ message: `cannot write the server token to ${file}: ${error.message}` }))
-    )
-    yield* Token.write(file, token)
-    return file
-  })
+  Effect.flatMap(Log.tokenFile(db), (file) =>
+    TokenFile.write(file, token).pipe(Effect.as(file), Effect.mapError((error) => new UsageError({ message: error.message }))))
 
 /**
  * Whether `port` on `host` can be listened on now: checked before the database and the token file

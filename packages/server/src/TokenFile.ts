@@ -1,14 +1,20 @@
 /**
- * The token file of `rx serve`: kept across restarts, and written without following a link. The
- * folder beside a log inside a workspace is one an agent could reach before its files were hidden
- * (or with `--sandbox none`), so what is found there is trusted only when it is exactly what rx
- * writes, and a write never goes through what is found there.
+ * A server's bearer token kept in a file, so clients on the machine find it and open inspector tabs
+ * keep working across restarts; written without following a link. A folder beside a log inside a
+ * workspace is one an agent could reach before its files were hidden (or with no sandbox), so
+ * what is found there is trusted only when it is exactly what this module writes, and a write
+ * never goes through what is found there.
  */
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { randomBytes } from "node:crypto"
-import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, openSync, readSync, renameSync, unlinkSync, writeSync } from "node:fs"
+import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, mkdirSync, openSync, readSync, renameSync, unlinkSync, writeSync } from "node:fs"
 import { basename, dirname, join } from "node:path"
-import { UsageError } from "../Settings.js"
+
+/** The token file could not be written: `message` says why. */
+export class TokenFileError extends Schema.TaggedError<TokenFileError>()("@rx/server/TokenFileError", {
+  file: Schema.String,
+  message: Schema.String
+}) {}
 
 /** A new token: 32 random bytes, base64url (43 characters). */
 export const generate = (): string => randomBytes(32).toString("base64url")
@@ -22,7 +28,7 @@ const tokenText = /^[A-Za-z0-9_-]{32,512}\n?$/
  * 0600, holding one token. Anything else (a link, a folder, another owner, wider rights, an empty
  * placeholder) is not reused: a new token replaces it.
  */
-export const reuse = (file: string): Effect.Effect<Option.Option<string>> =>
+export const read = (file: string): Effect.Effect<Option.Option<string>> =>
   Effect.sync(() => {
     let fd: number
     try {
@@ -51,12 +57,13 @@ export const reuse = (file: string): Effect.Effect<Option.Option<string>> =>
 const attempt = <A>(call: () => A): Effect.Effect<A, unknown> => Effect.try({ try: call, catch: (error) => error })
 
 /**
- * Write `token` to `file` (whose folder exists) with no link followed: a new name in the same
- * folder, created with `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0600, written and synced, then renamed
- * over `file`. A link planted at `file` is replaced, never written through.
+ * Write `token` to `file` with no link followed: its folder made (0700) if missing, then a new
+ * name in it, created with `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0600, written and synced, then
+ * renamed over `file`. A link planted at `file` is replaced, never written through.
  */
-export const write = (file: string, token: string): Effect.Effect<void, UsageError> =>
+export const write = (file: string, token: string): Effect.Effect<void, TokenFileError> =>
   Effect.gen(function*() {
+    yield* attempt(() => mkdirSync(dirname(file), { recursive: true, mode: 0o700 }))
     const temporary = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString("hex")}.tmp`)
     const removeTemporary = Effect.ignore(attempt(() => unlinkSync(temporary)))
     yield* Effect.acquireUseRelease(
@@ -79,5 +86,5 @@ export const write = (file: string, token: string): Effect.Effect<void, UsageErr
       (dir) => Effect.ignore(attempt(() => closeSync(dir)))
     ))
   }).pipe(
-    Effect.mapError((error) => new UsageError({ message: `cannot write the server token to ${file}: ${error instanceof Error ? error.message : String(error)}` }))
+    Effect.mapError((error) => new TokenFileError({ file, message: `cannot write the server token to ${file}: ${error instanceof Error ? error.message : String(error)}` }))
   )
