@@ -52,21 +52,21 @@ const question = (tool: string) => Render.terminal(`run it? y = yes, n = no, a =
 
 /**
  * The approver hook for a run with a person at the terminal. `open` gives a terminal for one
- * request (closed after it); `always(tool)` records that the tool runs without asking from now on
- * (the goal's approval policy, so later calls are not asked about); `whole(request)` is the
- * command that shows a call too long to show here. At the end of input the
+ * request (closed after it); `always(tool, goalId)` records that the tool runs without asking
+ * from now on in the goal that asks (its approval policy, so later calls are not asked about);
+ * `whole(request, goalId)` is the command that shows a call too long to show here. At the end of input the
  * answer is `None`: the goal suspends, to be decided with `rx approve` or `rx deny`.
  */
 export const approver = <E>(
   open: Effect.Effect<Terminal, E, Scope.Scope>,
-  always: (tool: string) => Effect.Effect<void>,
-  whole?: (request: State.Awaiting) => string
+  always: (tool: string, goalId: string) => Effect.Effect<void>,
+  whole?: (request: State.Awaiting, goalId: string) => string
 ): Runner.Approver => {
   const yes = (reason: string): Option.Option<Runner.Decision> => Option.some({ approved: true, reason, by })
-  return (request) =>
+  return (request, goalId) =>
     Effect.scoped(Effect.gen(function*() {
       const terminal = yield* open
-      yield* terminal.write(`${describe(request, whole?.(request))}\n`)
+      yield* terminal.write(`${describe(request, whole?.(request, goalId))}\n`)
       while (true) {
         yield* terminal.write(question(request.tool))
         const line = yield* terminal.line
@@ -77,7 +77,7 @@ export const approver = <E>(
         const answer = parse(line.value)
         if (answer === "yes") return yes("approved at the terminal")
         if (answer === "always") {
-          yield* always(request.tool)
+          yield* always(request.tool, goalId)
           return yes(alwaysReason(request.tool))
         }
         if (answer === "no") {

@@ -310,6 +310,38 @@ describe("approvals", () => {
       expect(sent(server, 1)).toContain("not that one")
       expect((yield* rx(["replay", goalId, "--db", box.db])).code).toBe(0)
     }), 60_000)
+
+  it.scopedLive("at a terminal, a (always) for a sub-goal's call is that sub-goal's: recorded in its log, and its next call is not asked about", () =>
+    Effect.gen(function*() {
+      const server = yield* FakeServer.make([
+        call("delegate", { goal: "make two files" }),
+        call("shell", { command: "echo a > a.txt" }),
+        call("shell", { command: "echo b > b.txt" }),
+        done("two files"),
+        done("delegated")
+      ])
+      const box = sandbox()
+      const command = [process.execPath, bin, "run", "delegate it", "--tools", "shell,delegate", "--ask", "shell", ...at(box, server)].map((arg) => `'${arg}'`).join(" ")
+      const child = spawn("script", ["-qfec", command, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] })
+      let out = ""
+      child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()))
+      child.stderr.on("data", (chunk: Buffer) => (out += chunk.toString()))
+      const closed = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+      const prompts = () => out.split("run it? y = yes, n = no, a = always allow shell in this goal: ").length - 1
+      yield* until(() => prompts() === 1, "the sub-goal's first prompt")
+      child.stdin.write("a\n")
+      const code = yield* Effect.promise(() => closed)
+      child.stdin.end()
+      expect(code, out).toBe(0)
+      expect(prompts(), out).toBe(1)
+      expect(["a.txt", "b.txt"].map((f) => existsSync(join(box.workspace, f)))).toEqual([true, true])
+      const root = goalOf(out)
+      const sub = `${root}.1`
+      const changed = (log: ReadonlyArray<Json>) => log.filter((e) => e["_tag"] === "OptionsChanged")
+      expect(changed(yield* events(root, box.db))).toEqual([])
+      expect(changed(yield* events(sub, box.db))).toMatchObject([{ options: { approval: { shell: "auto" } } }])
+      for (const id of [root, sub]) expect((yield* rx(["replay", id, "--db", box.db])).code).toBe(0)
+    }), 60_000)
 })
 
 describe("instructions and limits", () => {

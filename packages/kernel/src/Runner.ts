@@ -213,8 +213,11 @@ const finish = (run: Run, outcome: Tool.Outcome): Effect.Effect<unknown, RunErro
 /** How soon the cancel watcher follows the log again after its store failed: quickly at first, then every 5 s. */
 const watchAgain = Schedule.exponential("50 millis").pipe(Schedule.union(Schedule.spaced("5 seconds")))
 
-/** A person's answer to an approval request: `None` leaves the goal suspended until someone decides. */
-export type Approver = (request: State.Awaiting) => Effect.Effect<Option.Option<Decision>>
+/**
+ * A person's answer to an approval request of the goal `goalId` (the run's own, or a sub-goal's
+ * when a tool runs one with the same hooks): `None` leaves the goal suspended until someone decides.
+ */
+export type Approver = (request: State.Awaiting, goalId: string) => Effect.Effect<Option.Option<Decision>>
 
 /** A decision on a requested call. */
 export interface Decision {
@@ -440,7 +443,7 @@ const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.T
 
     const now = () => clock.unsafeCurrentTimeMillis()
     const ask = (awaiting: State.Awaiting) =>
-      approve === undefined ? Effect.succeed(false) : Effect.flatMap(approve(awaiting), (decision) =>
+      approve === undefined ? Effect.succeed(false) : Effect.flatMap(approve(awaiting, goalId), (decision) =>
         Option.isNone(decision) ? Effect.succeed(false) : Effect.as(
           commit([{ _tag: "ApprovalDecided", goalId, seq: state.seq, iteration: state.iteration, at: now(), callId: awaiting.callId, ...decision.value }]),
           true

@@ -145,9 +145,10 @@ export const runGoal = <E>(
           yield* status.set(Progress.resumed(s.state))
         }
       })
-    // "always" at the terminal: the tool runs without asking from now on, recorded as an options change.
-    const always = (tool: string) =>
-      goalId === undefined ? Effect.void : Control.changeOptions(goalId, (current): RunOptions.Input => ({
+    // "always" at the terminal: the tool runs without asking from now on in the goal that asked
+    // (the run's, or a sub-goal's), recorded as an options change of that goal.
+    const always = (tool: string, asking: string) =>
+      Control.changeOptions(asking, (current): RunOptions.Input => ({
         ...current,
         approval: { ...current.approval, [tool]: "auto" }
       })).pipe(
@@ -157,10 +158,10 @@ export const runGoal = <E>(
         Effect.asVoid
       )
     // A call too long to show at the prompt: its step in full, from another terminal.
-    const whole = (request: State.Awaiting) => {
-      const step = goalId !== undefined && request.callId.startsWith(`${goalId}:`) ? request.callId.slice(goalId.length + 1).split(":")[0] : undefined
+    const whole = (request: State.Awaiting, asking: string) => {
+      const step = request.callId.startsWith(`${asking}:`) ? request.callId.slice(asking.length + 1).split(":")[0] : undefined
       const db = where !== undefined && "db" in where ? ` --db ${Render.shellWord(where.db)}` : ""
-      return step === undefined ? `rx events ${goalId ?? ""}${db}` : `rx inspect ${goalId} --step ${step}${db}`
+      return step === undefined ? `rx events ${asking}${db}` : `rx inspect ${asking} --step ${step}${db}`
     }
     const approve = server === undefined && !how.json && Approval.interactive() ? Approval.approver(Approval.stdio, always, whole) : undefined
     const fiber = yield* Effect.fork(start({ observe, approve, starting }))
