@@ -263,8 +263,13 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
         ...settings
       }
       const instructions = [parent.instructions, input.instructions ?? ""].map((text) => text.trim()).filter((text) => text !== "").join("\n\n")
-      yield* Effect.scoped(Effect.flatMap(registryFor(names, workspace).pipe(Effect.mapError(refuse)), (registry) =>
-        Runner.submit({ goal: input.goal, instructions, options, goalId: id, parent: { goalId: parentId, callId, depth }, ...(config.observe === undefined ? {} : { observe: config.observe }) }).pipe(
+      yield* Effect.scoped(Effect.flatMap(registryFor(names, workspace).pipe(Effect.mapError(refuse)), (registry) => {
+        // In another folder the tools are made for it: a tool that is not (an MCP server's acts where its server runs) is not offered there.
+        const absent = (input.tools ?? []).filter((n) => n !== name && !registry.specs.some((spec) => spec.name === n))
+        if (absent.length > 0) {
+          return Effect.fail(refuse(`${absent.join(", ")} cannot be confined to the folder ${input.folder ?? ""} (a sub-goal there has the tools made for that folder: ${registry.specs.map((spec) => spec.name).join(", ")}); leave ${absent.length === 1 ? "it" : "them"} out, or give no folder`))
+        }
+        return Runner.submit({ goal: input.goal, instructions, options, goalId: id, parent: { goalId: parentId, callId, depth }, ...(config.observe === undefined ? {} : { observe: config.observe }) }).pipe(
           Effect.provideService(ToolRegistry.ToolRegistry, registry),
           Effect.catchTags({
             // Submitted meanwhile by another runner of this call: it is read below.
@@ -272,7 +277,8 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
             "@rx/kernel/InvalidGoal": (error) => Effect.fail(refuse(error.message)),
             "@rx/kernel/InvalidOptions": (error) => Effect.fail(refuse(error.message))
           })
-        )))
+        )
+      }))
       return yield* Goal.restore(id)
     })
 

@@ -343,7 +343,7 @@ describe("delegate", () => {
       expect(failureOf(yield* leftStore.load("p"), "p:1:1")).toMatchObject({ message: expect.stringContaining("none are left for a sub-goal") })
     }))
 
-  it.live("a sub-goal in a folder of the workspace acts there only; a folder outside is refused", () =>
+  it.live("a sub-goal in a folder of the workspace acts there only; a folder outside, or a tool not made for the folder, is refused", () =>
     Effect.gen(function*() {
       const dirs = makeDirs()
       fs.mkdirSync(path.join(dirs.ws, "sub"))
@@ -353,16 +353,27 @@ describe("delegate", () => {
           Effect.mapError((error) => error.message)
         )
       const scripts = {
-        "[P]": [call("delegate", { goal: "[A] write", folder: "sub", tools: ["write_file"] }), call("delegate", { goal: "[B] escape", folder: "../outside" }), done("p")],
+        "[P]": [
+          call("delegate", { goal: "[A] write", folder: "sub", tools: ["write_file"] }),
+          call("delegate", { goal: "[B] escape", folder: "../outside" }),
+          call("delegate", { goal: "[C] note there", folder: "sub", tools: ["write_file", "note"] }),
+          done("p")
+        ],
         "[A]": [call("write_file", { path: "x.txt", content: "x\n" }), done("a")]
       }
+      const notes = ledger()
       yield* Runner.run({ goal: "[P] folders", goalId: "p", options: { settings: { workspace: dirs.ws } } }).pipe(
-        Effect.provide(host(store, dirs.ws, treeModel(scripts), [], new Map(), { workspaceTools }))
+        Effect.provide(host(store, dirs.ws, treeModel(scripts), [notes.tool], new Map(), { workspaceTools }))
       )
       expect(fs.readFileSync(path.join(dirs.ws, "sub", "x.txt"), "utf8")).toBe("x\n")
       expect(fs.existsSync(path.join(dirs.ws, "x.txt"))).toBe(false)
       expect((yield* store.load("p.1"))[0]).toMatchObject({ options: { settings: { workspace: path.join(dirs.ws, "sub") } } })
       const parent = yield* store.load("p")
       expect(parent.find((e) => e._tag === "ToolFailed" && e.callId === "p:2")).toMatchObject({ error: { message: expect.stringContaining("must be a relative path inside your workspace") } })
+      // The caller's own tool (as an MCP server's would be) is not made for the folder: refused, nothing submitted.
+      expect(parent.find((e) => e._tag === "ToolFailed" && e.callId === "p:3")).toMatchObject({
+        error: { message: expect.stringContaining("note cannot be confined to the folder sub (a sub-goal there has the tools made for that folder: write_file)") }
+      })
+      expect(yield* store.goals({ parent: "p" })).toHaveLength(1)
     }))
 })
