@@ -32,6 +32,22 @@ const goalOf = (stdout: string) => /^goal (\S+):/m.exec(stdout)?.[1] ?? String(j
 /** What the model was sent in request `index`, as text. */
 const sent = (server: FakeServer.FakeServer, index: number) => JSON.stringify(server.received[index]?.body ?? null)
 
+/**
+ * `rx` with a pseudo-terminal on stdin and stdout (util-linux script), as a person at a terminal
+ * has: what it printed so far, and how many times it asked about a call of `tool`.
+ */
+const atTerminal = (args: ReadonlyArray<string>, tool = "shell") => {
+  const command = [process.execPath, bin, ...args].map((arg) => `'${arg}'`).join(" ")
+  const child = spawn("script", ["-qfec", command, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] })
+  let out = ""
+  child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()))
+  child.stderr.on("data", (chunk: Buffer) => (out += chunk.toString()))
+  const closed = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+  const output = () => out
+  const prompts = () => out.split(`run it? y = yes, n = no, a = always allow ${tool} in this goal: `).length - 1
+  return { child, closed, output, prompts }
+}
+
 /** The seqs are 0..n-1 and the log has at most one Terminated, last. */
 const wellFormed = (log: ReadonlyArray<Json>) => {
   expect(log.map((e) => e["seq"])).toEqual(log.map((_, i) => i))
@@ -269,34 +285,27 @@ describe("approvals", () => {
         done("four asked, three ran")
       ])
       const box = sandbox()
-      // A pseudo-terminal on stdin and stdout (util-linux script), as a person at a terminal has.
-      const command = [process.execPath, bin, "run", "make files", "--ask", "shell", ...at(box, server)].map((arg) => `'${arg}'`).join(" ")
-      const child = spawn("script", ["-qfec", command, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] })
-      let out = ""
-      child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()))
-      child.stderr.on("data", (chunk: Buffer) => (out += chunk.toString()))
-      const closed = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
-      const prompts = () => out.split("run it? y = yes, n = no, a = always allow shell in this goal: ").length - 1
+      const { child, closed, output, prompts } = atTerminal(["run", "make files", "--ask", "shell", ...at(box, server)])
       yield* until(() => prompts() === 1, "the first prompt")
-      expect(out).toContain("approval needed: call")
-      expect(out).toContain("command: \"echo a > a.txt\"")
+      expect(output()).toContain("approval needed: call")
+      expect(output()).toContain("command: \"echo a > a.txt\"")
       child.stdin.write("n\n")
-      yield* until(() => out.includes("why? (the model is told"), "the reason prompt")
+      yield* until(() => output().includes("why? (the model is told"), "the reason prompt")
       child.stdin.write("not that one\n")
       yield* until(() => prompts() === 2, "the second prompt")
       child.stdin.write("maybe\n")
-      yield* until(() => out.includes("please answer y, n or a"), "the answer to be refused")
+      yield* until(() => output().includes("please answer y, n or a"), "the answer to be refused")
       child.stdin.write("y\n")
       yield* until(() => prompts() === 4, "the third prompt")
       child.stdin.write("a\n")
       const code = yield* Effect.promise(() => closed)
       child.stdin.end()
-      expect(code, out).toBe(0)
+      expect(code, output()).toBe(0)
       expect(prompts()).toBe(4)
-      expect(out).toContain("four asked, three ran")
-      expect(out).toMatch(/options changed \(seq \d+\): approval \{"shell":"auto"\} \(was \{"shell":"ask"\}\)/)
+      expect(output()).toContain("four asked, three ran")
+      expect(output()).toMatch(/options changed \(seq \d+\): approval \{"shell":"auto"\} \(was \{"shell":"ask"\}\)/)
       expect(["a.txt", "b.txt", "c.txt", "d.txt"].map((f) => existsSync(join(box.workspace, f)))).toEqual([false, true, true, true])
-      const goalId = goalOf(out)
+      const goalId = goalOf(output())
       const log = yield* events(goalId, box.db)
       wellFormed(log)
       expect(log.filter((e) => e["_tag"] === "Suspended")).toEqual([])
@@ -321,21 +330,15 @@ describe("approvals", () => {
         done("delegated")
       ])
       const box = sandbox()
-      const command = [process.execPath, bin, "run", "delegate it", "--tools", "shell,delegate", "--ask", "shell", ...at(box, server)].map((arg) => `'${arg}'`).join(" ")
-      const child = spawn("script", ["-qfec", command, "/dev/null"], { stdio: ["pipe", "pipe", "pipe"] })
-      let out = ""
-      child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString()))
-      child.stderr.on("data", (chunk: Buffer) => (out += chunk.toString()))
-      const closed = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
-      const prompts = () => out.split("run it? y = yes, n = no, a = always allow shell in this goal: ").length - 1
+      const { child, closed, output, prompts } = atTerminal(["run", "delegate it", "--tools", "shell,delegate", "--ask", "shell", ...at(box, server)])
       yield* until(() => prompts() === 1, "the sub-goal's first prompt")
       child.stdin.write("a\n")
       const code = yield* Effect.promise(() => closed)
       child.stdin.end()
-      expect(code, out).toBe(0)
-      expect(prompts(), out).toBe(1)
+      expect(code, output()).toBe(0)
+      expect(prompts(), output()).toBe(1)
       expect(["a.txt", "b.txt"].map((f) => existsSync(join(box.workspace, f)))).toEqual([true, true])
-      const root = goalOf(out)
+      const root = goalOf(output())
       const sub = `${root}.1`
       const changed = (log: ReadonlyArray<Json>) => log.filter((e) => e["_tag"] === "OptionsChanged")
       expect(changed(yield* events(root, box.db))).toEqual([])
