@@ -505,17 +505,20 @@ export const database = (flag: Option.Option<string>): Effect.Effect<Database, U
 export type Recorded = RecordedSettings.Settings
 
 /**
- * The recorded settings that are settings of this table, read through the table's Schemas: a value
- * this rx would not take (a library may have recorded any `Settings`) is refused, naming the flag
- * that replaces it, unless `over` (the flags and variables given) replaces it already.
+ * The recorded settings that are settings of this table, read through the table's Schemas. A value
+ * this rx would not take from a user (a library may have recorded any `Settings`, a sub-goal no
+ * tools) is refused when the command can replace it (`changeable`), naming the flag, unless `over`
+ * (the flags and variables given) replaces it already; otherwise it stays as recorded.
  */
-export const fromRecorded = (r: Recorded, over: Found = {}): Effect.Effect<Found, UsageError> =>
-  Effect.forEach(recordedKeys.filter((key): key is Key & keyof Recorded => keys.some((k) => k === key) && r[key] !== undefined && over[key as Key] === undefined), (key) =>
-    Effect.map(
-      Effect.mapError(parsed(table[key].json, r[key], key), (error) =>
-        new UsageError({ message: `the goal recorded ${error.message}: give --${table[key].flag} to go on with another value` })),
-      (value) => [key, { value, source: { _tag: "recorded" } }] as const
-    )).pipe(Effect.map((entries) => Object.fromEntries(entries) as Found))
+export const fromRecorded = (r: Recorded, over: Found = {}, changeable: ReadonlyArray<Key> = keys): Effect.Effect<Found, UsageError> =>
+  Effect.forEach(keys.filter((key): key is Key & keyof Recorded => recordedKeys.some((k) => k === key) && r[key as keyof Recorded] !== undefined && over[key] === undefined), (key) =>
+    Either.match(parsed(table[key].json, r[key], key), {
+      onLeft: (error): Effect.Effect<readonly [Key, unknown], UsageError> =>
+        changeable.includes(key)
+          ? new UsageError({ message: `the goal recorded ${error.message}: give --${table[key].flag} to go on with another value` })
+          : Effect.succeed([key, { value: r[key], source: { _tag: "recorded" } }]),
+      onRight: (value): Effect.Effect<readonly [Key, unknown], UsageError> => Effect.succeed([key, { value, source: { _tag: "recorded" } }])
+    })).pipe(Effect.map((entries) => Object.fromEntries(entries) as Found))
 
 /** Who decides, when `--by` is not given: the OS user name (else `$USER`, else `unknown`). */
 export const userName: Effect.Effect<string> = Effect.try(() => os.userInfo().username).pipe(

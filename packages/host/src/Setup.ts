@@ -81,7 +81,7 @@ export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorde
     const flags = yield* Settings.fromFlags(given)
     const env = yield* Settings.fromEnv(keys.filter((key) => key !== "db"))
     // Everything the goal recorded applies (its tools and allow-list too), though not a flag of resume.
-    const fromRecord = yield* Settings.fromRecorded(recorded, Settings.merge(flags, env))
+    const fromRecord = yield* Settings.fromRecorded(recorded, Settings.merge(flags, env), keys)
     const early = Settings.merge(flags, env, fromRecord)
     const workspace = path.resolve(early.workspace?.value ?? ".")
     const files = yield* configFiles(workspace)

@@ -44,7 +44,7 @@ describe("the settings table", () => {
       }
     }))
 
-  it.effect("what a goal recorded is read through the same table; a value this rx would not take names the flag that replaces it", () =>
+  it.effect("what a goal recorded is read through the same table; a value this rx would not take names the flag that replaces it, or stays when none does", () =>
     Effect.gen(function*() {
       const workspace = fs.mkdtempSync(path.join(os.tmpdir(), "rx-settings-"))
       const recorded = Recorded.Settings.make({ workspace, model: "m", threads: 0, sandbox: "none" })
@@ -53,6 +53,9 @@ describe("the settings table", () => {
       const resolved = yield* Setup.resolve({ threads: Option.some("2") }, Settings.resumeKeys, recorded)
       expect(resolved.values).toMatchObject({ threads: 2, model: "m", sandbox: "none", workspace })
       expect(resolved.found.model?.source).toEqual({ _tag: "recorded" })
+      // A setting no resume flag replaces stays as recorded: a sub-goal delegated with no tools.
+      const none = yield* Setup.resolve({}, Settings.resumeKeys, Recorded.Settings.make({ workspace, model: "m", tools: [] }))
+      expect(none.values.tools).toEqual([])
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it("every setting a goal records has the type the kernel records it with", () => {
