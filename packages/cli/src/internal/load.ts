@@ -1,0 +1,128 @@
+/**
+ * How the bundled `rx` loads its chunks (CommonJS files in `rx-chunks/`, built by
+ * scripts/bundle.mjs) with V8's code cache, on the Nodes that have no compile cache of their own
+ * (Node 20; 22.1 and later turn theirs on and load the chunks with `require`).
+ *
+ * Each chunk is compiled with `vm.Script` and the code V8 compiled for it in an earlier run, read
+ * from the user's cache folder (`$XDG_CACHE_HOME/rx/code-<rx>-<node>-<arch>`, else
+ * `~/.cache/rx/...`): a person runs `rx list` dozens of times an hour, and compiling the same
+ * megabytes each time is most of its start-up. The cache is only ever a speed-up: a cache file
+ * that is missing, unreadable, corrupt (V8 checks it and rejects what is not its own for this
+ * Node and these flags), or a folder that cannot be written leaves a normal compile. A chunk whose
+ * cache was missing or rejected gets a new one when the process exits, written to a temporary
+ * file then renamed, so that rx processes running at once never read half a file.
+ */
+import { createRequire } from "node:module"
+import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs"
+import { homedir } from "node:os"
+import { basename, dirname, isAbsolute, join, resolve } from "node:path"
+import { Script } from "node:vm"
+
+/** The folder of the code cache, or undefined when there is no home to put it in. */
+export const cacheFolder = (env: NodeJS.ProcessEnv, version: string): string | undefined => {
+  const xdg = env["XDG_CACHE_HOME"]
+  let base: string | undefined
+  if (xdg !== undefined && isAbsolute(xdg)) base = xdg
+  else {
+    try {
+      const home = homedir()
+      if (isAbsolute(home)) base = join(home, ".cache")
+    } catch {
+      base = undefined
+    }
+  }
+  // The folder names the versions: a cache never meets a Node or an rx it was not made by.
+  const safe = (text: string) => text.replace(/[^\w.-]/g, "_")
+  return base === undefined ? undefined : join(base, "rx", `code-${safe(version)}-${safe(process.version)}-${process.arch}`)
+}
+
+interface Loaded {
+  exports: unknown
+}
+
+interface Pending {
+  readonly script: Script
+  readonly target: string
+}
+
+/** A `require` for the chunks, with `rx.import` for the ES modules they load (node-llama-cpp). */
+type ChunkRequire = NodeJS.Require & { rx: { import: (specifier: string) => Promise<unknown> } }
+
+/**
+ * A loader of the chunks in one folder: `load(file)` runs a chunk (once) and returns its exports.
+ * `importer` loads an ES module by name (a vm.Script cannot run `import()` on Node 20).
+ */
+export const makeLoader = (options: {
+  readonly cache: string | undefined
+  readonly importer: (specifier: string) => Promise<unknown>
+}) => {
+  const modules = new Map<string, Loaded>()
+  const pending: Array<Pending> = []
+  let hooked = false
+
+  const cacheFile = (file: string, size: number) =>
+    options.cache === undefined ? undefined : join(options.cache, `${basename(file)}.${size}.v8`)
+
+  /** Write the cache of every chunk that had none (or a rejected one); never fails. */
+  const save = () => {
+    for (const { script, target } of pending.splice(0)) {
+      let temporary: string | undefined
+      try {
+        mkdirSync(dirname(target), { recursive: true, mode: 0o700 })
+        temporary = `${target}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`
+        writeFileSync(temporary, script.createCachedData(), { mode: 0o600 })
+        renameSync(temporary, target)
+        temporary = undefined
+      } catch {
+        // Unwritable folder, full disk...: the next run compiles again.
+      } finally {
+        if (temporary !== undefined) {
+          try {
+            unlinkSync(temporary)
+          } catch {
+            // Gone already.
+          }
+        }
+      }
+    }
+  }
+
+  const load = (file: string): unknown => {
+    const known = modules.get(file)
+    if (known !== undefined) return known.exports
+    const bytes = readFileSync(file)
+    const source = bytes.toString("utf8")
+    const target = cacheFile(file, bytes.length)
+    let cachedData: Buffer | undefined
+    if (target !== undefined) {
+      try {
+        cachedData = readFileSync(target)
+      } catch {
+        cachedData = undefined
+      }
+    }
+    const wrapped = `(function (exports, require, module, __filename, __dirname) { ${source}\n});`
+    const script = new Script(wrapped, cachedData === undefined ? { filename: file } : { filename: file, cachedData })
+    if (target !== undefined && (cachedData === undefined || script.cachedDataRejected === true)) {
+      pending.push({ script, target })
+      if (!hooked) {
+        hooked = true
+        process.once("exit", save)
+      }
+    }
+    const module: Loaded = { exports: {} }
+    modules.set(file, module)
+    const outside = createRequire(file)
+    const require = Object.assign(
+      (specifier: string): unknown =>
+        specifier.startsWith("./") && specifier.endsWith(".cjs") ? load(resolve(dirname(file), specifier)) : outside(specifier),
+      outside,
+      { rx: { import: options.importer } }
+    ) satisfies ChunkRequire
+    const run: unknown = script.runInThisContext()
+    if (typeof run === "function") run.call(module.exports, module.exports, require, module, file, dirname(file))
+    return module.exports
+  }
+
+  return { load, save }
+}

@@ -1,0 +1,114 @@
+/**
+ * The bundled `rx` keeps V8's code cache of its chunks in the user's cache folder
+ * (src/internal/load.ts; Node 22.1 and later use their own compile cache instead). The cache is
+ * only a speed-up: garbage, a truncated file, a folder that cannot be written, or several rx
+ * processes filling it at once must never break a command.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
+import * as Module from "node:module"
+import { join } from "node:path"
+import * as FakeServer from "../../llm/test/FakeServer.js"
+import { rx, sandbox } from "./helpers.js"
+
+// Node 22.1 and later load the chunks with `require` and their own compile cache.
+const nodeHasCompileCache = typeof Reflect.get(Module, "enableCompileCache") === "function"
+
+/** The code cache's files under `home` (`<home>/rx/code-<rx>-<node>-<arch>/`). */
+const cacheFiles = (home: string) => {
+  const rxDir = join(home, "rx")
+  if (!existsSync(rxDir)) return []
+  return readdirSync(rxDir).flatMap((folder) => readdirSync(join(rxDir, folder)).map((name) => join(rxDir, folder, name)))
+}
+
+const list = (db: string, cache: string) => rx(["list", "--db", db], { XDG_CACHE_HOME: cache })
+
+/** A sandbox whose log holds one finished goal (run with a cache of its own). */
+const withGoal = Effect.gen(function*() {
+  const server = yield* FakeServer.make([FakeServer.completion({ toolCalls: [{ name: "done", arguments: JSON.stringify({ summary: "ok" }) }] })])
+  const box = sandbox()
+  const ran = yield* rx(["run", "a goal", "--db", box.db, "--workspace", box.workspace, "--base-url", server.baseUrl, "--model", "fake", "--sandbox", "none"], {
+    XDG_CACHE_HOME: join(box.root, "run-cache")
+  })
+  expect(ran.code).toBe(0)
+  return box
+})
+
+describe.skipIf(nodeHasCompileCache)("the code cache of the bundled rx", () => {
+  it.scopedLive("is written by a first run, then read: the next run leaves it as it is", () =>
+    Effect.gen(function*() {
+      const { root, db } = yield* withGoal
+      const cache = join(root, "cache")
+      const first = yield* list(db, cache)
+      expect(first.stderr).toBe("")
+      expect(first.code).toBe(0)
+      const files = cacheFiles(cache)
+      expect(files.length).toBeGreaterThan(0)
+      expect(files.every((file) => file.endsWith(".v8"))).toBe(true)
+      const before = files.map((file) => statSync(file).mtimeMs)
+      const second = yield* list(db, cache)
+      expect(second).toEqual(first)
+      // V8 took every file: none rewritten.
+      expect(files.map((file) => statSync(file).mtimeMs)).toEqual(before)
+    }))
+
+  it.scopedLive("garbage or a truncated cache is rejected: the command runs, and the cache is written anew", () =>
+    Effect.gen(function*() {
+      const { root, db } = yield* withGoal
+      const cache = join(root, "cache")
+      const expected = yield* list(db, cache)
+      expect(expected.code).toBe(0)
+      const files = cacheFiles(cache)
+      expect(files.length).toBeGreaterThan(1)
+      const garbage = Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 131 + 7) % 256))
+      const damaged = files.map((file, i) => {
+        const text = i % 2 === 0 ? garbage : readFileSync(file).subarray(0, Math.floor(statSync(file).size / 2))
+        writeFileSync(file, text)
+        return text
+      })
+      const ran = yield* list(db, cache)
+      expect(ran).toEqual(expected)
+      // Each damaged file was replaced by one V8 made (the next run takes them all).
+      files.forEach((file, i) => expect(readFileSync(file).equals(damaged[i] ?? Buffer.alloc(0))).toBe(false))
+      const mtimes = files.map((file) => statSync(file).mtimeMs)
+      expect(yield* list(db, cache)).toEqual(expected)
+      expect(files.map((file) => statSync(file).mtimeMs)).toEqual(mtimes)
+    }))
+
+  it.scopedLive("a cache folder that cannot be written: the command runs all the same, and says nothing of it", () =>
+    Effect.gen(function*() {
+      const { root, db } = yield* withGoal
+      // XDG_CACHE_HOME is a file: no folder can be made in it (even as root).
+      const file = join(root, "not-a-folder")
+      writeFileSync(file, "")
+      const ran = yield* list(db, file)
+      expect(ran.stderr).toBe("")
+      expect(ran.code).toBe(0)
+      expect(ran.stdout).toContain("terminated(done)")
+      // A folder whose cache folder is a read-only one (root writes there anyway: then it is used).
+      const readOnly = join(root, "read-only")
+      mkdirSync(join(readOnly, "rx"), { recursive: true })
+      chmodSync(join(readOnly, "rx"), 0o500)
+      const again = yield* list(db, readOnly)
+      expect(again).toEqual(ran)
+    }))
+
+  it.scopedLive("rx processes filling the cache at once all succeed, and leave a cache the next run takes", () =>
+    Effect.gen(function*() {
+      const { root, db } = yield* withGoal
+      const cache = join(root, "cache")
+      const runs = yield* Effect.all(Array.from({ length: 4 }, () => list(db, cache)), { concurrency: "unbounded" })
+      for (const ran of runs) {
+        expect(ran.stderr).toBe("")
+        expect(ran.code).toBe(0)
+      }
+      const files = cacheFiles(cache)
+      // Only renamed, finished files: no temporary one left.
+      expect(files.length).toBeGreaterThan(0)
+      expect(files.filter((file) => !file.endsWith(".v8"))).toEqual([])
+      const mtimes = files.map((file) => statSync(file).mtimeMs)
+      expect(yield* list(db, cache)).toEqual(runs[0])
+      expect(files.map((file) => statSync(file).mtimeMs)).toEqual(mtimes)
+    }))
+})
