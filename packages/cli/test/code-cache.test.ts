@@ -6,10 +6,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs"
 import * as Module from "node:module"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
+import { prune } from "../src/internal/load.js"
 import { rx, sandbox } from "./helpers.js"
 
 // Node 22.1 and later load the chunks with `require` and their own compile cache.
@@ -111,4 +113,30 @@ describe.skipIf(nodeHasCompileCache)("the code cache of the bundled rx", () => {
       expect(yield* list(db, cache)).toEqual(runs[0])
       expect(files.map((file) => statSync(file).mtimeMs)).toEqual(mtimes)
     }))
+})
+
+describe("pruning the code cache", () => {
+  it("drops the entries of chunks that are gone or changed, old temporary files, and other versions' folders unused for 30 days", () => {
+    const root = mkdtempSync(join(tmpdir(), "rx-code-cache-"))
+    const chunks = join(root, "rx-chunks")
+    const cache = join(root, "cache", "rx", "code-1.0.0-v20.0.0-x64")
+    mkdirSync(chunks)
+    mkdirSync(cache, { recursive: true })
+    writeFileSync(join(chunks, "main-A.cjs"), "12345")
+    const now = Date.now()
+    const old = (path: string, days: number) => utimesSync(path, (now - days * 86_400_000) / 1000, (now - days * 86_400_000) / 1000)
+    for (const name of ["main-A.cjs.5.v8", "main-A.cjs.6.v8", "gone-B.cjs.5.v8", "main-A.cjs.5.v8.1.x.tmp", "main-A.cjs.5.v8.2.y.tmp"]) {
+      writeFileSync(join(cache, name), "v8")
+    }
+    old(join(cache, "main-A.cjs.5.v8.1.x.tmp"), 2)
+    const stale = join(root, "cache", "rx", "code-0.9.0-v20.0.0-x64")
+    const recent = join(root, "cache", "rx", "code-0.9.1-v20.0.0-x64")
+    mkdirSync(stale)
+    mkdirSync(recent)
+    old(stale, 31)
+    old(recent, 29)
+    prune(cache, chunks, now)
+    expect(readdirSync(cache).sort()).toEqual(["main-A.cjs.5.v8", "main-A.cjs.5.v8.2.y.tmp"])
+    expect(readdirSync(join(root, "cache", "rx")).sort()).toEqual(["code-0.9.1-v20.0.0-x64", "code-1.0.0-v20.0.0-x64"])
+  })
 })

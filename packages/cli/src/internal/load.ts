@@ -13,9 +13,9 @@
  * file then renamed, so that rx processes running at once never read half a file.
  */
 import { createRequire } from "node:module"
-import { mkdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs"
+import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs"
 import { homedir } from "node:os"
-import { basename, dirname, isAbsolute, join, resolve } from "node:path"
+import { basename, dirname, isAbsolute, join } from "node:path"
 import { Script } from "node:vm"
 
 /** The folder of the code cache, or undefined when there is no home to put it in. */
@@ -43,6 +43,57 @@ interface Loaded {
 interface Pending {
   readonly script: Script
   readonly target: string
+  /** The chunk's folder. */
+  readonly folder: string
+}
+
+const day = 24 * 60 * 60 * 1000
+
+/** Run `f`, ignoring any error (a file another rx removed first, a folder that cannot be read...). */
+const quietly = (f: () => void) => {
+  try {
+    f()
+  } catch {
+    // Nothing to do: the cache is only a speed-up.
+  }
+}
+
+/**
+ * Keep the cache from growing without end (run when a cache is written, so rarely): in `cache`,
+ * drop the entries of chunks this rx does not have (another build of the same version) and
+ * temporary files a killed process left; beside it, the folders of other rx or Node versions
+ * unused for 30 days.
+ */
+export const prune = (cache: string, folder: string, now = Date.now()) => {
+  quietly(() => {
+    for (const name of readdirSync(cache)) {
+      const entry = /^(.+)\.(\d+)\.v8$/.exec(name)
+      const path = join(cache, name)
+      if (entry === null) {
+        quietly(() => {
+          if (name.endsWith(".tmp") && now - statSync(path).mtimeMs > day) unlinkSync(path)
+        })
+        continue
+      }
+      quietly(() => {
+        const [, chunk = "", size = ""] = entry
+        let current = false
+        quietly(() => (current = statSync(join(folder, chunk)).size === Number(size)))
+        if (!current) unlinkSync(path)
+      })
+    }
+  })
+  quietly(() => {
+    const parent = dirname(cache)
+    for (const name of readdirSync(parent)) {
+      const path = join(parent, name)
+      if (name.startsWith("code-") && path !== cache) {
+        quietly(() => {
+          if (now - statSync(path).mtimeMs > 30 * day) rmSync(path, { recursive: true, force: true })
+        })
+      }
+    }
+  })
 }
 
 /** A `require` for the chunks, with `rx.import` for the ES modules they load (node-llama-cpp). */
@@ -57,6 +108,15 @@ export const makeLoader = (options: {
   readonly importer: (specifier: string) => Promise<unknown>
 }) => {
   const modules = new Map<string, Loaded>()
+  // One `require` for outside packages per folder (the chunks share one).
+  const requires = new Map<string, NodeJS.Require>()
+  const outsideRequire = (folder: string, file: string) => {
+    const known = requires.get(folder)
+    if (known !== undefined) return known
+    const made = createRequire(file)
+    requires.set(folder, made)
+    return made
+  }
   const pending: Array<Pending> = []
   let hooked = false
 
@@ -65,7 +125,8 @@ export const makeLoader = (options: {
 
   /** Write the cache of every chunk that had none (or a rejected one); never fails. */
   const save = () => {
-    for (const { script, target } of pending.splice(0)) {
+    const written = pending.splice(0)
+    for (const { script, target } of written) {
       let temporary: string | undefined
       try {
         mkdirSync(dirname(target), { recursive: true, mode: 0o700 })
@@ -85,6 +146,8 @@ export const makeLoader = (options: {
         }
       }
     }
+    const first = written[0]
+    if (first !== undefined) prune(dirname(first.target), first.folder)
   }
 
   const load = (file: string): unknown => {
@@ -104,7 +167,7 @@ export const makeLoader = (options: {
     const wrapped = `(function (exports, require, module, __filename, __dirname) { ${source}\n});`
     const script = new Script(wrapped, cachedData === undefined ? { filename: file } : { filename: file, cachedData })
     if (target !== undefined && (cachedData === undefined || script.cachedDataRejected === true)) {
-      pending.push({ script, target })
+      pending.push({ script, target, folder: dirname(file) })
       if (!hooked) {
         hooked = true
         process.once("exit", save)
@@ -112,15 +175,16 @@ export const makeLoader = (options: {
     }
     const module: Loaded = { exports: {} }
     modules.set(file, module)
-    const outside = createRequire(file)
+    const folder = dirname(file)
+    const outside = outsideRequire(folder, file)
     const require = Object.assign(
       (specifier: string): unknown =>
-        specifier.startsWith("./") && specifier.endsWith(".cjs") ? load(resolve(dirname(file), specifier)) : outside(specifier),
+        specifier.startsWith("./") && specifier.endsWith(".cjs") ? load(join(folder, specifier)) : outside(specifier),
       outside,
       { rx: { import: options.importer } }
     ) satisfies ChunkRequire
     const run: unknown = script.runInThisContext()
-    if (typeof run === "function") run.call(module.exports, module.exports, require, module, file, dirname(file))
+    if (typeof run === "function") run.call(module.exports, module.exports, require, module, file, folder)
     return module.exports
   }
 
