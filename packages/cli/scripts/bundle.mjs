@@ -71,6 +71,23 @@ const unbarrel = {
   }
 }
 
+// Node's modules that its own start does not load, which a chunk imports for a few functions
+// (node:crypto for a temporary folder's name, child_process for commands...): each costs 1-4 ms
+// to load, so a chunk loads one when it first uses it. Only the forms esbuild writes are changed:
+// `var X = require("node:m")` and `var X = __toESM(require("node:m"))`, used as `X.name`.
+const lazy = ["node:crypto", "node:child_process", "node:zlib", "node:readline"]
+const lazyBuiltins = (code) => {
+  let changed = false
+  const out = code.replace(/^var (\w+) = (__toESM\()?require\("(node:[\w_]+)"\)(\))?;$/gm, (line, name, toEsm, module, close) => {
+    if (!lazy.includes(module) || (toEsm === undefined) !== (close === undefined)) return line
+    changed = true
+    return `var ${name} = __rxLazy(() => require(${JSON.stringify(module)}), ${toEsm !== undefined});`
+  })
+  if (!changed) return code
+  const helper = "var __rxLazy = (load, esm) => { let m; return new Proxy({}, { get: (_, key) => { m ??= load(); return esm && key === \"default\" ? m : m[key]; } }); };"
+  return `${helper}\n${out}`
+}
+
 const split = await build({
   entryPoints: { main: "dist/src/main.js" },
   outdir: "dist/rx-chunks",
@@ -120,7 +137,7 @@ for (const file of split.outputFiles) {
     banner: prelude,
     logLevel: "warning"
   })
-  writeFileSync(path, cjs.code)
+  writeFileSync(path, lazyBuiltins(cjs.code))
 }
 if (main === undefined) throw new Error("no main chunk in esbuild's output")
 // What went where (scripts/chunks.mjs reads it).
