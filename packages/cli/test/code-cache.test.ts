@@ -55,6 +55,16 @@ describe.skipIf(nodeHasCompileCache)("the code cache of the bundled rx", () => {
       expect(files.map((file) => statSync(file).mtimeMs)).toEqual(before)
     }))
 
+  it.scopedLive("RX_CODE_CACHE=0 leaves the cache unused: nothing is written", () =>
+    Effect.gen(function*() {
+      const { root, db } = yield* withGoal
+      const cache = join(root, "cache")
+      const ran = yield* rx(["list", "--db", db], { XDG_CACHE_HOME: cache, RX_CODE_CACHE: "0" })
+      expect(ran.code).toBe(0)
+      expect(ran.stdout).toContain("terminated(done)")
+      expect(existsSync(cache)).toBe(false)
+    }))
+
   it.scopedLive("garbage or a truncated cache is rejected: the command runs, and the cache is written anew", () =>
     Effect.gen(function*() {
       const { root, db } = yield* withGoal
