@@ -10,6 +10,7 @@
 //   (src/internal/load.ts); a dynamic import of a chunk becomes a `require` in a promise, and of
 //   an outside ES module (node-llama-cpp) `__rx.import`, which the loader does with `import()`.
 import { build, transform } from "esbuild"
+import { createHash } from "node:crypto"
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { basename, dirname, join, relative } from "node:path"
 
@@ -27,20 +28,17 @@ const barrelOf = async (build, name, resolveDir) => {
   const resolved = await build.resolve(name, { kind: "import-statement", resolveDir })
   if (resolved.errors.length > 0 || resolved.external) return undefined
   if (barrels.has(resolved.path)) return barrels.get(resolved.path)
-  let entries
-  {
-    const text = readFileSync(resolved.path, "utf8").replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "")
-    const statements = text.split(";").map((statement) => statement.trim()).filter((statement) => statement !== "")
-    entries = new Map()
-    for (const statement of statements) {
-      const namespace = /^export \* as (\w+) from "(\.\/[\w/.-]+)"$/.exec(statement)
-      const named = /^export \{([\w\s,]+)\} from "(\.\/[\w/.-]+)"$/.exec(statement)
-      if (namespace !== null) entries.set(namespace[1], { namespace: true, path: join(dirname(resolved.path), namespace[2]) })
-      else if (named !== null) for (const one of named[1].split(",").map((n) => n.trim()).filter((n) => n !== "")) entries.set(one, { namespace: false, path: join(dirname(resolved.path), named[2]) })
-      else {
-        entries = undefined // Not only re-exports: left as it is.
-        break
-      }
+  const text = readFileSync(resolved.path, "utf8").replace(/\/\*[\s\S]*?\*\/|\/\/.*$/gm, "")
+  const statements = text.split(";").map((statement) => statement.trim()).filter((statement) => statement !== "")
+  let entries = new Map()
+  for (const statement of statements) {
+    const namespace = /^export \* as (\w+) from "(\.\/[\w/.-]+)"$/.exec(statement)
+    const named = /^export \{([\w\s,]+)\} from "(\.\/[\w/.-]+)"$/.exec(statement)
+    if (namespace !== null) entries.set(namespace[1], { namespace: true, path: join(dirname(resolved.path), namespace[2]) })
+    else if (named !== null) for (const one of named[1].split(",").map((n) => n.trim()).filter((n) => n !== "")) entries.set(one, { namespace: false, path: join(dirname(resolved.path), named[2]) })
+    else {
+      entries = undefined // Not only re-exports: left as it is.
+      break
     }
   }
   barrels.set(resolved.path, entries)
@@ -110,6 +108,7 @@ const split = await build({
 rmSync("dist/rx-chunks", { recursive: true, force: true })
 mkdirSync("dist/rx-chunks", { recursive: true })
 let main
+const hashes = {}
 for (const file of split.outputFiles) {
   const path = relative(process.cwd(), file.path)
   const meta = split.metafile.outputs[path]
@@ -137,10 +136,12 @@ for (const file of split.outputFiles) {
     banner: prelude,
     logLevel: "warning"
   })
-  writeFileSync(path, lazyBuiltins(cjs.code))
+  const code = lazyBuiltins(cjs.code)
+  writeFileSync(path, code)
+  hashes[basename(path)] = createHash("sha256").update(code).digest("base64url").slice(0, 22)
 }
 if (main === undefined) throw new Error("no main chunk in esbuild's output")
-// What went where (scripts/chunks.mjs reads it).
+// What went where, to see what a command loads: RX_BUNDLE_META=<file> writes esbuild's metafile.
 if (process.env["RX_BUNDLE_META"] !== undefined) writeFileSync(process.env["RX_BUNDLE_META"], JSON.stringify(split.metafile))
 
 await build({
@@ -151,6 +152,6 @@ await build({
   platform: "node",
   target: "node20",
   format: "esm",
-  define: { ...define, __RX_MAIN__: JSON.stringify(`./rx-chunks/${main}`) },
+  define: { ...define, __RX_MAIN__: JSON.stringify(`./rx-chunks/${main}`), __RX_CHUNKS__: JSON.stringify(hashes) },
   logLevel: "warning"
 })

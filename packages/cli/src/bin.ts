@@ -15,6 +15,8 @@ import { cacheFolder, makeLoader } from "./internal/load.js"
 declare const __RX_VERSION__: string | undefined
 /** The bundle's `main` chunk, relative to this file. */
 declare const __RX_MAIN__: string | undefined
+/** A hash of each chunk's content, by file name (the code cache's key). */
+declare const __RX_CHUNKS__: Readonly<Record<string, string>> | undefined
 
 const version = typeof __RX_VERSION__ === "string" ? __RX_VERSION__ : "development"
 const [first, ...rest] = process.argv.slice(2)
@@ -29,6 +31,7 @@ if ((first === "--version" || first === "-V") && rest.length === 0) {
   } else {
     const { load } = makeLoader({
       cache: process.env["RX_CODE_CACHE"] === "0" ? undefined : cacheFolder(process.env, version),
+      hashes: typeof __RX_CHUNKS__ === "object" ? __RX_CHUNKS__ : {},
       importer: (specifier) => import(specifier)
     })
     load(main)

@@ -11,6 +11,10 @@
  * Node and these flags), or a folder that cannot be written leaves a normal compile. A chunk whose
  * cache was missing or rejected gets a new one when the process exits, written to a temporary
  * file then renamed, so that rx processes running at once never read half a file.
+ *
+ * A cache entry is named by its chunk's name and a hash of the chunk's content, both fixed by the
+ * bundler (`hashes`): V8 checks only the length of the source a cache was made for, and a cache
+ * of other code of the same length would run that other code.
  */
 import { createRequire } from "node:module"
 import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs"
@@ -43,8 +47,6 @@ interface Loaded {
 interface Pending {
   readonly script: Script
   readonly target: string
-  /** The chunk's folder. */
-  readonly folder: string
 }
 
 const day = 24 * 60 * 60 * 1000
@@ -60,27 +62,19 @@ const quietly = (f: () => void) => {
 
 /**
  * Keep the cache from growing without end (run when a cache is written, so rarely): in `cache`,
- * drop the entries of chunks this rx does not have (another build of the same version) and
- * temporary files a killed process left; beside it, the folders of other rx or Node versions
- * unused for 30 days.
+ * drop the entries of chunks this rx does not have (`keep`: another build of the same version)
+ * and temporary files a killed process left; beside it, the folders of other rx or Node versions
+ * not written to for 30 days.
  */
-export const prune = (cache: string, folder: string, now = Date.now()) => {
+export const prune = (cache: string, keep: ReadonlySet<string>, now = Date.now()) => {
   quietly(() => {
     for (const name of readdirSync(cache)) {
-      const entry = /^(.+)\.(\d+)\.v8$/.exec(name)
       const path = join(cache, name)
-      if (entry === null) {
+      if (name.endsWith(".tmp")) {
         quietly(() => {
-          if (name.endsWith(".tmp") && now - statSync(path).mtimeMs > day) unlinkSync(path)
+          if (now - statSync(path).mtimeMs > day) unlinkSync(path)
         })
-        continue
-      }
-      quietly(() => {
-        const [, chunk = "", size = ""] = entry
-        let current = false
-        quietly(() => (current = statSync(join(folder, chunk)).size === Number(size)))
-        if (!current) unlinkSync(path)
-      })
+      } else if (!keep.has(name)) quietly(() => unlinkSync(path))
     }
   })
   quietly(() => {
@@ -100,11 +94,13 @@ export const prune = (cache: string, folder: string, now = Date.now()) => {
 type ChunkRequire = NodeJS.Require & { rx: { import: (specifier: string) => Promise<unknown> } }
 
 /**
- * A loader of the chunks in one folder: `load(file)` runs a chunk (once) and returns its exports.
+ * A loader of the chunks: `load(file)` runs a chunk (once) and returns its exports. `hashes`: the
+ * hash of each chunk's content, by file name (a chunk not in it is compiled with no cache).
  * `importer` loads an ES module by name (a vm.Script cannot run `import()` on Node 20).
  */
 export const makeLoader = (options: {
   readonly cache: string | undefined
+  readonly hashes: Readonly<Record<string, string>>
   readonly importer: (specifier: string) => Promise<unknown>
 }) => {
   const modules = new Map<string, Loaded>()
@@ -120,8 +116,14 @@ export const makeLoader = (options: {
   const pending: Array<Pending> = []
   let hooked = false
 
-  const cacheFile = (file: string, size: number) =>
-    options.cache === undefined ? undefined : join(options.cache, `${basename(file)}.${size}.v8`)
+  const entryOf = (name: string) => {
+    const hash = Object.hasOwn(options.hashes, name) ? options.hashes[name] : undefined
+    return hash === undefined ? undefined : `${name}.${hash}.v8`
+  }
+  const cacheFile = (file: string) => {
+    const entry = entryOf(basename(file))
+    return options.cache === undefined || entry === undefined ? undefined : join(options.cache, entry)
+  }
 
   /** Write the cache of every chunk that had none (or a rejected one); never fails. */
   const save = () => {
@@ -146,16 +148,17 @@ export const makeLoader = (options: {
         }
       }
     }
-    const first = written[0]
-    if (first !== undefined) prune(dirname(first.target), first.folder)
+    if (written.length > 0 && options.cache !== undefined) {
+      const keep = new Set(Object.keys(options.hashes).flatMap((name) => entryOf(name) ?? []))
+      prune(options.cache, keep)
+    }
   }
 
   const load = (file: string): unknown => {
     const known = modules.get(file)
     if (known !== undefined) return known.exports
-    const bytes = readFileSync(file)
-    const source = bytes.toString("utf8")
-    const target = cacheFile(file, bytes.length)
+    const source = readFileSync(file, "utf8")
+    const target = cacheFile(file)
     let cachedData: Buffer | undefined
     if (target !== undefined) {
       try {
@@ -167,7 +170,7 @@ export const makeLoader = (options: {
     const wrapped = `(function (exports, require, module, __filename, __dirname) { ${source}\n});`
     const script = new Script(wrapped, cachedData === undefined ? { filename: file } : { filename: file, cachedData })
     if (target !== undefined && (cachedData === undefined || script.cachedDataRejected === true)) {
-      pending.push({ script, target, folder: dirname(file) })
+      pending.push({ script, target })
       if (!hooked) {
         hooked = true
         process.once("exit", save)
