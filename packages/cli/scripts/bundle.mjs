@@ -21,8 +21,9 @@ const external = ["better-sqlite3", "node-llama-cpp"]
 // A barrel (`effect`'s index, `@effect/platform`'s...) imports every module of its package; esbuild
 // puts each module a chunk uses into the chunks of every entry that *reaches* it through imports,
 // so one `import { Path } from "@effect/platform"` put the HTTP API builder, which only `rx serve`
-// uses, into what `rx list` loads. rx's own files import from the modules instead: `import { A, B }
-// from "pkg"` becomes `import * as A from "<pkg's A.js>"` (and a plain re-export from its module).
+// uses, into what `rx list` loads (and `@rx/kernel`'s index the runner). rx's own files import from
+// the modules instead: `import { A, B } from "pkg"` (effect, @effect/*, @rx/*) becomes
+// `import * as A from "<pkg's A.js>"` (and a plain re-export from its module).
 const barrels = new Map()
 const barrelOf = async (build, name, resolveDir) => {
   const resolved = await build.resolve(name, { kind: "import-statement", resolveDir })
@@ -49,9 +50,9 @@ const unbarrel = {
   setup(build) {
     build.onLoad({ filter: /[\\/]packages[\\/][\w-]+[\\/]dist[\\/]src[\\/].*\.js$/ }, async (args) => {
       let text = readFileSync(args.path, "utf8")
-      const imports = [...text.matchAll(/^import \{([\w\s,]+)\} from "((?:@effect\/)?[\w-]+)";$/gm)]
+      const imports = [...text.matchAll(/^import \{([\w\s,]+)\} from "((?:@effect\/|@rx\/)?[\w-]+)";$/gm)]
       for (const [statement, names, from] of imports) {
-        const entries = from === "effect" || from.startsWith("@effect/") ? await barrelOf(build, from, dirname(args.path)) : undefined
+        const entries = from === "effect" || from.startsWith("@effect/") || from.startsWith("@rx/") ? await barrelOf(build, from, dirname(args.path)) : undefined
         if (entries === undefined) continue
         const parts = names.split(",").map((n) => n.trim()).filter((n) => n !== "").map((n) => {
           const [imported, local = imported] = n.split(/\s+as\s+/)
