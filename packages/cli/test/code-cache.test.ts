@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs"
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from "node:fs"
 import * as Module from "node:module"
 import { createHash } from "node:crypto"
 import { tmpdir } from "node:os"
@@ -93,6 +93,25 @@ describe.skipIf(nodeHasCompileCache)("the code cache of the bundled rx", () => {
       const mtimes = files.map((file) => statSync(file).mtimeMs)
       expect(yield* list(db, cache)).toEqual(expected)
       expect(files.map((file) => statSync(file).mtimeMs)).toEqual(mtimes)
+    }))
+
+  it.scopedLive("a cache file that another user owns, or that others can write, is not read: it is written anew", () =>
+    Effect.gen(function*() {
+      const { root, db } = yield* withGoal
+      const cache = join(root, "cache")
+      const expected = yield* list(db, cache)
+      const files = cacheFiles(cache)
+      expect(files.length).toBeGreaterThan(1)
+      // As root (as in CI's container), also a file of another user.
+      const root_ = typeof process.getuid === "function" && process.getuid() === 0
+      files.forEach((file, i) => (root_ && i % 2 === 1 ? chownSync(file, 12345, 12345) : chmodSync(file, 0o666)))
+      expect(yield* list(db, cache)).toEqual(expected)
+      // Each was replaced by a file of this user, for this user only.
+      for (const file of files) {
+        const stat = statSync(file)
+        expect(stat.mode & 0o077).toBe(0)
+        if (typeof process.getuid === "function") expect(stat.uid).toBe(process.getuid())
+      }
     }))
 
   it.scopedLive("a cache folder that cannot be written: the command runs all the same, and says nothing of it", () =>

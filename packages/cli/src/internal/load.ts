@@ -14,10 +14,11 @@
  *
  * A cache entry is named by its chunk's name and a hash of the chunk's content, both fixed by the
  * bundler (`hashes`): V8 checks only the length of the source a cache was made for, and a cache
- * of other code of the same length would run that other code.
+ * of other code of the same length would run that other code. For the same reason only a file of
+ * this user that no one else can write is read.
  */
 import { createRequire } from "node:module"
-import { mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs"
+import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs"
 import { homedir } from "node:os"
 import { basename, dirname, isAbsolute, join } from "node:path"
 import { Script } from "node:vm"
@@ -90,6 +91,28 @@ export const prune = (cache: string, keep: ReadonlySet<string>, now = Date.now()
   })
 }
 
+/**
+ * A cache file's content, if it is a file of this user that no one else can write: V8 checks that
+ * a cache was made by this Node for a source of this length, not what its code does, so a cache
+ * another user could write (`XDG_CACHE_HOME` in a shared folder) would run their code as this
+ * user. Checked on the open file, so it cannot be swapped in between.
+ */
+const readCache = (path: string): Buffer | undefined => {
+  let fd: number | undefined
+  try {
+    fd = openSync(path, "r")
+    const stat = fstatSync(fd)
+    const uid = typeof process.getuid === "function" ? process.getuid() : undefined
+    if (!stat.isFile() || (uid !== undefined && stat.uid !== uid) || (stat.mode & 0o022) !== 0) return undefined
+    return readFileSync(fd)
+  } catch {
+    return undefined
+  } finally {
+    const opened = fd
+    if (opened !== undefined) quietly(() => closeSync(opened))
+  }
+}
+
 /** A `require` for the chunks, with `rx.import` for the ES modules they load (node-llama-cpp). */
 type ChunkRequire = NodeJS.Require & { rx: { import: (specifier: string) => Promise<unknown> } }
 
@@ -159,14 +182,7 @@ export const makeLoader = (options: {
     if (known !== undefined) return known.exports
     const source = readFileSync(file, "utf8")
     const target = cacheFile(file)
-    let cachedData: Buffer | undefined
-    if (target !== undefined) {
-      try {
-        cachedData = readFileSync(target)
-      } catch {
-        cachedData = undefined
-      }
-    }
+    const cachedData = target === undefined ? undefined : readCache(target)
     const wrapped = `(function (exports, require, module, __filename, __dirname) { ${source}\n});`
     const script = new Script(wrapped, cachedData === undefined ? { filename: file } : { filename: file, cachedData })
     if (target !== undefined && (cachedData === undefined || script.cachedDataRejected === true)) {
