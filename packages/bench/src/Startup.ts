@@ -11,7 +11,9 @@
  *
  * Each figure is the median of `runs` rounds after one that warms the file cache; a round runs
  * every command once, in turn, so drift hits them all. Each process gets a fresh HOME and XDG
- * folders of its own and none of the caller's `RX_*` variables.
+ * folders of its own and none of the caller's `RX_*` variables. The folders are the same for
+ * every command: rx's code cache (`$XDG_CACHE_HOME/rx`, on Node 20) is filled by the first ones,
+ * so the figures are those of a person who runs rx often.
  */
 import { Effect, Schema } from "effect"
 import { execFileSync, spawn } from "node:child_process"

@@ -7,7 +7,6 @@ import * as Goals from "@rx/host/Goals"
 import type * as Serve from "@rx/host/Serve"
 import * as Log from "@rx/host/Log"
 import * as Settings from "@rx/host/Settings"
-import { Replay } from "@rx/kernel"
 import { Doctor } from "@rx/store-sqlite"
 import { Console, Effect, Option, Schema, Stream } from "effect"
 import * as ExitCode from "./ExitCode.js"
@@ -139,6 +138,8 @@ const replay = (flags: Flags) =>
     Effect.gen(function*() {
       const goalId = flags.goalId
       const events = yield* goals.events(goalId)
+      // The replayer (and the runner it drives) is loaded by this command only.
+      const { Replay } = yield* Effect.promise(() => import("@rx/kernel"))
       const outcome = yield* Effect.either(Replay.check(events))
       if (flags.json) {
         // One object: identical (with how the goal ended, or null while it is open), or where it diverged.

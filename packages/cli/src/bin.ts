@@ -3,18 +3,39 @@
  * The `rx` binary's entry: as little as possible before the command runs. `rx --version` is
  * answered here; every other command loads `main` (and, through it, only what it needs: the
  * server, the cluster, MCP and the model adapters are loaded by the commands that use them).
- * Node's compile cache is turned on where Node has one (22.1 and later).
+ *
+ * Bundled (scripts/bundle.mjs), `main` is a CommonJS chunk in `rx-chunks/`: Node 22.1 and later
+ * load it with `require` and their compile cache; Node 20 through `internal/load.ts`, which
+ * keeps V8's code cache in the user's cache folder. Unbundled (`dist/src/bin.js`), `main.js`.
  */
 import * as Module from "node:module"
+import { fileURLToPath } from "node:url"
+import { cacheFolder, makeLoader } from "./internal/load.js"
 
 declare const __RX_VERSION__: string | undefined
+/** The bundle's `main` chunk, relative to this file. */
+declare const __RX_MAIN__: string | undefined
+/** A hash of each chunk's content, by file name (the code cache's key). */
+declare const __RX_CHUNKS__: Readonly<Record<string, string>> | undefined
 
-const enableCompileCache: unknown = Reflect.get(Module, "enableCompileCache")
-if (typeof enableCompileCache === "function") enableCompileCache.call(Module)
-
+const version = typeof __RX_VERSION__ === "string" ? __RX_VERSION__ : "development"
 const [first, ...rest] = process.argv.slice(2)
 if ((first === "--version" || first === "-V") && rest.length === 0) {
-  process.stdout.write(`rx ${typeof __RX_VERSION__ === "string" ? __RX_VERSION__ : "development"}\n`)
+  process.stdout.write(`rx ${version}\n`)
+} else if (typeof __RX_MAIN__ === "string") {
+  const main = fileURLToPath(new URL(__RX_MAIN__, import.meta.url))
+  const enableCompileCache: unknown = Reflect.get(Module, "enableCompileCache")
+  if (typeof enableCompileCache === "function") {
+    enableCompileCache.call(Module)
+    Module.createRequire(import.meta.url)(main)
+  } else {
+    const { load } = makeLoader({
+      cache: process.env["RX_CODE_CACHE"] === "0" ? undefined : cacheFolder(process.env, version),
+      hashes: typeof __RX_CHUNKS__ === "object" ? __RX_CHUNKS__ : {},
+      importer: (specifier) => import(specifier)
+    })
+    load(main)
+  }
 } else {
   await import("./main.js")
 }
