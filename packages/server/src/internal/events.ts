@@ -11,7 +11,7 @@
 import * as Sse from "@effect/experimental/Sse"
 import { HttpServerResponse } from "@effect/platform"
 import { Event, StateStore } from "@rx/kernel"
-import { Chunk, Effect, Option, type Scope, Stream } from "effect"
+import { Chunk, Effect, Option, type Scope } from "effect"
 import { Readable } from "node:stream"
 import { InternalError, NotFound, Unavailable } from "../ApiError.js"
 
@@ -191,9 +191,12 @@ const pump = (
         { discard: true }
       )
     }
-    const reading = store.changes(follow.goalId, from).pipe(
-      Stream.takeUntil(ends),
-      Stream.runForEachChunk(offer),
+    // The log pulled chunk by chunk (no Stream: see `StateStore.follow`), until the chunk that ends the body.
+    const reading = Effect.scoped(Effect.flatMap(StateStore.follow(store, follow.goalId, from), (next) => {
+      const loop: Effect.Effect<void, StateStore.StoreError | "stalled"> = Effect.flatMap(next, (chunk) =>
+        Effect.zipRight(offer(chunk), Chunk.some(chunk, ends) ? Effect.void : loop))
+      return loop
+    })).pipe(
       Effect.tapError((error) =>
         error === "stalled"
           ? Effect.zipRight(
