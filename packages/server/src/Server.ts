@@ -106,28 +106,26 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
       Effect.gen(function*() {
         if (!runs.accepting()) return yield* shuttingDown()
         const input = yield* Body.decode(request, Api.SubmitRequest, config.maxBodyBytes)
-        // A retry of a submission with the same Idempotency-Key answers the goal its first attempt recorded.
-        const key = yield* Idempotency.keyOf(request.headers)
-        const digest = Idempotency.digestOf(input)
+        // A retry of a submission with the same Idempotency-Key answers the goal its first attempt
+        // recorded; the digest of the request, what a retry must repeat, only goes with a key.
+        const key = Option.map(yield* Idempotency.keyOf(request.headers), (key) => ({ key, digest: Idempotency.digestOf(input) }))
         if (Option.isSome(key)) {
-          const found = yield* Idempotency.recorded(key.value, digest)
+          const found = yield* Idempotency.recorded(key.value.key, key.value.digest)
           if (Option.isSome(found)) return { goalId: found.value }
         }
         const workspace = yield* Workspace.resolve(daemon.root, input.workspace)
         const slot = yield* runs.reserve
-        const toolbox = daemon.toolbox
-        const tools = yield* toolbox.registry(workspace).pipe(
+        // The workspace's tools, and the policy they may start with (an MCP server's destructive tools ask; the submission's comes on top).
+        const { approval, registry: tools } = yield* daemon.toolbox.tools(workspace).pipe(
           Effect.mapError((error) => new Unavailable({ reason: "tools", message: `the tools cannot be set up: ${error.message}` }))
         )
         // Recorded with `delegate` when the server offers it; its runs give it the working tool.
         const registry = config.delegate ? Delegate.offer(tools) : tools
-        // The workspace's tools may start with a policy (an MCP server's destructive tools ask); the submission's comes on top.
-        const approval = yield* toolbox.approval(workspace).pipe(Effect.orElseSucceed(() => ({})))
         const options = {
           ...input.options,
           ...(Object.keys(approval).length === 0 ? {} : { approval: { ...approval, ...input.options?.approval } }),
           settings: { ...config.settings, workspace },
-          ...(Option.isSome(key) ? { metadata: Idempotency.recordOf(digest) } : {})
+          ...(Option.isSome(key) ? { metadata: Idempotency.recordOf(key.value.digest) } : {})
         }
         const instructions = input.instructions === undefined ? {} : { instructions: input.instructions }
         const base = Runner.deriveGoalId(input.goal, yield* Clock.currentTimeMillis)
@@ -137,7 +135,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
             Effect.provideService(ToolRegistry.ToolRegistry, registry)
           )
         /** With a key: the goal it names, recorded now, or by an attempt that came first (then not queued again). */
-        const keyed = (key: string) =>
+        const keyed = ({ digest, key }: { readonly key: string; readonly digest: string }) =>
           Runner.submit({ goal: input.goal, options, ...instructions, goalId: Idempotency.goalIdOf(key) }).pipe(
             Effect.map((goalId) => ({ goalId, fresh: true })),
             Effect.catchTag("@rx/kernel/GoalBusy", (busy) =>
