@@ -232,7 +232,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
           buffer: config.subscriberBuffer,
           stallMs: config.subscriberStallMs,
           closing: daemon.closing,
-          disconnect: Effect.sync(() => void NodeHttpServerRequest.toServerResponse(request).destroy())
+          connection: NodeHttpServerRequest.toServerResponse(request)
         })
       })
 
