@@ -305,6 +305,8 @@ export interface Figures {
   readonly serverUsPerIteration: number
   /** The server process's CPU time per iteration. */
   readonly serverCpuUsPerIteration: number
+  /** The same, round by round (the median of which is `serverCpuUsPerIteration`). */
+  readonly serverCpuUsPerIterationByRound: ReadonlyArray<number>
   /** The clients' process's CPU time per iteration. */
   readonly clientCpuUsPerIteration: number
   /** Wall time per iteration with the server in the clients' process. */
@@ -328,6 +330,8 @@ export interface Workload {
   readonly sameProcess?: boolean | undefined
   /** The server process's script, to measure another build (default: `ServeChild.js` beside this module). */
   readonly serverScript?: string | undefined
+  /** Rounds that warm the server process up before the measured ones (default 2). */
+  readonly warmRounds?: number | undefined
 }
 
 /** Medians over `rounds` of in-process, HTTP (server in a child) and HTTP (server here) runs, alternating, so drift hits all; then the SSE delays. */
@@ -336,10 +340,9 @@ export const measure = (workload: Workload): Effect.Effect<Figures, Failure> =>
     const { goals, iterations } = workload
     const sameProcess = workload.sameProcess ?? true
     const child = yield* spawnServer(goals, iterations, { profileDir: workload.profileDir, script: workload.serverScript })
-    // Two rounds warm the child's JIT up (the server here warms up with this process's).
+    // Rounds that warm the child's JIT up (the server here warms up with this process's).
     yield* inProcess(goals, iterations)
-    yield* overHttp(child, "warm-0", goals, iterations)
-    yield* overHttp(child, "warm-1", goals, iterations)
+    for (let r = 0; r < (workload.warmRounds ?? 2); r++) yield* overHttp(child, `warm-${r}`, goals, iterations)
     if (sameProcess) yield* overHttpHere(goals, iterations)
     const separate: Array<{ readonly ms: number; readonly serverCpuMs: number; readonly clientCpuMs: number }> = []
     const here: Array<number> = []
@@ -357,6 +360,7 @@ export const measure = (workload: Workload): Effect.Effect<Figures, Failure> =>
       goalsPerSecond: goals / (wall / 1000),
       serverUsPerIteration: perIteration(wall),
       serverCpuUsPerIteration: perIteration(median(separate.map((r) => r.serverCpuMs))),
+      serverCpuUsPerIterationByRound: separate.map((r) => perIteration(r.serverCpuMs)),
       clientCpuUsPerIteration: perIteration(median(separate.map((r) => r.clientCpuMs))),
       sameProcessUsPerIteration: perIteration(median(here)),
       inProcessUsPerIteration: perIteration(median(local)),

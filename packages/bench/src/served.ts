@@ -1,5 +1,5 @@
 /**
- * `pnpm --filter @rx/bench run served [--rounds N] [--json] [--server-profile DIR] [--server-script PATH] [--same-process] [--sse]`:
+ * `pnpm --filter @rx/bench run served [--rounds N] [--warm-rounds N] [--json] [--server-profile DIR] [--server-script PATH] [--same-process] [--sse]`:
  * only the served path of `pnpm bench` (100 goals of 10 iterations, the server in a process of its
  * own, each goal followed), beside the same goals in-process in the same run. `--server-script`
  * runs another build's `ServeChild.js` as the server (to compare builds on one machine state);
@@ -27,13 +27,15 @@ const figures = await Effect.runPromise(Serve.measure({
   sse: process.argv.includes("--sse") ? { goals: 1, iterations: 100, delayMs: 2 } : undefined,
   sameProcess: process.argv.includes("--same-process"),
   profileDir: flagValue("--server-profile"),
-  serverScript: flagValue("--server-script")
+  serverScript: flagValue("--server-script"),
+  warmRounds: flagValue("--warm-rounds") === undefined ? undefined : Number(flagValue("--warm-rounds"))
 }))
 const out = {
   server_cpu_us_per_iteration: round(figures.serverCpuUsPerIteration),
   inprocess_us_per_iteration: round(figures.inProcessUsPerIteration),
   ratio: round(figures.serverCpuUsPerIteration / figures.inProcessUsPerIteration, 2),
   server_us_per_iteration: round(figures.serverUsPerIteration),
-  client_cpu_us_per_iteration: round(figures.clientCpuUsPerIteration)
+  client_cpu_us_per_iteration: round(figures.clientCpuUsPerIteration),
+  server_cpu_by_round: figures.serverCpuUsPerIterationByRound.map((x) => round(x, 0))
 }
 process.stdout.write(json ? `${JSON.stringify(out)}\n` : `${Object.entries(out).map(([k, v]) => `${k} ${v}`).join("\n")}\n`)

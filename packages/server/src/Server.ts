@@ -15,11 +15,11 @@
  * Layer.launch(server).pipe(NodeRuntime.runMain)
  * ```
  */
-import { type Etag, HttpApiBuilder, type HttpPlatform, type HttpServer, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
+import { type Etag, HttpApiBuilder, HttpMiddleware, type HttpPlatform, type HttpServer, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
 import { type NodeContext, NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { Control, Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
 import { Delegate } from "@rx/tools"
-import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, DefaultServices, Effect, FiberRef, Layer, Option, Schema, Tracer } from "effect"
 import { createServer } from "node:http"
 import * as Api from "./Api.js"
 import { BadRequest, Conflict, InternalError, NotFound, Unauthorized, Unavailable } from "./ApiError.js"
@@ -319,6 +319,18 @@ const listen = (config: Config.Config) =>
     )
   })
 
+/** The tracer Effect runs with when none is provided: it keeps spans no one reads. */
+const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
+
+/**
+ * A span per request only under a tracer that keeps them (as the runner's spans): with Effect's
+ * default one, each request would still build its span (its URL, headers and status as
+ * attributes) for no one. Decided where the server is built, with the tracer its requests get.
+ */
+const untracedWithoutTracer = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
+  Layer.unwrapEffect(Effect.zipWith(Effect.tracer, FiberRef.get(FiberRef.currentTracerEnabled), (tracer, enabled) =>
+    enabled && tracer !== nativeTracer ? layer : HttpMiddleware.withTracerDisabledWhen(layer, () => true)))
+
 /** The server with goals run by `runGoal`. */
 const make = <R>(
   input: Config.Input,
@@ -330,7 +342,7 @@ const make = <R>(
         Layer.provide(Layer.mergeAll(goalsHandlers, healthHandlers, docsHandlers, uiHandlers)),
         Layer.provide(authorization)
       )
-      const serve = HttpApiBuilder.serve().pipe(Layer.provide(api), Layer.provide(guard))
+      const serve = untracedWithoutTracer(HttpApiBuilder.serve().pipe(Layer.provide(api), Layer.provide(guard)))
       const address = Layer.effect(
         Server,
         Effect.map(Daemon.Daemon, (daemon) => {
