@@ -19,13 +19,14 @@ import { Event, StateStore } from "@rx/kernel"
 import { Chunk, Effect, Option, type Scope } from "effect"
 import type { ServerResponse } from "node:http"
 import { InternalError, NotFound, Unavailable } from "../ApiError.js"
+import { acquireSync } from "./release.js"
 
 /** A count of followers, bounded: a follower holds a place for as long as its response lasts. */
 export const makeSubscribers = (max: number) => {
   let count = 0
   return {
     /** A place for this request's response, given back when its scope (the request's) closes. */
-    acquire: Effect.acquireRelease(
+    acquire: acquireSync(
       Effect.suspend(() => {
         if (count >= max) {
           return Effect.fail(new Unavailable({ reason: "too_many_subscribers", message: `${max} clients are following events already; try again later` }))
@@ -33,7 +34,7 @@ export const makeSubscribers = (max: number) => {
         count++
         return Effect.void
       }),
-      () => Effect.sync(() => void count--)
+      () => void count--
     ),
     count: () => count
   }
@@ -50,12 +51,12 @@ export const makeClosing = () => {
   return {
     /** Run `end` when the server closes (at once if it has), for as long as the scope lasts. */
     whenClosing: (end: () => void): Effect.Effect<void, never, Scope.Scope> =>
-      Effect.acquireRelease(
+      acquireSync(
         Effect.sync(() => {
           if (closed) end()
           else ends.add(end)
         }),
-        () => Effect.sync(() => void ends.delete(end))
+        () => void ends.delete(end)
       ),
     /** End every stream, and any opened later. */
     close: Effect.sync(() => {
