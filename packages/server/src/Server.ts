@@ -281,13 +281,15 @@ const docsHandlers = HttpApiBuilder.group(Api.Api, "docs", (handlers) => {
 
 const authorization = Layer.effect(
   Api.Authorization,
-  Effect.map(Daemon.Daemon, (daemon) =>
-    Api.Authorization.of({
+  Effect.map(Daemon.Daemon, (daemon) => {
+    const matches = Guard.matcher(daemon.config.token)
+    return Api.Authorization.of({
       bearer: (token) =>
-        Guard.tokenMatches(token, daemon.config.token)
+        matches(token)
           ? Effect.void
           : Effect.fail(new Unauthorized({ message: "this route needs the server's token: Authorization: Bearer <token>" }))
-    }))
+    })
+  })
 )
 
 const guard = HttpApiBuilder.middleware(Api.Api, Effect.map(Daemon.Daemon, (daemon) => Guard.middleware(daemon)))
