@@ -330,7 +330,7 @@ export interface Workload {
   readonly sameProcess?: boolean | undefined
   /** The server process's script, to measure another build (default: `ServeChild.js` beside this module). */
   readonly serverScript?: string | undefined
-  /** Rounds that warm the server process up before the measured ones (default 2). */
+  /** Rounds that warm the server process up before the measured ones (default 2, as measured before this option). */
   readonly warmRounds?: number | undefined
 }
 

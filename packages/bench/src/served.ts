@@ -28,7 +28,7 @@ const figures = await Effect.runPromise(Serve.measure({
   sameProcess: process.argv.includes("--same-process"),
   profileDir: flagValue("--server-profile"),
   serverScript: flagValue("--server-script"),
-  warmRounds: flagValue("--warm-rounds") === undefined ? undefined : Number(flagValue("--warm-rounds"))
+  warmRounds: Number(flagValue("--warm-rounds") ?? "10")
 }))
 const out = {
   server_cpu_us_per_iteration: round(figures.serverCpuUsPerIteration),
