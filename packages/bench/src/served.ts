@@ -36,6 +36,8 @@ const out = {
   ratio: round(figures.serverCpuUsPerIteration / figures.inProcessUsPerIteration, 2),
   server_us_per_iteration: round(figures.serverUsPerIteration),
   client_cpu_us_per_iteration: round(figures.clientCpuUsPerIteration),
-  server_cpu_by_round: figures.serverCpuUsPerIterationByRound.map((x) => round(x, 0))
+  server_cpu_by_round: figures.serverCpuUsPerIterationByRound.map((x) => round(x, 0)),
+  ...(process.argv.includes("--same-process") ? { server_same_process_us_per_iteration: round(figures.sameProcessUsPerIteration) } : {}),
+  ...(process.argv.includes("--sse") ? { sse_latency_ms: { p50: round(figures.sse.p50, 2), p99: round(figures.sse.p99, 2) } } : {})
 }
 process.stdout.write(json ? `${JSON.stringify(out)}\n` : `${Object.entries(out).map(([k, v]) => `${k} ${v}`).join("\n")}\n`)
