@@ -232,7 +232,8 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
           buffer: config.subscriberBuffer,
           stallMs: config.subscriberStallMs,
           closing: daemon.closing,
-          connection: NodeHttpServerRequest.toServerResponse(request)
+          connection: NodeHttpServerRequest.toServerResponse(request),
+          head: request.method === "HEAD"
         })
       })
 

@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Context, DefaultServices, Effect, Fiber, Tracer } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { call, listThenDone, modelByGoal, startServer } from "./helpers.js"
+import { call, listThenDone, modelByGoal, startServer, token } from "./helpers.js"
 
 const never = modelByGoal(() => Effect.never)
 
@@ -236,5 +236,17 @@ describe("tracing", () => {
       expect((yield* call(server, "/healthz")).status).toBe(200)
       expect((yield* call(server, "/v1/goals/nope")).status).toBe(404)
       expect(traced.filter((name) => name.startsWith("http."))).toEqual(["http.server GET", "http.server GET"])
+    }))
+})
+
+describe("HEAD", () => {
+  it.scopedLive("HEAD on a running goal's events answers the stream's status and headers at once", () =>
+    Effect.gen(function*() {
+      const server = yield* startServer(never)
+      const submitted = yield* call(server, "/v1/goals", { method: "POST", body: { goal: "runs until stopped" } })
+      const goalId = (submitted.body as { goalId: string }).goalId
+      const head = yield* Effect.promise(() => fetch(`${server.url}/v1/goals/${goalId}/events`, { method: "HEAD", headers: { authorization: `Bearer ${token}` } }))
+        .pipe(Effect.timeout("10 seconds"))
+      expect([head.status, head.headers.get("content-type"), head.headers.get("cache-control")]).toEqual([200, "application/x-ndjson", "no-cache"])
     }))
 })

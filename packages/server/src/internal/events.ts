@@ -83,6 +83,8 @@ export interface Follow {
   readonly closing: Closing
   /** The client's connection: the response is written to it here, as the log is read. */
   readonly connection: ServerResponse
+  /** A HEAD request: the status and headers only, written by the server. */
+  readonly head: boolean
 }
 
 /** SSE comments at this interval keep proxies from closing a quiet stream. */
@@ -120,6 +122,7 @@ export const respond = (
       return follow.sse ? HttpServerResponse.empty({ status: 204 }) : HttpServerResponse.text("", { contentType: "application/x-ndjson" })
     }
     const response = follow.sse ? streaming.sse : streaming.lines
+    if (follow.head) return response
     yield* Effect.interruptible(write(store, follow, response, from, follow.follow ? undefined : end - 1))
     return response
   })
