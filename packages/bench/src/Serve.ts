@@ -143,12 +143,12 @@ type Reply = typeof Reply.Type
 const spawnServer = (
   concurrency: number,
   iterations: number,
-  options: { readonly delayMs?: number; readonly profileDir?: string | undefined } = {}
+  options: { readonly delayMs?: number; readonly profileDir?: string | undefined; readonly script?: string | undefined } = {}
 ): Effect.Effect<Child, BenchError, Scope.Scope> =>
   Effect.gen(function*() {
     const args = [
       ...(options.profileDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${options.profileDir}`]),
-      join(import.meta.dirname, "ServeChild.js"),
+      options.script ?? join(import.meta.dirname, "ServeChild.js"),
       String(concurrency),
       String(iterations),
       ...(options.delayMs === undefined ? [] : [String(options.delayMs)])
@@ -305,6 +305,8 @@ export interface Figures {
   readonly serverUsPerIteration: number
   /** The server process's CPU time per iteration. */
   readonly serverCpuUsPerIteration: number
+  /** The same, round by round (the median of which is `serverCpuUsPerIteration`). */
+  readonly serverCpuUsPerIterationByRound: ReadonlyArray<number>
   /** The clients' process's CPU time per iteration. */
   readonly clientCpuUsPerIteration: number
   /** Wall time per iteration with the server in the clients' process. */
@@ -320,37 +322,45 @@ export interface Workload {
   readonly iterations: number
   /** Measured rounds of each kind, alternating; warm-up rounds come first. */
   readonly rounds: number
-  /** SSE: goals followed at once, their iterations, and the model's delay per answer. */
-  readonly sse: { readonly goals: number; readonly iterations: number; readonly delayMs: number }
+  /** SSE: goals followed at once, their iterations, and the model's delay per answer; not measured when absent. */
+  readonly sse?: { readonly goals: number; readonly iterations: number; readonly delayMs: number } | undefined
   /** Run the server process under `node --cpu-prof`, its profile written to this folder. */
   readonly profileDir?: string | undefined
+  /** Also run the rounds with the server in the clients' process (default: yes). */
+  readonly sameProcess?: boolean | undefined
+  /** The server process's script, to measure another build (default: `ServeChild.js` beside this module). */
+  readonly serverScript?: string | undefined
+  /** Rounds that warm the server process up before the measured ones (default 2, as measured before this option). */
+  readonly warmRounds?: number | undefined
 }
 
 /** Medians over `rounds` of in-process, HTTP (server in a child) and HTTP (server here) runs, alternating, so drift hits all; then the SSE delays. */
 export const measure = (workload: Workload): Effect.Effect<Figures, Failure> =>
   Effect.gen(function*() {
     const { goals, iterations } = workload
-    const child = yield* spawnServer(goals, iterations, { profileDir: workload.profileDir })
-    // Two rounds warm the child's JIT up (the server here warms up with this process's).
+    const sameProcess = workload.sameProcess ?? true
+    const child = yield* spawnServer(goals, iterations, { profileDir: workload.profileDir, script: workload.serverScript })
+    // Rounds that warm the child's JIT up (the server here warms up with this process's).
     yield* inProcess(goals, iterations)
-    yield* overHttp(child, "warm-0", goals, iterations)
-    yield* overHttp(child, "warm-1", goals, iterations)
-    yield* overHttpHere(goals, iterations)
+    for (let r = 0; r < (workload.warmRounds ?? 2); r++) yield* overHttp(child, `warm-${r}`, goals, iterations)
+    if (sameProcess) yield* overHttpHere(goals, iterations)
     const separate: Array<{ readonly ms: number; readonly serverCpuMs: number; readonly clientCpuMs: number }> = []
     const here: Array<number> = []
     const local: Array<number> = []
     for (let r = 0; r < workload.rounds; r++) {
       local.push(yield* inProcess(goals, iterations))
       separate.push(yield* overHttp(child, `round-${r}`, goals, iterations))
-      here.push(yield* overHttpHere(goals, iterations))
+      if (sameProcess) here.push(yield* overHttpHere(goals, iterations))
     }
     const perIteration = (ms: number) => (ms * 1000) / (goals * iterations)
-    const delays = (yield* sseDelays(workload.sse.goals, workload.sse.iterations, workload.sse.delayMs)).sort((a, b) => a - b)
+    const sse = workload.sse
+    const delays = sse === undefined ? [] : (yield* sseDelays(sse.goals, sse.iterations, sse.delayMs)).sort((a, b) => a - b)
     const wall = median(separate.map((r) => r.ms))
     return {
       goalsPerSecond: goals / (wall / 1000),
       serverUsPerIteration: perIteration(wall),
       serverCpuUsPerIteration: perIteration(median(separate.map((r) => r.serverCpuMs))),
+      serverCpuUsPerIterationByRound: separate.map((r) => perIteration(r.serverCpuMs)),
       clientCpuUsPerIteration: perIteration(median(separate.map((r) => r.clientCpuMs))),
       sameProcessUsPerIteration: perIteration(median(here)),
       inProcessUsPerIteration: perIteration(median(local)),

@@ -7,10 +7,11 @@
  * - `"cpu"`: `{"cpu": µs}`, this process's CPU time so far (user + system, `process.cpuUsage`);
  * - `"commits"`: `{"commits": [[goalId:seq, ms], ...]}`, when each event's append succeeded, as
  *   `performance.timeOrigin + performance.now()` (milliseconds since the epoch, comparable across
- *   processes on this machine), and forgets them.
+ *   processes on this machine), and forgets them; noted only with a delay (the SSE latency run).
  *
  * The end of stdin closes the server and ends the process (so `--cpu-prof` writes its profile).
  */
+import { StateStore } from "@rx/kernel"
 import { Effect, Logger, LogLevel, Queue, Stream } from "effect"
 import { createInterface } from "node:readline"
 import { model, serve, timedMemory } from "./Serve.js"
@@ -21,7 +22,10 @@ const write = (value: unknown) => Effect.sync(() => void process.stdout.write(`$
 const program = Effect.gen(function*() {
   const committed = new Map<string, number>()
   const llm = model(Number(iterations), delay === undefined ? undefined : Number(delay))
-  const url = yield* serve(Number(concurrency), llm, timedMemory(committed, () => performance.timeOrigin + performance.now()))
+  // Commits are timed for the SSE latency only (a model with a delay): the throughput rounds run
+  // on the memory store as is, as the in-process rounds they are compared with.
+  const store = delay === undefined ? StateStore.layerMemory : timedMemory(committed, () => performance.timeOrigin + performance.now())
+  const url = yield* serve(Number(concurrency), llm, store)
   yield* write({ url })
   const lines = yield* Queue.unbounded<string | null>()
   const input = createInterface({ input: process.stdin })

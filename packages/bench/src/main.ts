@@ -1,8 +1,9 @@
 /**
- * `pnpm bench [--json] [--peers] [--server-profile DIR]`: the figures of DESIGN.md section 8,
+ * `pnpm bench [--json] [--peers] [--server-profile DIR] [--server-script PATH]`: the figures of DESIGN.md section 8,
  * each beside its floor measured in the same run, those of rx serve and the CLI's start-up; with
  * `--peers`, the peers on the same loop beside rx. A table by default; `--json` prints one JSON
- * object. `--server-profile DIR` runs the served path's server process under `node --cpu-prof`.
+ * object. `--server-profile DIR` runs the served path's server process under `node --cpu-prof`;
+ * `--server-script PATH` serves from another build's `ServeChild.js` (before/after pairs).
  */
 import { Effect, Layer } from "effect"
 import { execFileSync } from "node:child_process"
@@ -24,6 +25,7 @@ const flagValue = (flag: string) => {
   return at === -1 ? undefined : process.argv[at + 1]
 }
 const serverProfile = flagValue("--server-profile")
+const serverScript = flagValue("--server-script")
 const log = (line: string) => {
   if (!json) process.stderr.write(`${line}\n`)
 }
@@ -145,8 +147,11 @@ const served = await run(Serve.measure({
   goals: 100,
   iterations: 10,
   rounds: 5,
+  // The server process warmed up as the in-process rounds are (its figure settles after about ten rounds).
+  warmRounds: 10,
   sse: { goals: 1, iterations: 100, delayMs: 2 },
-  profileDir: serverProfile
+  profileDir: serverProfile,
+  serverScript
 }))
 const serve = {
   goalsPerSecond: round(served.goalsPerSecond, 1),

@@ -2,7 +2,7 @@
  * The append-only log of every goal. Appends are optimistic: the caller says which seq it
  * expects next, and a stale expectation is an `AppendConflict`, never a silent overwrite.
  */
-import { Context, Effect, Layer, Option, Queue, Schema, type Scope, Stream } from "effect"
+import { Chunk, Context, Effect, Layer, Option, Queue, Schema, type Scope, Stream } from "effect"
 import * as Event from "./Event.js"
 import * as GoalSummary from "./GoalSummary.js"
 import type * as State from "./State.js"
@@ -79,6 +79,17 @@ export interface Service {
     fromSeq: number,
     tags: ReadonlyArray<Event.Event["_tag"]>
   ) => Effect.Effect<Event.Event, StoreError>
+  /**
+   * Optional: follow the goal from `fromSeq` while the scope lasts. Each run of the Effect it
+   * gives returns the next events (of `tags` kinds, all without), at least one, waiting for them:
+   * `changes` pulled, without a Stream's cost to start and per chunk (a server follows a goal per
+   * client). Use it through `StateStore.follow`, which falls back to `changes`.
+   */
+  readonly follow?: (
+    goalId: string,
+    fromSeq: number,
+    tags?: ReadonlyArray<Event.Event["_tag"]>
+  ) => Effect.Effect<Effect.Effect<Chunk.Chunk<Event.Event>, StoreError>, StoreError, Scope.Scope>
   /** The latest snapshot of the goal's State, if the store keeps them. */
   readonly snapshot: (goalId: string) => Effect.Effect<Option.Option<Snapshot>, StoreError>
   /**
@@ -113,6 +124,25 @@ export const first = (
       Option.isSome(head)
         ? Effect.succeed(head.value)
         : Effect.fail(new StoreError({ message: `goal ${goalId}: the store's changes stream ended, which a log's never does`, goalId })))
+
+/**
+ * Follow the goal from `fromSeq` while the scope lasts: each run of the Effect returned gives the
+ * next events (of `tags` kinds, all without), at least one, waiting for them. The store's own
+ * `follow` when it has one, otherwise its `changes`, pulled.
+ */
+export const follow = (
+  store: Service,
+  goalId: string,
+  fromSeq: number,
+  tags?: ReadonlyArray<Event.Event["_tag"]>
+): Effect.Effect<Effect.Effect<Chunk.Chunk<Event.Event>, StoreError>, StoreError, Scope.Scope> =>
+  store.follow !== undefined
+    ? store.follow(goalId, fromSeq, tags)
+    : Effect.map(Stream.toPull(store.changes(goalId, fromSeq, tags)), (pull) =>
+      Effect.mapError(
+        pull,
+        Option.getOrElse(() => new StoreError({ message: `goal ${goalId}: the store's changes stream ended, which a log's never does`, goalId }))
+      ))
 
 /** Check that a batch continues the log at `expectedSeq` for `goalId`. */
 export const validateBatch = (
@@ -195,6 +225,22 @@ export const makeMemory = Effect.gen(function*() {
     changes: (goalId, fromSeq, tags) =>
       Stream.unwrapScoped(Effect.map(watch(goalId, fromSeq, tags), ({ later, queue, stored }) =>
         Stream.concat(Stream.fromIterable(stored), Stream.filter(Stream.fromQueue(queue), later)))),
+    follow: (goalId, fromSeq, tags) =>
+      Effect.map(watch(goalId, fromSeq, tags), ({ later, queue, stored }) => {
+        let held = stored
+        const next: Effect.Effect<Chunk.Chunk<Event.Event>> = Effect.suspend(() => {
+          if (held.length > 0) {
+            const events = Chunk.unsafeFromArray(held)
+            held = []
+            return Effect.succeed(events)
+          }
+          return Effect.flatMap(Queue.takeBetween(queue, 1, Number.POSITIVE_INFINITY), (taken) => {
+            const events = Chunk.filter(taken, later)
+            return Chunk.isEmpty(events) ? next : Effect.succeed(events)
+          })
+        })
+        return next
+      }),
     first: (goalId, fromSeq, tags) =>
       Effect.scoped(Effect.flatMap(watch(goalId, fromSeq, tags), ({ later, queue, stored }) =>
         stored.length > 0 ? Effect.succeed(stored[0] as Event.Event) : Effect.repeat(Queue.take(queue), { until: later }))),

@@ -10,7 +10,7 @@ import * as Event from "./Event.js"
 import type * as GoalSummary from "./GoalSummary.js"
 import * as Options from "./Options.js"
 import * as State from "./State.js"
-import { first, StateStore } from "./StateStore.js"
+import { first, follow, StateStore } from "./StateStore.js"
 
 /** A store broke the contract. */
 export class ConformanceFailure extends Schema.TaggedError<ConformanceFailure>()("@rx/kernel/ConformanceFailure", {
@@ -288,6 +288,33 @@ export const cases: ReadonlyArray<Case> = [
       const seen = Chunk.toReadonlyArray(yield* Fiber.join(fiber).pipe(Effect.timeout("10 seconds")))
       yield* same(seen.map((e) => e.seq), [1, 2, 3, 4], "seqs seen by changes")
       yield* check(seen.every((e) => e.goalId === goalId), "changes must hold only the goal's events")
+    })
+  },
+  {
+    name: "follow gives stored events, then the events appended, from a seq, at least one per pull, only the kinds asked for",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const goalId = freshGoal("follow")
+      const log = sampleLog(goalId)
+      yield* store.append(goalId, 0, log.slice(0, 2))
+      const seen: Array<Event.Event> = []
+      const pulls = yield* Effect.fork(Effect.scoped(Effect.flatMap(follow(store, goalId, 1), (next) =>
+        Effect.repeat(Effect.tap(next, (events) => Effect.sync(() => seen.push(...events))), { until: () => seen.length >= 4 }))))
+      yield* Effect.sleep("20 millis")
+      yield* store.append(goalId, 2, log.slice(2, 4))
+      const noise = freshGoal("noise")
+      yield* store.append(noise, 0, sampleLog(noise).slice(0, 1))
+      yield* store.append(goalId, 4, log.slice(4, 5))
+      yield* Fiber.join(pulls).pipe(Effect.timeout("10 seconds"))
+      yield* same(seen.map((e) => e.seq), [1, 2, 3, 4], "seqs seen by follow")
+      yield* check(seen.every((e) => e.goalId === goalId), "follow must give only the goal's events")
+      // Of some kinds, from a seq past the log's end: it waits for the next of them.
+      const tagged = yield* Effect.fork(Effect.scoped(Effect.flatMap(follow(store, goalId, 5, ["Terminated"]), (next) => next)))
+      yield* Effect.sleep("20 millis")
+      yield* check(tagged.unsafePoll() === null, "follow must wait while no event of the kinds is appended to the goal")
+      yield* store.append(goalId, 5, log.slice(5, 6))
+      const ended: ReadonlyArray<Event.Event> = Chunk.toReadonlyArray(yield* Fiber.join(tagged).pipe(Effect.timeout("10 seconds")))
+      yield* same(ended.map((e) => [e.seq, e._tag]), [[5, "Terminated"]], "the appended event of the kinds")
     })
   },
   {

@@ -8,13 +8,13 @@ describe("StoreConformance: memory store", () => {
   }
 })
 
-// A store without its own `first`: `StateStore.first` falls back to the head of `changes`.
+// A store without its own `first` and `follow`: `StateStore.first` and `StateStore.follow` fall back to `changes`.
 const withoutFirst = Layer.effect(
   StateStore.StateStore,
-  Effect.map(StateStore.makeMemory, ({ first: _first, ...rest }) => StateStore.StateStore.of(rest))
+  Effect.map(StateStore.makeMemory, ({ first: _first, follow: _follow, ...rest }) => StateStore.StateStore.of(rest))
 )
 
-describe("StoreConformance: a store without first", () => {
+describe("StoreConformance: a store without first and follow", () => {
   for (const c of StoreConformance.cases) {
     it.live(c.name, () => c.run.pipe(Effect.provide(withoutFirst)))
   }

@@ -15,11 +15,11 @@
  * Layer.launch(server).pipe(NodeRuntime.runMain)
  * ```
  */
-import { type Etag, HttpApiBuilder, type HttpPlatform, type HttpServer, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
+import { type Etag, HttpApiBuilder, HttpMiddleware, type HttpPlatform, type HttpServer, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
 import { type NodeContext, NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
 import { Control, Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
 import { Delegate } from "@rx/tools"
-import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, DefaultServices, Effect, FiberRef, Layer, Option, Schema, Tracer } from "effect"
 import { createServer } from "node:http"
 import * as Api from "./Api.js"
 import { BadRequest, Conflict, InternalError, NotFound, Unauthorized, Unavailable } from "./ApiError.js"
@@ -106,28 +106,26 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
       Effect.gen(function*() {
         if (!runs.accepting()) return yield* shuttingDown()
         const input = yield* Body.decode(request, Api.SubmitRequest, config.maxBodyBytes)
-        // A retry of a submission with the same Idempotency-Key answers the goal its first attempt recorded.
-        const key = yield* Idempotency.keyOf(request.headers)
-        const digest = Idempotency.digestOf(input)
+        // A retry of a submission with the same Idempotency-Key answers the goal its first attempt
+        // recorded; the digest of the request, what a retry must repeat, only goes with a key.
+        const key = Option.map(yield* Idempotency.keyOf(request.headers), (key) => ({ key, digest: Idempotency.digestOf(input) }))
         if (Option.isSome(key)) {
-          const found = yield* Idempotency.recorded(key.value, digest)
+          const found = yield* Idempotency.recorded(key.value.key, key.value.digest)
           if (Option.isSome(found)) return { goalId: found.value }
         }
         const workspace = yield* Workspace.resolve(daemon.root, input.workspace)
         const slot = yield* runs.reserve
-        const toolbox = daemon.toolbox
-        const tools = yield* toolbox.registry(workspace).pipe(
+        // The workspace's tools, and the policy they may start with (an MCP server's destructive tools ask; the submission's comes on top).
+        const { approval, registry: tools } = yield* daemon.toolbox.tools(workspace).pipe(
           Effect.mapError((error) => new Unavailable({ reason: "tools", message: `the tools cannot be set up: ${error.message}` }))
         )
         // Recorded with `delegate` when the server offers it; its runs give it the working tool.
         const registry = config.delegate ? Delegate.offer(tools) : tools
-        // The workspace's tools may start with a policy (an MCP server's destructive tools ask); the submission's comes on top.
-        const approval = yield* toolbox.approval(workspace).pipe(Effect.orElseSucceed(() => ({})))
         const options = {
           ...input.options,
           ...(Object.keys(approval).length === 0 ? {} : { approval: { ...approval, ...input.options?.approval } }),
           settings: { ...config.settings, workspace },
-          ...(Option.isSome(key) ? { metadata: Idempotency.recordOf(digest) } : {})
+          ...(Option.isSome(key) ? { metadata: Idempotency.recordOf(key.value.digest) } : {})
         }
         const instructions = input.instructions === undefined ? {} : { instructions: input.instructions }
         const base = Runner.deriveGoalId(input.goal, yield* Clock.currentTimeMillis)
@@ -137,7 +135,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
             Effect.provideService(ToolRegistry.ToolRegistry, registry)
           )
         /** With a key: the goal it names, recorded now, or by an attempt that came first (then not queued again). */
-        const keyed = (key: string) =>
+        const keyed = ({ digest, key }: { readonly key: string; readonly digest: string }) =>
           Runner.submit({ goal: input.goal, options, ...instructions, goalId: Idempotency.goalIdOf(key) }).pipe(
             Effect.map((goalId) => ({ goalId, fresh: true })),
             Effect.catchTag("@rx/kernel/GoalBusy", (busy) =>
@@ -234,7 +232,8 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
           buffer: config.subscriberBuffer,
           stallMs: config.subscriberStallMs,
           closing: daemon.closing,
-          disconnect: Effect.sync(() => void NodeHttpServerRequest.toServerResponse(request).destroy())
+          connection: NodeHttpServerRequest.toServerResponse(request),
+          head: request.method === "HEAD"
         })
       })
 
@@ -283,13 +282,15 @@ const docsHandlers = HttpApiBuilder.group(Api.Api, "docs", (handlers) => {
 
 const authorization = Layer.effect(
   Api.Authorization,
-  Effect.map(Daemon.Daemon, (daemon) =>
-    Api.Authorization.of({
+  Effect.map(Daemon.Daemon, (daemon) => {
+    const matches = Guard.matcher(daemon.config.token)
+    return Api.Authorization.of({
       bearer: (token) =>
-        Guard.tokenMatches(token, daemon.config.token)
+        matches(token)
           ? Effect.void
           : Effect.fail(new Unauthorized({ message: "this route needs the server's token: Authorization: Bearer <token>" }))
-    }))
+    })
+  })
 )
 
 const guard = HttpApiBuilder.middleware(Api.Api, Effect.map(Daemon.Daemon, (daemon) => Guard.middleware(daemon)))
@@ -321,6 +322,18 @@ const listen = (config: Config.Config) =>
     )
   })
 
+/** The tracer Effect runs with when none is provided: it keeps spans no one reads. */
+const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
+
+/**
+ * A span per request only under a tracer that keeps them (as the runner's spans): with Effect's
+ * default one, each request would still build its span (its URL, headers and status as
+ * attributes) for no one. Decided where the server is built, with the tracer its requests get.
+ */
+const untracedWithoutTracer = <A, E, R>(layer: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
+  Layer.unwrapEffect(Effect.zipWith(Effect.tracer, FiberRef.get(FiberRef.currentTracerEnabled), (tracer, enabled) =>
+    enabled && tracer !== nativeTracer ? layer : HttpMiddleware.withTracerDisabledWhen(layer, () => true)))
+
 /** The server with goals run by `runGoal`. */
 const make = <R>(
   input: Config.Input,
@@ -332,7 +345,7 @@ const make = <R>(
         Layer.provide(Layer.mergeAll(goalsHandlers, healthHandlers, docsHandlers, uiHandlers)),
         Layer.provide(authorization)
       )
-      const serve = HttpApiBuilder.serve().pipe(Layer.provide(api), Layer.provide(guard))
+      const serve = untracedWithoutTracer(HttpApiBuilder.serve().pipe(Layer.provide(api), Layer.provide(guard)))
       const address = Layer.effect(
         Server,
         Effect.map(Daemon.Daemon, (daemon) => {

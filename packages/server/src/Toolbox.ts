@@ -25,6 +25,8 @@ export interface Service {
   readonly registry: (workspace: string) => Effect.Effect<ToolRegistry.Service, ToolboxError, Scope.Scope>
   /** The approval policy a goal working in `workspace` starts with; what a submission asks for comes on top. */
   readonly approval: (workspace: string) => Effect.Effect<Readonly<Record<string, "ask" | "deny">>, ToolboxError, Scope.Scope>
+  /** Both `registry` and `approval` of `workspace`, in one look-up. */
+  readonly tools: (workspace: string) => Effect.Effect<Tools, ToolboxError, Scope.Scope>
   /**
    * The same toolbox for a server listening at `endpoints` (`host:port`): its registries are built
    * with `Serving` saying so, and their own cache, kept while the scope lasts.
@@ -49,6 +51,12 @@ export const toolsConfig = (config: Omit<ToolsConfig.Input, "workspace">, worksp
   workspace,
   httpDeny: [...(config.httpDeny ?? []), ...serving.endpoints]
 })
+
+/** A workspace's tools and the approval policy they start with. */
+export interface Tools {
+  readonly registry: ToolRegistry.Service
+  readonly approval: Readonly<Record<string, "ask" | "deny">>
+}
 
 export class Toolbox extends Context.Tag("@rx/server/Toolbox")<Toolbox, Service>() {}
 
@@ -87,7 +95,7 @@ const makeServing = <E extends { readonly message: string }>(
       timeToLive: Exit.match({ onFailure: () => Duration.zero, onSuccess: () => options.timeToLive ?? "10 minutes" }),
       lookup: (workspace: string) =>
         Layer.build(build(workspace, serving)).pipe(
-          Effect.map((context) => ({
+          Effect.map((context): Tools => ({
             registry: Context.get(context, ToolRegistry.ToolRegistry),
             approval: Option.getOrElse(Context.getOption(context, DefaultApproval), () => ({}))
           })),
@@ -98,6 +106,7 @@ const makeServing = <E extends { readonly message: string }>(
       Toolbox.of({
         registry: (workspace) => Effect.map(cache.get(workspace), (tools) => tools.registry),
         approval: (workspace) => Effect.map(cache.get(workspace), (tools) => tools.approval),
+        tools: (workspace) => cache.get(workspace),
         serving: (endpoints) => makeServing(build, options, { endpoints: [...serving.endpoints, ...endpoints] })
       })
   )

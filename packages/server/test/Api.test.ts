@@ -3,10 +3,10 @@
  * size, typed error bodies (400 naming the field, 404, 409, 413, 503), and the OpenAPI document.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber } from "effect"
+import { Context, DefaultServices, Effect, Fiber, Tracer } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { call, listThenDone, modelByGoal, startServer } from "./helpers.js"
+import { call, listThenDone, modelByGoal, startServer, token } from "./helpers.js"
 
 const never = modelByGoal(() => Effect.never)
 
@@ -216,5 +216,37 @@ describe("openapi", () => {
       const submit = spec.paths["/v1/goals"]?.["post"]
       expect(Object.keys(submit?.responses ?? {}).sort()).toEqual(["202", "400", "401", "403", "404", "409", "413", "500", "503"])
       expect(JSON.stringify(spec)).toContain("SubmitRequest")
+    }))
+})
+
+describe("tracing", () => {
+  it.scopedLive("under a tracer, each request has its span", () =>
+    Effect.gen(function*() {
+      const native = Context.get(DefaultServices.liveServices, Tracer.Tracer)
+      const recording = (names: Array<string>) =>
+        Tracer.make({
+          span: (name, parent, context, links, startTime, kind, options) => {
+            names.push(name)
+            return native.span(name, parent, context, links, startTime, kind, options)
+          },
+          context: native.context
+        })
+      const traced: Array<string> = []
+      const server = yield* Effect.withTracer(startServer(never), recording(traced))
+      expect((yield* call(server, "/healthz")).status).toBe(200)
+      expect((yield* call(server, "/v1/goals/nope")).status).toBe(404)
+      expect(traced.filter((name) => name.startsWith("http."))).toEqual(["http.server GET", "http.server GET"])
+    }))
+})
+
+describe("HEAD", () => {
+  it.scopedLive("HEAD on a running goal's events answers the stream's status and headers at once", () =>
+    Effect.gen(function*() {
+      const server = yield* startServer(never)
+      const submitted = yield* call(server, "/v1/goals", { method: "POST", body: { goal: "runs until stopped" } })
+      const goalId = (submitted.body as { goalId: string }).goalId
+      const head = yield* Effect.promise(() => fetch(`${server.url}/v1/goals/${goalId}/events`, { method: "HEAD", headers: { authorization: `Bearer ${token}` } }))
+        .pipe(Effect.timeout("10 seconds"))
+      expect([head.status, head.headers.get("content-type"), head.headers.get("cache-control")]).toEqual([200, "application/x-ndjson", "no-cache"])
     }))
 })

@@ -95,6 +95,30 @@ describe("daemon", () => {
       expect(tags(yield* load(db, outside))).not.toContain("Terminated")
     }))
 
+  it.scopedLive("a goal whose workspace folder was replaced by a link leaving the root is not run: not at start, not on POST resume (409)", () =>
+    Effect.gen(function*() {
+      const root = yield* tempDir("rx-server-root-")
+      const outsideRoot = yield* tempDir("rx-server-elsewhere-")
+      const db = path.join(yield* tempDir("rx-server-db-"), "rx.db")
+      fs.mkdirSync(path.join(root, "project"))
+      fs.mkdirSync(path.join(root, "kept"))
+      const first = yield* Scope.make()
+      const server = yield* Scope.extend(startServer(modelByGoal(() => Effect.never), {}, { root, db }), first)
+      const swapped = yield* submit(server, "works in project", { workspace: "project" })
+      const kept = yield* submit(server, "works in kept", { workspace: "kept" })
+      yield* Scope.close(first, Exit.void)
+
+      // The recorded folder is now a link to a folder outside the root.
+      fs.rmdirSync(path.join(root, "project"))
+      fs.symlinkSync(outsideRoot, path.join(root, "project"))
+      const again = yield* startServer(finishing, {}, { root, db })
+      yield* until(db, kept, (log) => log.some((e) => e._tag === "Terminated"), "its end")
+      const resumed = yield* call(again, `/v1/goals/${swapped}/resume`, { method: "POST" })
+      expect(resumed.status).toBe(409)
+      expect(resumed.body).toMatchObject({ _tag: "@rx/server/Conflict", goalId: swapped })
+      expect(tags(yield* load(db, swapped))).not.toContain("Terminated")
+    }))
+
   it.scopedLive("a goal's lease keeps a second server on the same log off it", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("rx-server-root-")

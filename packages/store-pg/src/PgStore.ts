@@ -269,6 +269,8 @@ export const makeWithClient = (
     const changes: Service["changes"] = (goalId, fromSeq, tags) =>
       Stream.unwrapScoped(Effect.map(follow(goalId, fromSeq, tags), Stream.repeatEffectChunk))
 
+    const followGoal: NonNullable<Service["follow"]> = (goalId, fromSeq, tags) => follow(goalId, fromSeq, tags)
+
     const first: NonNullable<Service["first"]> = (goalId, fromSeq, tags) =>
       Effect.scoped(Effect.flatMap(follow(goalId, fromSeq, tags), (next) => Effect.map(next, Chunk.unsafeHead)))
 
@@ -356,7 +358,7 @@ export const makeWithClient = (
         )
       )
 
-    return StateStore.StateStore.of({ append, load, goal, goals, changes, first, snapshot, lease, runner })
+    return StateStore.StateStore.of({ append, load, goal, goals, changes, follow: followGoal, first, snapshot, lease, runner })
   })
 
 /** The `rx_goals` columns, named as `GoalSummary`'s fields, so a row decodes as one. */

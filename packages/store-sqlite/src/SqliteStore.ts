@@ -449,6 +449,8 @@ const makeStore = (
     const changes: Service["changes"] = (goalId, fromSeq, tags) =>
       Stream.unwrapScoped(Effect.map(follow(goalId, fromSeq, tags), Stream.repeatEffectChunk))
 
+    const followGoal: NonNullable<Service["follow"]> = (goalId, fromSeq, tags) => follow(goalId, fromSeq, tags)
+
     const first: NonNullable<Service["first"]> = (goalId, fromSeq, tags) =>
       Effect.scoped(Effect.flatMap(follow(goalId, fromSeq, tags), (next) => Effect.map(next, Chunk.unsafeHead)))
 
@@ -570,7 +572,7 @@ const makeStore = (
         return isRunning(holder, now, config.leaseTimeoutMs) ? Option.some(describeHolder(holder)) : Option.none()
       })
 
-    return StateStore.StateStore.of({ append, load, goal, goals, changes, first, snapshot, lease, runner })
+    return StateStore.StateStore.of({ append, load, goal, goals, changes, follow: followGoal, first, snapshot, lease, runner })
   })
 
 const selectLeaseSql = "SELECT host, pid, token, acquired_at, heartbeat_at FROM leases WHERE goal_id = ?"

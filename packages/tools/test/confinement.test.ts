@@ -46,6 +46,11 @@ describe("Confinement", () => {
       expect(yield* Confinement.folderInside(root, path.join(root, "away"))).toEqual(Option.none())
       expect(yield* Confinement.folderInside(root, path.join(root, "file"))).toEqual(Option.none())
       expect(yield* Confinement.folderInside(root, path.join(root, "missing"))).toEqual(Option.none())
+      // The synchronous check gives the same answers.
+      for (const candidate of ["sub", "away", "file", "missing", "sub/../away", "away/../sub"].map((p) => path.join(root, p)).concat(path.join(base, "toward"), base)) {
+        expect([candidate, Confinement.folderInsideNow(root, candidate)]).toEqual([candidate, yield* Confinement.folderInside(root, candidate)])
+        expect([candidate, Confinement.realFolderNow(candidate)]).toEqual([candidate, yield* Confinement.realFolder(candidate)])
+      }
       fs.rmSync(base, { recursive: true, force: true })
     }).pipe(Effect.provide(NodeFileSystem.layer)))
 })

@@ -88,5 +88,15 @@ export const decode = <A, I>(
     }
     const json = Either.try({ try: (): unknown => JSON.parse(body === "" ? "{}" : body), catch: (e) => (e instanceof Error ? e.message : String(e)) })
     if (Either.isLeft(json)) return Effect.fail(new BadRequest({ field: "body", message: `the request body is not JSON: ${json.left}` }))
-    return Schema.decodeUnknown(schema, { onExcessProperty: "error" })(json.right).pipe(Effect.mapError((error) => badRequest(error)))
+    return decoderOf(schema)(json.right).pipe(Effect.mapError((error) => badRequest(error)))
   })
+
+/** Each schema's decoder, made once (making it looks the schema's parser up). */
+const decoders = new WeakMap<Schema.Schema.Any, (input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
+const decoderOf = <A, I>(schema: Schema.Schema<A, I>): (input: unknown) => Effect.Effect<A, ParseResult.ParseError> => {
+  const made = decoders.get(schema) as ((input: unknown) => Effect.Effect<A, ParseResult.ParseError>) | undefined
+  if (made !== undefined) return made
+  const decoder = Schema.decodeUnknown(schema, { onExcessProperty: "error" })
+  decoders.set(schema, decoder)
+  return decoder
+}

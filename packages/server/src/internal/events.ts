@@ -7,20 +7,26 @@
  * slower than the log grows is waited for while the buffer has room (the log is read no further
  * meanwhile); a client that takes nothing for `stallMs` with its buffer full is disconnected (it
  * may reconnect where it stopped). Nothing is ever buffered without limit.
+ *
+ * The request's own fiber reads the log and writes each chunk of events, encoded once, to the
+ * connection: no Effect stream (its every stage costs about as much to start as a whole request
+ * here, and a hop between fibers per chunk), no Node stream piped to the connection (its
+ * `pipeline` makes an AbortController and an AbortError per response), no second fiber.
  */
 import * as Sse from "@effect/experimental/Sse"
 import { HttpServerResponse } from "@effect/platform"
 import { Event, StateStore } from "@rx/kernel"
-import { Chunk, Effect, Option, type Scope, Stream } from "effect"
-import { Readable } from "node:stream"
+import { Chunk, Effect, Option, type Scope } from "effect"
+import type { ServerResponse } from "node:http"
 import { InternalError, NotFound, Unavailable } from "../ApiError.js"
+import { acquireSync } from "./release.js"
 
 /** A count of followers, bounded: a follower holds a place for as long as its response lasts. */
 export const makeSubscribers = (max: number) => {
   let count = 0
   return {
     /** A place for this request's response, given back when its scope (the request's) closes. */
-    acquire: Effect.acquireRelease(
+    acquire: acquireSync(
       Effect.suspend(() => {
         if (count >= max) {
           return Effect.fail(new Unavailable({ reason: "too_many_subscribers", message: `${max} clients are following events already; try again later` }))
@@ -28,7 +34,7 @@ export const makeSubscribers = (max: number) => {
         count++
         return Effect.void
       }),
-      () => Effect.sync(() => void count--)
+      () => void count--
     ),
     count: () => count
   }
@@ -45,12 +51,12 @@ export const makeClosing = () => {
   return {
     /** Run `end` when the server closes (at once if it has), for as long as the scope lasts. */
     whenClosing: (end: () => void): Effect.Effect<void, never, Scope.Scope> =>
-      Effect.acquireRelease(
+      acquireSync(
         Effect.sync(() => {
           if (closed) end()
           else ends.add(end)
         }),
-        () => Effect.sync(() => void ends.delete(end))
+        () => void ends.delete(end)
       ),
     /** End every stream, and any opened later. */
     close: Effect.sync(() => {
@@ -75,20 +81,30 @@ export interface Follow {
   readonly stallMs: number
   /** The server shutting down: every stream ends. */
   readonly closing: Closing
-  /** Close the client's connection (a response blocked on a full socket cannot end otherwise). */
-  readonly disconnect: Effect.Effect<void>
+  /** The client's connection: the response is written to it here, as the log is read. */
+  readonly connection: ServerResponse
+  /** A HEAD request: the status and headers only, written by the server. */
+  readonly head: boolean
 }
 
 /** SSE comments at this interval keep proxies from closing a quiet stream. */
 const keepAlive = "15 seconds"
 
-const encoder = new TextEncoder()
-
 const line = (event: Event.Event) => `${Event.encodeJson(event)}\n`
 const sseEvent = (event: Event.Event) =>
   Sse.encoder.write({ _tag: "Event", event: "message", id: String(event.seq), data: Event.encodeJson(event) })
 
-/** The response following a goal's events. */
+/** The response's status and headers, written before the first events. */
+const streaming = {
+  sse: HttpServerResponse.raw(null, { contentType: "text/event-stream", headers: { "cache-control": "no-cache", "x-accel-buffering": "no" } }),
+  lines: HttpServerResponse.raw(null, { contentType: "application/x-ndjson", headers: { "cache-control": "no-cache", "x-accel-buffering": "no" } })
+}
+
+/**
+ * The response following a goal's events. When there are events to send, it is written to the
+ * connection here, until it ends; what is returned then is what was sent (the server writes
+ * nothing more to a connection whose response has ended).
+ */
 export const respond = (
   follow: Follow
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, NotFound | InternalError, StateStore.StateStore | Scope.Scope> =>
@@ -105,72 +121,65 @@ export const respond = (
     if ((summary.value.status === "terminated" || !follow.follow) && from >= end) {
       return follow.sse ? HttpServerResponse.empty({ status: 204 }) : HttpServerResponse.text("", { contentType: "application/x-ndjson" })
     }
-    const body = yield* pump(store, follow, from, follow.follow ? undefined : end - 1)
-    return HttpServerResponse.raw(body, {
-      contentType: follow.sse ? "text/event-stream" : "application/x-ndjson",
-      headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-    })
+    const response = follow.sse ? streaming.sse : streaming.lines
+    if (follow.head) return response
+    yield* Effect.interruptible(write(store, follow, response, from, follow.follow ? undefined : end - 1))
+    return response
   })
 
 /**
- * The log's events from `from` (to `last`, if given) as the body of the response, a Node stream
- * the server writes to the connection as it is read. A fiber in the request's scope reads the
- * change stream and pushes each chunk of events, encoded as one piece of text, into the body; the
- * body holds at most `buffer` events that the connection has not taken: with that many, the fiber
- * waits for the connection to take some, and a client that takes nothing for `stallMs` is
- * disconnected. The body ends after `Terminated` (or `last`), when the log cannot be read, when
- * the server closes (once the connection took what the body holds; the server closes connections
- * still open after its grace), or when the client stalls (what it still held is dropped; the
- * client may reconnect). The body is not an Effect stream: a stream's every stage costs about as
- * much to start as a whole request here, and a hop between fibers for every chunk of events.
+ * Write the log's events from `from` (to `last`, if given) to the connection, each chunk read
+ * encoded as one piece of text, until the response ends. The connection holds at most `buffer`
+ * events it has not taken: with that many, the log is read no further until it takes some, and
+ * a client that takes nothing for `stallMs` is disconnected (what it still held is dropped; it
+ * may reconnect). The response ends after `Terminated` (or `last`), when the log cannot be read,
+ * or when the server closes (once the connection took what it holds; the server closes
+ * connections still open after its grace): then this fiber is interrupted.
  */
-const pump = (
+const write = (
   store: StateStore.Service,
   follow: Follow,
+  response: HttpServerResponse.HttpServerResponse,
   from: number,
   last: number | undefined
-): Effect.Effect<Readable, never, Scope.Scope> =>
-  Effect.gen(function*() {
+): Effect.Effect<void, never, Scope.Scope> =>
+  Effect.withFiberRuntime((fiber) => {
+    const connection = follow.connection
     const ends = (event: Event.Event) => event._tag === "Terminated" || (last !== undefined && event.seq >= last)
     const encode = follow.sse ? sseEvent : line
-    /** Called when the body has handed on all it held, while the fiber waits for room. */
+    /** Events written that the connection has not taken yet. */
+    let held = 0
+    /** Called when the connection took enough, while the fiber waits for room. */
     let wake: (() => void) | undefined
-    const body = new Readable({
-      objectMode: true,
-      highWaterMark: 1,
-      read() {
-        const resume = wake
-        wake = undefined
-        resume?.()
-      }
-    })
-    // The events in each piece pushed, oldest first; those the body still holds are the last `readableLength`.
-    const pending: Array<number> = []
-    const held = () => {
-      pending.splice(0, pending.length - body.readableLength)
-      let events = 0
-      for (const count of pending) events += count
-      return events
-    }
-    /** Whether the body takes more: not ended (by `Terminated`, the log failing or the server closing), not destroyed. */
+    /** Whether the response takes more: not ended (by `Terminated`, the log failing or the server closing), not destroyed. */
     let ended = false
-    const open = () => !ended && !body.destroyed
+    const open = () => !ended && !connection.destroyed
+    const send = (text: string, events: number) => {
+      held += events
+      connection.write(text, () => {
+        held -= events
+        if (held <= follow.buffer && wake !== undefined) {
+          const resume = wake
+          wake = undefined
+          resume()
+        }
+      })
+    }
     const end = () => {
       if (!open()) return
       ended = true
-      body.push(null)
+      connection.end()
     }
-    /** Push `events`, encoded once, as one piece; then, while the body holds more than `buffer` events, wait for it to hand them on. */
+    /** Write `events`, encoded once, as one piece; then, while the connection holds more than `buffer` events, wait for it to take them. */
     const push = (events: ReadonlyArray<Event.Event>): Effect.Effect<void, "stalled"> =>
       Effect.suspend(() => {
         if (!open()) return Effect.void
         let text = ""
         for (const event of events) text += encode(event)
-        body.push(encoder.encode(text))
-        pending.push(events.length)
-        if (held() <= follow.buffer) return Effect.void
+        send(text, events.length)
+        if (held <= follow.buffer) return Effect.void
         return Effect.async<void>((resume) => {
-          if (held() <= follow.buffer || !open()) return resume(Effect.void)
+          if (held <= follow.buffer || !open()) return resume(Effect.void)
           wake = () => resume(Effect.void)
           return Effect.sync(() => void (wake = undefined))
         }).pipe(
@@ -178,7 +187,7 @@ const pump = (
           Effect.flatMap((taken) => (Option.isSome(taken) ? Effect.void : Effect.fail("stalled" as const)))
         )
       })
-    // A chunk ends at the event that ends the response (nothing after it is sent), and is pushed
+    // A chunk ends at the event that ends the response (nothing after it is sent), and is written
     // in pieces of at most `buffer` events: a long log read at once must wait for the connection too.
     const offer = (chunk: Chunk.Chunk<Event.Event>) => {
       const all = Chunk.toReadonlyArray(chunk)
@@ -191,34 +200,41 @@ const pump = (
         { discard: true }
       )
     }
-    const reading = store.changes(follow.goalId, from).pipe(
-      Stream.takeUntil(ends),
-      Stream.runForEachChunk(offer),
-      Effect.tapError((error) =>
-        error === "stalled"
-          ? Effect.zipRight(
-            Effect.logWarning(`a client following goal ${follow.goalId} took nothing for ${follow.stallMs} ms with its buffer full: disconnected`),
-            Effect.zipRight(Effect.sync(() => void body.destroy()), follow.disconnect)
-          )
-          : Effect.logError(`the events of goal ${follow.goalId} could not be read: ${error.message}`)
-      ),
-      Effect.ignore,
-      Effect.zipRight(Effect.sync(end))
-    )
-    // The server closing ends the body once the connection took what it holds (the server closes connections left after its grace).
-    yield* follow.closing.whenClosing(end)
-    // A comment after each quiet interval (the body holds nothing).
+    // The log pulled chunk by chunk (no Stream: see `StateStore.follow`), until the chunk that ends the response.
+    const reading = Effect.scoped(Effect.flatMap(StateStore.follow(store, follow.goalId, from), (next) => {
+      const loop: Effect.Effect<void, StateStore.StoreError | "stalled"> = Effect.flatMap(next, (chunk) =>
+        Effect.zipRight(offer(chunk), Chunk.some(chunk, ends) ? Effect.void : loop))
+      return loop
+    }))
+    // A comment after each quiet interval (the connection holds nothing).
     const keepingAlive = Effect.forever(Effect.zipRight(
       Effect.sleep(keepAlive),
       Effect.sync(() => {
-        if (body.readableLength === 0 && open()) {
-          body.push(encoder.encode(": keep-alive\n\n"))
-          pending.push(0)
-        }
+        if (held === 0 && open()) send(": keep-alive\n\n", 0)
       })
     ))
-    // Forked while the request acquires its resources (uninterruptibly): made interruptible, or closing would wait for it.
-    yield* Effect.forkScoped(Effect.interruptible(reading))
-    if (follow.sse) yield* Effect.forkScoped(Effect.interruptible(keepingAlive))
-    return body
+    return Effect.gen(function*() {
+      connection.writeHead(response.status, response.headers)
+      // The server closing ends the response once the connection took what it holds, and this fiber with it.
+      yield* follow.closing.whenClosing(() => {
+        end()
+        fiber.unsafeInterruptAsFork(fiber.id())
+      })
+      if (follow.sse) yield* Effect.forkScoped(keepingAlive)
+      // Ended here, or else gone (the client left): then nothing is answered.
+      const finish = Effect.suspend(() => {
+        end()
+        return connection.writableEnded ? Effect.void : Effect.interrupt
+      })
+      const outcome = yield* Effect.either(reading)
+      if (outcome._tag === "Right") return yield* finish
+      if (outcome.left !== "stalled") {
+        yield* Effect.logError(`the events of goal ${follow.goalId} could not be read: ${outcome.left.message}`)
+        return yield* finish
+      }
+      yield* Effect.logWarning(`a client following goal ${follow.goalId} took nothing for ${follow.stallMs} ms with its buffer full: disconnected`)
+      connection.destroy()
+      // The connection is gone: nothing is answered.
+      return yield* Effect.interrupt
+    })
   })

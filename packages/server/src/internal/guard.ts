@@ -9,10 +9,15 @@ import { Cause, Effect, Option, Predicate, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { BadRequest, Forbidden, InternalError, NotFound, Unauthorized } from "../ApiError.js"
 
+const digest = (value: string) => createHash("sha256").update(value, "utf8").digest()
+
 /** Whether `given` is the token, in time that does not depend on where they differ (both are hashed to one length first). */
-export const tokenMatches = (given: Redacted.Redacted, token: Redacted.Redacted): boolean => {
-  const digest = (value: string) => createHash("sha256").update(value, "utf8").digest()
-  return timingSafeEqual(digest(Redacted.value(given)), digest(Redacted.value(token)))
+export const tokenMatches = (given: Redacted.Redacted, token: Redacted.Redacted): boolean => matcher(token)(given)
+
+/** `tokenMatches` against one `token`, its digest made once. */
+export const matcher = (token: Redacted.Redacted): (given: Redacted.Redacted) => boolean => {
+  const expected = digest(Redacted.value(token))
+  return (given) => timingSafeEqual(digest(Redacted.value(given)), expected)
 }
 
 /** The Host header values this server answers: its listen host, 127.0.0.1 and localhost, with its port, and any allowed. */

@@ -7,6 +7,7 @@
 import { Effect, Fiber, FiberSet, type Scope } from "effect"
 import type { Activity } from "../Api.js"
 import { Unavailable } from "../ApiError.js"
+import { acquireSync } from "./release.js"
 
 /** A place in the queue held for a goal being submitted; given back unless used. */
 export interface Slot {
@@ -81,17 +82,16 @@ export const make = (options: {
 
     const activity = (goalId: string): Activity => (running.has(goalId) ? "running" : queue.has(goalId) ? "queued" : "idle")
 
-    const reserve = Effect.acquireRelease(
+    const reserve = acquireSync(
       Effect.suspend(() => {
         if (!open) return Effect.fail(shuttingDown())
         if (queue.size + reserved >= options.maxQueued) return Effect.fail(full())
         reserved++
         return Effect.succeed<Slot>({ used: false })
       }),
-      (slot) =>
-        Effect.sync(() => {
-          if (!slot.used) reserved--
-        })
+      (slot) => {
+        if (!slot.used) reserved--
+      }
     )
 
     const admit: Runs["admit"] = (goalId, { force = false, slot } = {}) =>

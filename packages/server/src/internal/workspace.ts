@@ -5,6 +5,7 @@
 import { FileSystem, Path } from "@effect/platform"
 import { Confinement } from "@rx/tools"
 import { Effect, Option } from "effect"
+import * as NodePath from "node:path"
 import { BadRequest } from "../ApiError.js"
 
 /** The real path of the client's `relative` folder inside `root` (a real path); the root itself when none is given. */
@@ -17,16 +18,18 @@ export const resolve = (root: string, relative: string | undefined): Effect.Effe
     if (path.isAbsolute(relative)) return yield* refuse("must be relative to the server's workspace root")
     const target = path.resolve(root, relative)
     if (!Confinement.inside(root, target)) return yield* refuse("leaves the server's workspace root")
-    const real = yield* Confinement.realFolder(target)
+    // At once: the system's realpath, not the thread pool's walk (see `Confinement.realFolderNow`).
+    const real = Confinement.realFolderNow(target)
     if (Option.isNone(real)) return yield* refuse("no such folder in the server's workspace root")
     if (!Confinement.inside(root, real.value)) return yield* refuse("leaves the server's workspace root through a symbolic link")
     return real.value
   })
 
-/** A recorded workspace (absolute), if it is a folder inside `root`: goals from elsewhere are not run here. */
+/**
+ * A recorded workspace (absolute), if it is a folder inside `root` once links are resolved: goals
+ * from elsewhere are not run here. Checked at every run, at once (`Confinement.folderInsideNow`).
+ */
 export const recorded = (root: string, workspace: string | undefined): Effect.Effect<string | undefined, never, FileSystem.FileSystem | Path.Path> =>
-  Effect.gen(function*() {
-    const path = yield* Path.Path
-    if (workspace === undefined || !path.isAbsolute(workspace)) return undefined
-    return Option.getOrUndefined(yield* Confinement.folderInside(root, workspace))
-  })
+  Effect.sync(() =>
+    workspace === undefined || !NodePath.isAbsolute(workspace) ? undefined : Option.getOrUndefined(Confinement.folderInsideNow(root, workspace))
+  )
