@@ -242,7 +242,3 @@ export const makeHttp = (url: string, given: Settings.Given) => Effect.flatMap(E
  */
 export const makeCluster = (db: Settings.Database, failover: Option.Option<string>) =>
   Effect.flatMap(Effect.promise(() => import("./internal/cluster.js")), (m) => m.makeCluster(db, failover))
-
-/** A goal's state as far as its events go: what a run's closing line says of a goal stopped from outside. */
-export const stateOf = (goalId: string) =>
-  Effect.flatMap(Goals, (goals) => Effect.map(goals.events(goalId), (events) => State.fromEvents(goalId, events)))
