@@ -29,7 +29,7 @@ export const resolve = (root: string, relative: string | undefined): Effect.Effe
  * A recorded workspace (absolute), if it is a folder inside `root` once links are resolved: goals
  * from elsewhere are not run here. Checked at every run, at once (`Confinement.folderInsideNow`).
  */
-export const recorded = (root: string, workspace: string | undefined): Effect.Effect<string | undefined, never, FileSystem.FileSystem | Path.Path> =>
+export const recorded = (root: string, workspace: string | undefined): Effect.Effect<string | undefined> =>
   Effect.sync(() =>
     workspace === undefined || !NodePath.isAbsolute(workspace) ? undefined : Option.getOrUndefined(Confinement.folderInsideNow(root, workspace))
   )
