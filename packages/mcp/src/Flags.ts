@@ -41,9 +41,9 @@ const pair = (text: string): readonly [string, string] | undefined => {
 
 /**
  * `--mcp NAME=COMMAND|URL`, each given, with what `--mcp-sandbox` and the user's config file
- * say of each: the servers as recorded, or the first problem.
+ * say of each: the servers as recorded but for their variables' names, or the first problem.
  */
-export const servers = (flags: McpFlags, configured: Configured) =>
+const servers = (flags: McpFlags, configured: Configured) =>
   Effect.gen(function*() {
     const servers: Array<Servers.Server> = []
     for (const text of flags.mcp) {
@@ -64,7 +64,6 @@ export const servers = (flags: McpFlags, configured: Configured) =>
       }
       sandboxFlags.set(name, option === "network")
     }
-    const envNames = yield* variables(flags.mcpEnv, servers, {})
     return servers.map((server): Servers.Server => {
       const settings = configured[server.name] ?? {}
       const safe = settings.safeToRepeat === true ? { safeToRepeat: true } : {}
@@ -74,8 +73,7 @@ export const servers = (flags: McpFlags, configured: Configured) =>
       const sandbox = network === undefined && asked === undefined
         ? undefined
         : { network: network === true || asked?.network === true, read: (asked?.read ?? []).map((folder) => resolvePath(expandHome(folder))) }
-      const env = [...new Set([...Object.keys(settings.env ?? {}), ...Object.keys(envNames[server.name] ?? {})])].sort()
-      return { ...server, ...(sandbox === undefined ? {} : { sandbox }), ...(env.length === 0 ? {} : { env }), ...safe }
+      return { ...server, ...(sandbox === undefined ? {} : { sandbox }), ...safe }
     })
   })
 
@@ -132,11 +130,19 @@ export const launch = (servers: ReadonlyArray<Servers.Server>, given: ReadonlyAr
     return launch
   })
 
-/** The servers of a new goal's flags, how each starts, and what the goal records of them. */
+/**
+ * The servers of a new goal's flags, how each starts, and what the goal records of them: a server
+ * started with a command records the names of its variables (`--mcp-env` and the config file's).
+ */
 export const given = (flags: McpFlags, configured: Configured) =>
   Effect.gen(function*() {
-    const found = yield* servers(flags, configured)
-    return { servers: found, launch: yield* launch(found, flags.mcpEnv, configured), recorded: found.map(encode) }
+    const parsed = yield* servers(flags, configured)
+    const launched = yield* launch(parsed, flags.mcpEnv, configured)
+    const found = parsed.map((server): Servers.Server => {
+      const env = Object.keys(launched[server.name]?.env ?? {}).sort()
+      return "command" in server && env.length > 0 ? { ...server, env } : server
+    })
+    return { servers: found, launch: launched, recorded: found.map(encode) }
   })
 
 /**
