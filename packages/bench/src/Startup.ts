@@ -10,7 +10,9 @@
  *   127.0.0.1 (in this process) receives the request; it answers `done`, so the run ends at once.
  *
  * Each figure is the median of `runs` rounds after one that warms the file cache; a round runs
- * every command once, in turn, so drift hits them all. Each process gets a fresh HOME and XDG
+ * every command once, in turn, so drift hits them all. Beside them, the floor of any command on
+ * Effect (`SnapshotFloor`): a process starting from a V8 startup snapshot of Effect's runtime,
+ * and of the runtime with `Schema` and @effect/cli's `Command`. Each process gets a fresh HOME and XDG
  * folders of its own and none of the caller's `RX_*` variables. The folders are the same for
  * every command: rx's code cache (`$XDG_CACHE_HOME/rx`, on Node 20) is filled by the first ones,
  * so the figures are those of a person who runs rx often.
@@ -22,6 +24,7 @@ import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
+import * as SnapshotFloor from "./SnapshotFloor.js"
 
 /** A command failed, or the bundle could not be built. */
 export class StartupError extends Schema.TaggedError<StartupError>()("@rx/bench/StartupError", { message: Schema.String }) {}
@@ -154,6 +157,9 @@ export interface Figures {
   readonly runFirstRequest: number
   /** To the end of that run (one iteration, `done`). */
   readonly run: number
+  /** `node --snapshot-blob` of each `SnapshotFloor` entry: Effect in the heap, nothing compiled or run. */
+  readonly effectSnapshot: number
+  readonly effectCliSnapshot: number
   readonly runs: number
 }
 
@@ -178,6 +184,10 @@ export const measure = (runs: number, log: (line: string) => void): Effect.Effec
       XDG_CACHE_HOME: join(box, "cache")
     }
     const model = yield* fakeModel
+    const blobs = yield* Effect.tryPromise({
+      try: () => SnapshotFloor.buildAll(box),
+      catch: (error) => new StartupError({ message: `building the startup snapshots failed: ${error instanceof Error ? error.message : String(error)}` })
+    })
     const rx = (...args: Array<string>) => exec(process.execPath, [join(copy, "rx.mjs"), ...args], { env, cwd: workspace })
     const checked = (what: string, ran: Ran) =>
       ran.code === 0 ? Effect.succeed(ran) : Effect.fail(new StartupError({ message: `${what} exited ${ran.code}: ${ran.stderr.trim().slice(0, 500)}` }))
@@ -193,15 +203,29 @@ export const measure = (runs: number, log: (line: string) => void): Effect.Effec
     const listed = yield* checked("rx list", yield* rx("list", "--db", db, "--json"))
     const goalId = /"goalId":\s*"([^"]+)"/.exec(listed.stdout)?.[1]
     if (goalId === undefined) return yield* new StartupError({ message: `rx list --json named no goal: ${listed.stdout.slice(0, 300)}` })
-    const samples = { node: [] as Array<number>, version: [] as Array<number>, list: [] as Array<number>, inspect: [] as Array<number>, toFirst: [] as Array<number>, run: [] as Array<number> }
+    const samples = {
+      node: [] as Array<number>,
+      version: [] as Array<number>,
+      list: [] as Array<number>,
+      inspect: [] as Array<number>,
+      toFirst: [] as Array<number>,
+      run: [] as Array<number>,
+      effect: [] as Array<number>,
+      effectCli: [] as Array<number>
+    }
+    const node = (what: string, ...args: Array<string>) => Effect.flatMap(exec(process.execPath, args, { env, cwd: workspace }), (ran) => checked(what, ran))
     for (let r = 0; r <= runs; r++) {
-      const node = yield* checked("node -e 0", yield* exec(process.execPath, ["-e", "0"], { env, cwd: workspace }))
+      const plain = yield* node("node -e 0", "-e", "0")
+      const effect = yield* node("the Effect snapshot", "--snapshot-blob", blobs.effect)
+      const effectCli = yield* node("the Effect and @effect/cli snapshot", "--snapshot-blob", blobs.effect_cli)
       const version = yield* checked("rx --version", yield* rx("--version"))
       const list = yield* checked("rx list", yield* rx("list", "--db", db))
       const inspect = yield* checked("rx inspect", yield* rx("inspect", "--db", db, goalId))
       const run = yield* runGoal
       if (r === 0) continue
-      samples.node.push(node.ms)
+      samples.node.push(plain.ms)
+      samples.effect.push(effect.ms)
+      samples.effectCli.push(effectCli.ms)
       samples.version.push(version.ms)
       samples.list.push(list.ms)
       samples.inspect.push(inspect.ms)
@@ -215,6 +239,8 @@ export const measure = (runs: number, log: (line: string) => void): Effect.Effec
       inspect: median(samples.inspect),
       runFirstRequest: median(samples.toFirst),
       run: median(samples.run),
+      effectSnapshot: median(samples.effect),
+      effectCliSnapshot: median(samples.effectCli),
       runs
     }
   }).pipe(Effect.scoped)

@@ -175,9 +175,12 @@ const startup = {
   list: round(started.list),
   inspect: round(started.inspect),
   run_first_request: round(started.runFirstRequest),
-  run: round(started.run)
+  run: round(started.run),
+  effect_snapshot: round(started.effectSnapshot),
+  effect_cli_snapshot: round(started.effectCliSnapshot)
 }
 log(`  node -e 0 ${startup.node} ms; rx --version ${startup.version}, list ${startup.list}, inspect ${startup.inspect}, run to its first model request ${startup.run_first_request} ms`)
+log(`  floor of a command on Effect (startup snapshots): Effect ${startup.effect_snapshot} ms, Effect + Schema + @effect/cli ${startup.effect_cli_snapshot} ms`)
 
 log("floors")
 const floors = {
@@ -276,6 +279,7 @@ if (json) {
     ["rx serve: server / clients CPU", `${serve.serverCpu} / ${serve.clientCpu} us/it`, `server ${round(serve.serverCpu / serve.inProcess, 2)}x in-process; server in the clients' process: ${serve.sameProcess} us/it`],
     ["SSE, commit to client, p50 / p99", `${serve.sse.p50} / ${serve.sse.p99} ms`, "(none)"],
     ["rx --version / list / inspect", `${startup.version} / ${startup.list} / ${startup.inspect} ms`, `<= 2x node -e 0: ${round(2 * startup.node)} ms (node -e 0 ${startup.node} ms)`],
+    ["Effect alone / + Schema, @effect/cli", `${startup.effect_snapshot} / ${startup.effect_cli_snapshot} ms`, `the floor of any rx command, from a startup snapshot (${round(startup.effect_cli_snapshot / startup.node, 2)}x node -e 0)`],
     ["rx run to its first model request", `${startup.run_first_request} ms`, `node -e 0 ${startup.node} ms (${round(startup.run_first_request / startup.node, 2)}x)`]
   ]
   const w0 = Math.max(...rows.map((r) => r[0].length))
