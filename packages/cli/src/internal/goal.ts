@@ -29,11 +29,17 @@ export const note = (text: string) => Console.error(Render.terminal(`rx: note: $
 /** Print one event as a JSON line (the encoding `rx events` prints). */
 export const sayJson = (event: Event.Event) => Console.log(Render.jsonLine(Event.encodeJson(event)))
 
+/** What a run printed in full: a model failure's message, which the suspension and closing line after it do not repeat. */
+export interface Said {
+  failure: string | undefined
+}
+
 /**
  * Print each committed event: a JSON line, or a human line per step. `options` are the goal's
- * options before the first event printed (a resume), to say what a later change changed.
+ * options before the first event printed (a resume), to say what a later change changed; `said`
+ * is the run's own (printers of one run share it, each run has its own).
  */
-export const printer = (json: boolean, options?: RunOptions.Options, pending?: State.Pending | null, root?: string) => {
+export const printer = (json: boolean, options?: RunOptions.Options, pending?: State.Pending | null, root?: string, said: Said = { failure: undefined }) => {
   // A resume's call cut short was started before: its outcome's line shows that call's input.
   const started = new Map<string, { readonly input: unknown }>(pending == null ? [] : [[pending.callId, { input: pending.input }]])
   let current = options
@@ -56,26 +62,23 @@ export const printer = (json: boolean, options?: RunOptions.Options, pending?: S
       current = event.options
       return say(`      options changed (seq ${event.seq})${before === undefined ? "" : `: ${Render.optionsDiff(before, event.options)}`}`)
     }
-    const line = Render.stepLine(event, started, shownFailure)
+    const line = Render.stepLine(event, started, said.failure)
     // A model failure's message, said in full once: the suspension and the closing line that follow do not repeat it.
-    shownFailure = event._tag === "ModelFailed" && event.message.length <= 400 ? event.message : event._tag === "Suspended" ? shownFailure : undefined
+    said.failure = event._tag === "ModelFailed" && event.message.length <= 400 ? event.message : event._tag === "Suspended" ? said.failure : undefined
     return line === undefined ? Effect.void : say(line)
   }
 }
-
-/** The model failure the step lines said in full last, if nothing came after but its suspension. */
-let shownFailure: string | undefined
 
 /** How messages name where a goal is: the log given with --db, or the server; nothing for the default log. */
 export const whereOf = (where: Goals.Where): Render.Where =>
   where._tag === "Server" ? { server: where.url } : where.db.source === "flag" ? { db: where.db.label } : undefined
 
 /** The closing line of a run (not with `--json`), what to do next if the goal waits, and the exit code. */
-export const finish = (result: Goal.Result, json: boolean, where: Render.Where) =>
+export const finish = (result: Goal.Result, json: boolean, where: Render.Where, said: Said) =>
   Effect.gen(function*() {
     const code = ExitCode.of(result)
     const next = Render.nextSteps(result, where)
-    if (!json) yield* say(Render.endLine(result, code, shownFailure))
+    if (!json) yield* say(Render.endLine(result, code, said.failure))
     if (next !== undefined) yield* json ? Console.error(Render.terminal(next)) : say(next)
     yield* setExit(code)
   })
@@ -117,7 +120,8 @@ export const runGoal = <E>(
         : `\ncancelling goal ${goalId} at ${server}; press Ctrl-C again to stop following at once\n`)
       Effect.runFork(Effect.ignore(goals.cancel(goalId, "cancelled by Ctrl-C")))
     })
-    let print = printer(how.json, undefined, undefined, how.goalId)
+    const said: Said = { failure: undefined }
+    let print = printer(how.json, undefined, undefined, how.goalId, said)
     const status = server === undefined ? yield* statusLine(how.json) : undefined
     const observe = (event: Event.Event) => {
       const first = goalId === undefined
@@ -133,12 +137,12 @@ export const runGoal = <E>(
     // A resume says what goes on, with what, and what it recorded, before its first step.
     const starting = (s: Goals.Starting) =>
       Effect.gen(function*() {
-        print = printer(how.json, s.state.options, s.state.pending, s.state.goalId)
+        print = printer(how.json, s.state.options, s.state.pending, s.state.goalId, said)
         if (!how.json) yield* say(Render.resumeLine(s.state, s.settings))
         for (const event of s.changed) {
           yield* how.json ? sayJson(event) : say(`settings of this resume, recorded at seq ${event.seq}: ${Render.optionsDiff(s.before, event.options)}`)
         }
-        print = printer(how.json, s.changed.at(-1)?.options ?? s.state.options, s.state.pending, s.state.goalId)
+        print = printer(how.json, s.changed.at(-1)?.options ?? s.state.options, s.state.pending, s.state.goalId, said)
         if (status !== undefined) {
           yield* status.relabel(s.settings.model ?? "")
           // A resume commits nothing before its first model call: say what runs first.
@@ -180,5 +184,5 @@ export const runGoal = <E>(
       : stopping && goalId !== undefined && Cause.isInterruptedOnly(exit.cause)
       ? Goal.result(State.fromEvents(goalId, yield* goals.events(goalId)), { reason: "shutdown", detail: "rx was stopped before the goal ended" })
       : yield* exit
-    yield* finish(result, how.json, where)
+    yield* finish(result, how.json, where, said)
   }))
