@@ -51,3 +51,25 @@ export const untilThenStop = (iterations: number) =>
         )
     }
   })
+
+/**
+ * `goals` goals of `iterations` iterations each, run at once on one SQLite file (NORMAL), as a
+ * server or daemon with many goals runs them: this process's CPU time per iteration, in µs (each
+ * goal's cancel watcher follows the log the whole run, beside the other goals' appends).
+ */
+export const sqliteConcurrent = (
+  filename: string,
+  goals: number,
+  iterations: number
+): Effect.Effect<number, Runner.RunError | Goal.GoalNotFound | ToolRegistry.InvalidToolset | SqliteStore.DatabaseRefused> =>
+  Effect.gen(function*() {
+    const before = process.cpuUsage()
+    yield* Effect.forEach(
+      Array.from({ length: goals }, (_, i) => i),
+      (i) =>
+        Runner.run({ goal: `benchmark ${i}`, options: { maxIterations: iterations, noProgressWindow: iterations + 1 } }).pipe(Effect.provide(services)),
+      { concurrency: "unbounded", discard: true }
+    )
+    const used = process.cpuUsage(before)
+    return (used.user + used.system) / (goals * iterations)
+  }).pipe(Effect.provide(SqliteStore.layer({ filename, synchronous: "NORMAL" })))

@@ -14,7 +14,7 @@ import { Goal, LanguageModel, Runner, State, StateStore, ToolRegistry } from "@r
 import { SqliteStore } from "@rx/store-sqlite"
 import * as Floors from "./Floors.js"
 import * as Peers from "./Peers.js"
-import { echo, memoryRun, sqliteRun, untilThenStop } from "./Scenario.js"
+import { echo, memoryRun, sqliteConcurrent, sqliteRun, untilThenStop } from "./Scenario.js"
 import * as Serve from "./Serve.js"
 import * as Startup from "./Startup.js"
 
@@ -87,6 +87,14 @@ const fullSamples: Array<number> = []
 for (let r = 0; r < 3; r++) fullSamples.push(await run(sqliteRun(join(dir, `s-FULL-${r}.db`), 1_000, "FULL")))
 const sqliteFull = round(median(fullSamples), 1)
 log(`  NORMAL ${sqliteNormal} us/iteration (floor ${sqliteFloorEffect}), FULL ${sqliteFull} us/iteration`)
+
+log("SQLite, 400 goals of 20 iterations at once on one file (NORMAL)")
+// One warm-up round, then the median of 3, each on a new file.
+await run(sqliteConcurrent(join(dir, "c-warm.db"), 400, 20))
+const concurrentSamples: Array<number> = []
+for (let r = 0; r < 3; r++) concurrentSamples.push(await run(sqliteConcurrent(join(dir, `c-${r}.db`), 400, 20)))
+const sqliteConcurrentCpu = round(median(concurrentSamples), 1)
+log(`  ${sqliteConcurrentCpu} us of CPU per iteration`)
 
 log("disk per iteration")
 const disk: Record<string, number> = {}
@@ -243,6 +251,7 @@ const result = {
   kernel_memory_us_per_iteration: kernel,
   sqlite_normal_us_per_iteration: sqliteNormal,
   sqlite_full_us_per_iteration: sqliteFull,
+  sqlite_400_goals_cpu_us_per_iteration: sqliteConcurrentCpu,
   sqlite_floor_effect_us_per_iteration: sqliteFloorEffect,
   disk_bytes_per_iteration: disk,
   peak_rss_mb_10000: peakRss,
@@ -270,6 +279,7 @@ if (json) {
     ["kernel, memory store, N=100 / 1000 / 10000", `${k[100]} / ${k[1000]} / ${k[10000]} us/it`, `<= 20 us/it; floor ${floors.effect_loop_us_per_iteration} us/it`],
     ["growth, N=10000 over N=100", `${round((k[10000] ?? 0) / (k[100] ?? 1), 2)}x`, "<= 1.3x"],
     ["SQLite NORMAL, N=1000", `${sqliteNormal} us/it`, `<= 2x floor: ${round(2 * sqliteFloorEffect)} us (the store's 2 commits, raw: ${sqliteFloorEffect} us; one bare commit ${floors.sqlite_commit_normal_us} us)`],
+    ["SQLite, 400 goals x 20 it at once", `${sqliteConcurrentCpu} us CPU/it`, "(none; the cost of many goals on one log)"],
     ["SQLite FULL, N=1000", `${sqliteFull} us/it`, `<= 1.1x floor: ${round(2.2 * floors.sqlite_commit_full_us)} us (2 fsynced commits: ${round(2 * floors.sqlite_commit_full_us)} us)`],
     ["disk, N=100 / 1000 / 10000", `${disk[100]} / ${disk[1000]} / ${disk[10000]} B/it`, "<= 1000 B/it, flat"],
     ["peak RSS, N=10000", `${peakRss} MB`, "<= 150 MB"],

@@ -10,7 +10,7 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Chunk, Clock, Context, Effect, Either, Layer, Option, PubSub, Queue, Schema, type Scope, Stream } from "effect"
+import { Cause, Chunk, Clock, Context, Effect, Either, Layer, Option, Queue, Schema, type Scope, Stream } from "effect"
 import { Event, GoalSummary, State, StateStore } from "@rx/kernel"
 import * as Config from "./Config.js"
 import { checksum } from "./internal/checksum.js"
@@ -135,6 +135,12 @@ interface Appended {
   readonly events: ReadonlyArray<Event.Event>
 }
 
+/** A follower of one goal in the store's process: which events it wants, and where it is woken. */
+interface Watcher {
+  readonly wants: (event: Event.Event) => boolean
+  readonly wakeups: Queue.Queue<Appended>
+}
+
 /**
  * The store's operations over an open database of schema version `schema`; `wal` watches its
  * `-wal` file when it is in WAL mode and writable.
@@ -151,12 +157,22 @@ const makeStore = (
     const selectEventsSql = `SELECT ${columns} FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq`
 
     /**
-     * Each batch this store appended, so `changes` in this process need not wait for a poll nor
-     * read what it is handed; and `elsewhere` when another connection committed (a follower then
-     * reads its goal again).
+     * The followers in this process, by goal. Each batch this store appends is handed, as it
+     * commits, to the followers of its goal that want one of its events (a follower need not wait
+     * for a poll nor read what it is handed; the others are not woken: the runner's cancel watcher
+     * sleeps through the run's own appends); `elsewhere` goes to every follower when another
+     * connection committed (each then reads its goal again).
      */
-    const appended = yield* PubSub.unbounded<Appended>()
+    const watchers = new Map<string, Set<Watcher>>()
     const elsewhere: Appended = { goalId: "", from: -1, events: [] }
+    const handOver = (batch: Appended) => {
+      for (const watcher of watchers.get(batch.goalId) ?? []) {
+        if (batch.events.some(watcher.wants)) Queue.unsafeOffer(watcher.wakeups, batch)
+      }
+    }
+    const wakeAll = Effect.sync(() => {
+      for (const followers of watchers.values()) for (const watcher of followers) Queue.unsafeOffer(watcher.wakeups, elsewhere)
+    })
     /**
      * One poller for the whole store, started by the first follower and stopped with the store:
      * `PRAGMA data_version` moves only when another connection commits, so an idle log costs one
@@ -170,7 +186,7 @@ const makeStore = (
         yield* Effect.sleep(config.pollIntervalMs)
         const now = yield* Effect.either(dataVersion)
         // A failed read wakes the followers too: their own reads then say what is wrong.
-        if (Either.isLeft(now) || Either.isLeft(seen) || now.right !== seen.right) yield* PubSub.publish(appended, elsewhere)
+        if (Either.isLeft(now) || Either.isLeft(seen) || now.right !== seen.right) yield* wakeAll
         seen = now
       }
     })
@@ -259,7 +275,8 @@ const makeStore = (
                   if (oldest.done !== true) summaries.delete(oldest.value)
                 }
               }
-              return events.length > 0 ? PubSub.publish(appended, { goalId, from: expectedSeq, events }) : Effect.void
+              if (events.length > 0) handOver({ goalId, from: expectedSeq, events })
+              return Effect.void
             })
           )
         // Appends without a State (from outside a runner) never save a snapshot.
@@ -400,17 +417,41 @@ const makeStore = (
       )
     }
 
+    /** A follower of `goalId` in this process, for as long as the scope lasts: its wake-ups (`handOver`, `wakeAll`). */
+    const watch = (goalId: string, wants: (event: Event.Event) => boolean) =>
+      Effect.flatMap(Queue.unbounded<Appended>(), (wakeups) => {
+        const watcher: Watcher = { wants, wakeups }
+        return Effect.as(
+          Effect.acquireRelease(
+            Effect.sync(() => {
+              const followers = watchers.get(goalId) ?? new Set<Watcher>()
+              followers.add(watcher)
+              watchers.set(goalId, followers)
+            }),
+            () =>
+              Effect.zipRight(
+                Effect.sync(() => {
+                  const followers = watchers.get(goalId)
+                  followers?.delete(watcher)
+                  if (followers?.size === 0) watchers.delete(goalId)
+                }),
+                Queue.shutdown(wakeups)
+              )
+          ),
+          wakeups
+        )
+      })
+
     /**
      * Follow the goal from `fromSeq` while the scope is open: each run of the returned Effect
      * gives the next events of `tags` kinds (all without), at least one, waiting for them.
      */
     const follow = (goalId: string, fromSeq: number, tags: ReadonlyArray<string> | undefined) =>
       Effect.gen(function*() {
-        // Subscribe before the first read, so no append of this process falls in between.
-        const wakeups = yield* PubSub.subscribe(appended)
-        yield* startPolling
-        const ours = Effect.repeat(Queue.take(wakeups), { until: (woken) => woken === elsewhere || woken.goalId === goalId })
         const wants = (event: Event.Event) => tags === undefined || tags.includes(event._tag)
+        // Watch before the first read, so no append of this process falls in between.
+        const wakeups = yield* watch(goalId, wants)
+        yield* startPolling
         let cursor = fromSeq
         // Whether the log must be read from `cursor`: at first, and after commits not seen here.
         let stale = true
@@ -425,15 +466,16 @@ const makeStore = (
                 if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
               }
             }
-            // Wait for an append to this goal here, or for a commit elsewhere. This store's own
-            // appends hand their events over in order: only a gap, or another connection's
-            // commit, needs a read.
-            const woken = [yield* ours, ...(yield* Queue.takeAll(wakeups))]
+            // Wait for an append to this goal here holding a wanted event, or for a commit
+            // elsewhere. This store's own appends hand their events over in order: only a gap
+            // (batches with nothing wanted are not handed over), or another connection's commit,
+            // needs a read.
+            const woken = [yield* Queue.take(wakeups), ...(yield* Queue.takeAll(wakeups))]
             const wanted: Array<Event.Event> = []
             for (const wakeup of woken) {
               if (wakeup === elsewhere) stale = true
               if (stale) break
-              if (wakeup.goalId !== goalId || wakeup.from + wakeup.events.length <= cursor) continue
+              if (wakeup.from + wakeup.events.length <= cursor) continue
               if (wakeup.from !== cursor) {
                 stale = true
                 break
