@@ -8,12 +8,13 @@ import type { Event } from "@rx/kernel"
 import { Console, Effect } from "effect"
 import { printer } from "../src/internal/goal.js"
 
-/** A Console that keeps each line logged. */
-const capture = () => {
+/** The current Console, keeping each line logged instead of printing it. */
+const capture = Effect.map(Effect.console, (current) => {
   const lines: Array<string> = []
   const log = (...args: ReadonlyArray<unknown>) => Effect.sync(() => void lines.push(args.map(String).join(" ")))
-  return { lines, console: { ...Console.defaultConsole, log } }
-}
+  const console: Console.Console = { ...current, log }
+  return { lines, console }
+})
 
 const failed = (goalId: string): Event.Event => ({ _tag: "ModelFailed", goalId, at: 0, seq: 1, iteration: 1, message: "model server unreachable at 127.0.0.1:9" })
 const suspended = (goalId: string): Event.Event => ({
@@ -30,7 +31,7 @@ const cancel = (goalId: string): Event.Event => ({ _tag: "CancelRequested", goal
 describe("a run's lines", () => {
   it.effect("a model failure is said once: its suspension does not repeat the message", () =>
     Effect.gen(function*() {
-      const { console, lines } = capture()
+      const { console, lines } = yield* capture
       const print = printer(false, undefined, undefined, "a")
       yield* Effect.withConsole(Effect.zipRight(print(failed("a")), print(suspended("a"))), console)
       expect(lines).toHaveLength(2)
@@ -40,7 +41,7 @@ describe("a run's lines", () => {
 
   it.effect("what one run said does not change another run's lines", () =>
     Effect.gen(function*() {
-      const { console, lines } = capture()
+      const { console, lines } = yield* capture
       const a = printer(false, undefined, undefined, "a")
       const b = printer(false, undefined, undefined, "b")
       // Goal a's model fails; goal b, run at the same time in this process, prints a step; then a suspends.
