@@ -128,17 +128,33 @@ export const layerWithClient = (
     Effect.map(open(input), ({ db, store }) => Context.make(StateStore.StateStore, store).pipe(Context.add(SqlClient.SqlClient, db.sql)))
   )
 
-/** A batch this store appended, as `changes` in this process are woken with it. */
+/** A batch this store appended, handed to the followers of its goal in this process. */
 interface Appended {
   readonly goalId: string
   readonly from: number
   readonly events: ReadonlyArray<Event.Event>
 }
 
-/** A follower of one goal in the store's process: which events it wants, and where it is woken. */
+/**
+ * What wakes a follower: seqs `[from, to)` of its goal appended here, with their events (none for
+ * a range of batches it wanted nothing of), or `elsewhere` (another connection committed).
+ */
+interface Wakeup {
+  readonly from: number
+  readonly to: number
+  readonly events: ReadonlyArray<Event.Event>
+}
+
+/** A follower of one goal in the store's process. */
 interface Watcher {
   readonly wants: (event: Event.Event) => boolean
-  readonly wakeups: Queue.Queue<Appended>
+  readonly wakeups: Queue.Queue<Wakeup>
+  /**
+   * The batches appended since the last one handed over that held nothing it wants, as one range:
+   * not handed over (they do not wake it), but ahead of the next one that is, so that its place in
+   * the log moves over them without a read.
+   */
+  skipped: { readonly from: number; readonly to: number } | undefined
 }
 
 /**
@@ -164,10 +180,24 @@ const makeStore = (
      * connection committed (each then reads its goal again).
      */
     const watchers = new Map<string, Set<Watcher>>()
-    const elsewhere: Appended = { goalId: "", from: -1, events: [] }
+    const elsewhere: Wakeup = { from: -1, to: -1, events: [] }
     const handOver = (batch: Appended) => {
+      const to = batch.from + batch.events.length
       for (const watcher of watchers.get(batch.goalId) ?? []) {
-        if (batch.events.some(watcher.wants)) Queue.unsafeOffer(watcher.wakeups, batch)
+        const skipped = watcher.skipped
+        if (!batch.events.some(watcher.wants)) {
+          if (skipped === undefined || skipped.to === batch.from) {
+            watcher.skipped = { from: skipped?.from ?? batch.from, to }
+            continue
+          }
+          // Not next to the range (another connection appended between): the range goes first.
+          Queue.unsafeOffer(watcher.wakeups, { ...skipped, events: [] })
+          watcher.skipped = { from: batch.from, to }
+          continue
+        }
+        if (skipped !== undefined) Queue.unsafeOffer(watcher.wakeups, { ...skipped, events: [] })
+        watcher.skipped = undefined
+        Queue.unsafeOffer(watcher.wakeups, { from: batch.from, to, events: batch.events })
       }
     }
     const wakeAll = Effect.sync(() => {
@@ -417,10 +447,10 @@ const makeStore = (
       )
     }
 
-    /** A follower of `goalId` in this process, for as long as the scope lasts: its wake-ups (`handOver`, `wakeAll`). */
+    /** A follower of `goalId` in this process, for as long as the scope lasts (woken by `handOver` and `wakeAll`). */
     const watch = (goalId: string, wants: (event: Event.Event) => boolean) =>
-      Effect.flatMap(Queue.unbounded<Appended>(), (wakeups) => {
-        const watcher: Watcher = { wants, wakeups }
+      Effect.flatMap(Queue.unbounded<Wakeup>(), (wakeups) => {
+        const watcher: Watcher = { wants, wakeups, skipped: undefined }
         return Effect.as(
           Effect.acquireRelease(
             Effect.sync(() => {
@@ -438,7 +468,7 @@ const makeStore = (
                 Queue.shutdown(wakeups)
               )
           ),
-          wakeups
+          watcher
         )
       })
 
@@ -450,7 +480,8 @@ const makeStore = (
       Effect.gen(function*() {
         const wants = (event: Event.Event) => tags === undefined || tags.includes(event._tag)
         // Watch before the first read, so no append of this process falls in between.
-        const wakeups = yield* watch(goalId, wants)
+        const watcher = yield* watch(goalId, wants)
+        const wakeups = watcher.wakeups
         yield* startPolling
         let cursor = fromSeq
         // Whether the log must be read from `cursor`: at first, and after commits not seen here.
@@ -458,6 +489,8 @@ const makeStore = (
         return Effect.gen(function*() {
           while (true) {
             if (stale) {
+              // The read covers what was skipped so far (a later range joined to it is read again).
+              watcher.skipped = undefined
               const batch = yield* (tags === undefined ? loadAll(goalId, cursor) : loadTagged(goalId, cursor, tags))
               stale = false
               if (batch.end > cursor) {
@@ -467,21 +500,21 @@ const makeStore = (
               }
             }
             // Wait for an append to this goal here holding a wanted event, or for a commit
-            // elsewhere. This store's own appends hand their events over in order: only a gap
-            // (batches with nothing wanted are not handed over), or another connection's commit,
-            // needs a read.
+            // elsewhere. This store's own appends are handed over in order (those with nothing
+            // wanted as ranges, ahead of the next one): only a gap, or another connection's
+            // commit, needs a read.
             const woken = [yield* Queue.take(wakeups), ...(yield* Queue.takeAll(wakeups))]
             const wanted: Array<Event.Event> = []
             for (const wakeup of woken) {
               if (wakeup === elsewhere) stale = true
               if (stale) break
-              if (wakeup.from + wakeup.events.length <= cursor) continue
+              if (wakeup.to <= cursor) continue
               if (wakeup.from !== cursor) {
                 stale = true
                 break
               }
               for (const event of wakeup.events) if (wants(event)) wanted.push(event)
-              cursor = wakeup.from + wakeup.events.length
+              cursor = wakeup.to
             }
             if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
           }

@@ -341,6 +341,46 @@ describe("SqliteStore", () => {
       expect(events).toEqual(log.slice(1, 6))
     }))
 
+  it.scopedLive("a follower of some kinds is handed only those, past batches it wanted nothing of, another connection's append and another goal's", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      // Rare polls: only gaps in this store's own appends tell the followers of the other connection's.
+      const mine = yield* Layer.build(SqliteStore.layer({ filename, pollIntervalMs: 60_000 }))
+      const other = yield* Layer.build(SqliteStore.layer({ filename, pollIntervalMs: 60_000 }))
+      // Two iterations: seqs 0-4 as in the sample log, 5-8 the second iteration, 9 Terminated.
+      const [submittedEvent, responded, started, succeeded, completed, terminated] = StoreConformance.sampleLog("k")
+      const log: ReadonlyArray<Event.Event> = [submittedEvent, responded, started, succeeded, completed]
+        .concat([responded, started, succeeded, completed].flatMap((e) => (e === undefined ? [] : [{ ...e, seq: e.seq + 4, iteration: 2 }])))
+        .concat(terminated === undefined ? [] : [{ ...terminated, seq: 9, iteration: 2 }])
+        .flatMap((e) => (e === undefined ? [] : [e]))
+      expect(log.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+      const append = (layer: typeof mine, from: number) =>
+        Effect.flatMap(StateStore.StateStore, (s) => s.append("k", from, log.slice(from, from + 1))).pipe(Effect.provide(layer))
+      yield* append(mine, 0)
+      const followed = (tags?: ReadonlyArray<Event.Event["_tag"]>) =>
+        Effect.flatMap(StateStore.StateStore, (s) =>
+          Effect.scoped(Effect.flatMap(StateStore.follow(s, "k", 1, tags), (next) => {
+            const seen: Array<Event.Event> = []
+            return Effect.as(Effect.repeat(Effect.tap(next, (events) => Effect.sync(() => seen.push(...events))), { until: () => seen.at(-1)?._tag === "Terminated" }), seen)
+          }))).pipe(Effect.provide(mine), Effect.timeout("10 seconds"), Effect.fork)
+      const tagged = yield* followed(["ToolSucceeded", "Terminated"])
+      const all = yield* followed()
+      yield* Effect.sleep("30 millis")
+      // 1 and 2 hold nothing the tagged follower wants; another goal's append comes between.
+      yield* append(mine, 1)
+      yield* append(mine, 2)
+      yield* Effect.flatMap(StateStore.StateStore, (s) => s.append("noise", 0, [submitted("noise")])).pipe(Effect.provide(mine))
+      yield* append(mine, 3)
+      yield* Effect.sleep("30 millis")
+      // 5 through the other connection, between 4 and 6 (which hold nothing wanted either) from this one.
+      yield* append(mine, 4)
+      yield* append(other, 5)
+      for (const seq of [6, 7, 8, 9]) yield* append(mine, seq)
+      const taggedSeen = yield* Fiber.join(tagged)
+      expect(taggedSeen.map((e) => [e.seq, e._tag])).toEqual([[3, "ToolSucceeded"], [7, "ToolSucceeded"], [9, "Terminated"]])
+      expect(yield* Fiber.join(all)).toEqual(log.slice(1))
+    }))
+
   it.scopedLive("two runners on one goal: exactly one proceeds, the other stops as busy; the log stays contiguous", () =>
     Effect.gen(function*() {
       const filename = yield* tempDb
