@@ -12,8 +12,8 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Chunk, Context, Effect, Either, Layer, Option, Queue, Redacted, Schema, type Scope, Stream } from "effect"
-import { Event, GoalSummary, State, StateStore } from "@rx/kernel"
+import { Cause, Chunk, Context, Effect, Either, Layer, Option, Redacted, Schema, type Scope, Stream } from "effect"
+import { Event, Followers, GoalSummary, State, StateStore } from "@rx/kernel"
 import * as Config from "./Config.js"
 import { checksum } from "./internal/checksum.js"
 import { corrupt, decodeRows, eventColumns } from "./internal/codec.js"
@@ -91,7 +91,31 @@ export const makeWithClient = (
     const database = describe(config.url)
     yield* Migrations.run(pg, database)
     const failed = (what: string, goalId?: string, seq?: number) => (error: unknown) => toStoreError({ database, what, goalId, seq }, error)
-    const listener = yield* Listener.make(pg, { checkMs: config.listenCheckMs, timeoutMs: config.connectTimeoutMs, database })
+    /**
+     * The followers in this process: this store's appends are handed to them as they commit, and
+     * a notification of another session's commit makes those of its goal read the log again. The
+     * notification of each of this store's own appends comes back too, and is not one: how many
+     * are still to come, by goal (counted before the commit, so none comes back uncounted; an
+     * append that failed takes its count back, and a notification it did send after all makes a
+     * follower read once more, never less).
+     */
+    const followers = Followers.make()
+    const echoes = new Map<string, number>()
+    const expectEcho = (goalId: string, change: 1 | -1) => {
+      if (Listener.payloadOf(goalId) === Listener.anyGoal) return
+      const count = (echoes.get(goalId) ?? 0) + change
+      if (count > 0) echoes.set(goalId, count)
+      else echoes.delete(goalId)
+    }
+    const listener = yield* Listener.make(pg, { checkMs: config.listenCheckMs, timeoutMs: config.connectTimeoutMs, database }, (goalId) => {
+      if (goalId === undefined) {
+        // A new LISTEN session, or a goal whose id is too long to say: every follower reads again.
+        echoes.clear()
+        return followers.changed()
+      }
+      if (echoes.has(goalId)) return expectEcho(goalId, -1)
+      followers.changed(goalId)
+    })
     const presence = yield* Lease.makePresence(pg)
 
     /** Whether a batch of `count` events at `expectedSeq` crosses a multiple of `snapshotEvery`. */
@@ -179,7 +203,11 @@ export const makeWithClient = (
           ? yield* snapshotParams(goalId, expectedSeq + events.length, state)
           : undefined
         const where = `appending to goal ${goalId} at seq ${expectedSeq}`
+        if (events.length > 0) expectEcho(goalId, 1)
         yield* transaction(pg, (conn) => appendIn(conn, goalId, expectedSeq, events, payloads, checksums, snapshot)).pipe(
+          Effect.onExit((exit) => Effect.sync(() => {
+            if (exit._tag === "Failure" && events.length > 0) expectEcho(goalId, -1)
+          })),
           Effect.catchIf(
             (error): error is SqlError => error._tag === "SqlError",
             (error) =>
@@ -189,7 +217,7 @@ export const makeWithClient = (
                 : Effect.fail(failed(where, goalId, expectedSeq)(error))
           )
         )
-        if (events.length > 0) yield* listener.wake(goalId)
+        followers.appended(goalId, expectedSeq, events)
       })
 
     /** Where the goal's log ends now. */
@@ -241,30 +269,15 @@ export const makeWithClient = (
      * gives the next events of `tags` kinds (all without), at least one, waiting for them.
      */
     const follow = (goalId: string, fromSeq: number, tags: ReadonlyArray<string> | undefined) =>
-      Effect.gen(function*() {
-        // Listen before the first read, so no commit falls between the two.
-        const wakeups = yield* listener.subscribe
-        const ours = Effect.repeat(Queue.take(wakeups), { until: (id) => id === goalId || id === null })
-        /** The events after `cursor` (only the kinds asked for: the query filters them) and the new cursor. */
-        const read = (cursor: number) =>
+      // LISTEN works before the first read, so no commit of another session falls between.
+      Effect.zipRight(
+        listener.ready,
+        followers.follow(goalId, fromSeq, tags, (cursor) =>
           tags === undefined
             ? Effect.map(load(goalId, cursor), (events) => ({ events, end: cursor + events.length }))
-            : loadTagged(goalId, cursor, tags)
-        let cursor = fromSeq
-        return Effect.gen(function*() {
-          while (true) {
-            const batch = yield* read(cursor)
-            const moved = batch.end !== cursor
-            cursor = batch.end
-            if (batch.events.length > 0) return Chunk.unsafeFromArray(batch.events)
-            if (!moved) {
-              // Nothing new: wait for a notification for this goal (or one that may concern any).
-              yield* ours
-              yield* Queue.takeAll(wakeups)
-            }
-          }
-        })
-      })
+            // Only the kinds asked for: the query filters them.
+            : loadTagged(goalId, cursor, tags))
+      )
 
     const changes: Service["changes"] = (goalId, fromSeq, tags) =>
       Stream.unwrapScoped(Effect.map(follow(goalId, fromSeq, tags), Stream.repeatEffectChunk))

@@ -10,8 +10,8 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Chunk, Clock, Context, Effect, Either, Layer, Option, Queue, Schema, type Scope, Stream } from "effect"
-import { Event, GoalSummary, State, StateStore } from "@rx/kernel"
+import { Cause, Chunk, Clock, Context, Effect, Either, Layer, Option, Schema, type Scope, Stream } from "effect"
+import { Event, Followers, GoalSummary, State, StateStore } from "@rx/kernel"
 import * as Config from "./Config.js"
 import { checksum } from "./internal/checksum.js"
 import { decodeRows, eventColumns, Format, slimJson } from "./internal/codec.js"
@@ -128,35 +128,6 @@ export const layerWithClient = (
     Effect.map(open(input), ({ db, store }) => Context.make(StateStore.StateStore, store).pipe(Context.add(SqlClient.SqlClient, db.sql)))
   )
 
-/** A batch this store appended, handed to the followers of its goal in this process. */
-interface Appended {
-  readonly goalId: string
-  readonly from: number
-  readonly events: ReadonlyArray<Event.Event>
-}
-
-/**
- * What wakes a follower: seqs `[from, to)` of its goal appended here, with their events (none for
- * a range of batches it wanted nothing of), or `elsewhere` (another connection committed).
- */
-interface Wakeup {
-  readonly from: number
-  readonly to: number
-  readonly events: ReadonlyArray<Event.Event>
-}
-
-/** A follower of one goal in the store's process. */
-interface Watcher {
-  readonly wants: (event: Event.Event) => boolean
-  readonly wakeups: Queue.Queue<Wakeup>
-  /**
-   * The batches appended since the last one handed over that held nothing it wants, as one range:
-   * not handed over (they do not wake it), but ahead of the next one that is, so that its place in
-   * the log moves over them without a read.
-   */
-  skipped: { readonly from: number; readonly to: number } | undefined
-}
-
 /**
  * The store's operations over an open database of schema version `schema`; `wal` watches its
  * `-wal` file when it is in WAL mode and writable.
@@ -173,36 +144,10 @@ const makeStore = (
     const selectEventsSql = `SELECT ${columns} FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq`
 
     /**
-     * The followers in this process, by goal. Each batch this store appends is handed, as it
-     * commits, to the followers of its goal that want one of its events (a follower need not wait
-     * for a poll nor read what it is handed; the others are not woken: the runner's cancel watcher
-     * sleeps through the run's own appends); `elsewhere` goes to every follower when another
-     * connection committed (each then reads its goal again).
+     * The followers in this process: this store's appends are handed to them as they commit; a
+     * commit by another connection (`poll`) makes them read the log again.
      */
-    const watchers = new Map<string, Set<Watcher>>()
-    const elsewhere: Wakeup = { from: -1, to: -1, events: [] }
-    const handOver = (batch: Appended) => {
-      const to = batch.from + batch.events.length
-      for (const watcher of watchers.get(batch.goalId) ?? []) {
-        const skipped = watcher.skipped
-        if (!batch.events.some(watcher.wants)) {
-          if (skipped === undefined || skipped.to === batch.from) {
-            watcher.skipped = { from: skipped?.from ?? batch.from, to }
-            continue
-          }
-          // Not next to the range (another connection appended between): the range goes first.
-          Queue.unsafeOffer(watcher.wakeups, { ...skipped, events: [] })
-          watcher.skipped = { from: batch.from, to }
-          continue
-        }
-        if (skipped !== undefined) Queue.unsafeOffer(watcher.wakeups, { ...skipped, events: [] })
-        watcher.skipped = undefined
-        Queue.unsafeOffer(watcher.wakeups, { from: batch.from, to, events: batch.events })
-      }
-    }
-    const wakeAll = Effect.sync(() => {
-      for (const followers of watchers.values()) for (const watcher of followers) Queue.unsafeOffer(watcher.wakeups, elsewhere)
-    })
+    const followers = Followers.make()
     /**
      * One poller for the whole store, started by the first follower and stopped with the store:
      * `PRAGMA data_version` moves only when another connection commits, so an idle log costs one
@@ -216,7 +161,7 @@ const makeStore = (
         yield* Effect.sleep(config.pollIntervalMs)
         const now = yield* Effect.either(dataVersion)
         // A failed read wakes the followers too: their own reads then say what is wrong.
-        if (Either.isLeft(now) || Either.isLeft(seen) || now.right !== seen.right) yield* wakeAll
+        if (Either.isLeft(now) || Either.isLeft(seen) || now.right !== seen.right) followers.changed()
         seen = now
       }
     })
@@ -305,7 +250,7 @@ const makeStore = (
                   if (oldest.done !== true) summaries.delete(oldest.value)
                 }
               }
-              if (events.length > 0) handOver({ goalId, from: expectedSeq, events })
+              followers.appended(goalId, expectedSeq, events)
               return Effect.void
             })
           )
@@ -447,79 +392,16 @@ const makeStore = (
       )
     }
 
-    /** A follower of `goalId` in this process, for as long as the scope lasts (woken by `handOver` and `wakeAll`). */
-    const watch = (goalId: string, wants: (event: Event.Event) => boolean) =>
-      Effect.flatMap(Queue.unbounded<Wakeup>(), (wakeups) => {
-        const watcher: Watcher = { wants, wakeups, skipped: undefined }
-        return Effect.as(
-          Effect.acquireRelease(
-            Effect.sync(() => {
-              const followers = watchers.get(goalId) ?? new Set<Watcher>()
-              followers.add(watcher)
-              watchers.set(goalId, followers)
-            }),
-            () =>
-              Effect.zipRight(
-                Effect.sync(() => {
-                  const followers = watchers.get(goalId)
-                  followers?.delete(watcher)
-                  if (followers?.size === 0) watchers.delete(goalId)
-                }),
-                Queue.shutdown(wakeups)
-              )
-          ),
-          watcher
-        )
-      })
-
     /**
      * Follow the goal from `fromSeq` while the scope is open: each run of the returned Effect
      * gives the next events of `tags` kinds (all without), at least one, waiting for them.
      */
     const follow = (goalId: string, fromSeq: number, tags: ReadonlyArray<string> | undefined) =>
-      Effect.gen(function*() {
-        const wants = (event: Event.Event) => tags === undefined || tags.includes(event._tag)
-        // Watch before the first read, so no append of this process falls in between.
-        const watcher = yield* watch(goalId, wants)
-        const wakeups = watcher.wakeups
-        yield* startPolling
-        let cursor = fromSeq
-        // Whether the log must be read from `cursor`: at first, and after commits not seen here.
-        let stale = true
-        return Effect.gen(function*() {
-          while (true) {
-            if (stale) {
-              // The read covers what was skipped so far (a later range joined to it is read again).
-              watcher.skipped = undefined
-              const batch = yield* (tags === undefined ? loadAll(goalId, cursor) : loadTagged(goalId, cursor, tags))
-              stale = false
-              if (batch.end > cursor) {
-                cursor = batch.end
-                const wanted = batch.events.filter(wants)
-                if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
-              }
-            }
-            // Wait for an append to this goal here holding a wanted event, or for a commit
-            // elsewhere. This store's own appends are handed over in order (those with nothing
-            // wanted as ranges, ahead of the next one): only a gap, or another connection's
-            // commit, needs a read.
-            const woken = [yield* Queue.take(wakeups), ...(yield* Queue.takeAll(wakeups))]
-            const wanted: Array<Event.Event> = []
-            for (const wakeup of woken) {
-              if (wakeup === elsewhere) stale = true
-              if (stale) break
-              if (wakeup.to <= cursor) continue
-              if (wakeup.from !== cursor) {
-                stale = true
-                break
-              }
-              for (const event of wakeup.events) if (wants(event)) wanted.push(event)
-              cursor = wakeup.to
-            }
-            if (wanted.length > 0) return Chunk.unsafeFromArray(wanted)
-          }
-        })
-      })
+      Effect.zipLeft(
+        // Watched before the first read, so no append of this process falls in between.
+        followers.follow(goalId, fromSeq, tags, (cursor) => (tags === undefined ? loadAll(goalId, cursor) : loadTagged(goalId, cursor, tags))),
+        startPolling
+      )
 
     const changes: Service["changes"] = (goalId, fromSeq, tags) =>
       Stream.unwrapScoped(Effect.map(follow(goalId, fromSeq, tags), Stream.repeatEffectChunk))

@@ -3,10 +3,11 @@
  * channel `rx_events` with its goal id, delivered to every listening session when it commits. A
  * store has one LISTEN session for all its followers, started by the first; it checks that session
  * by notifying itself every `checkMs` and replaces it when the notification does not come back
- * (a connection lost without a word), after which every follower reads its goal again.
+ * (a connection lost without a word), after which every follower reads its goal again. Each
+ * notification is said to `onGoal` (the goal's id, or `undefined`: any goal may have moved).
  */
 import type * as PgClient from "@effect/sql-pg/PgClient"
-import { Cause, Deferred, Effect, Exit, Fiber, PubSub, type Queue, Schedule, type Scope, Stream } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Schedule, type Scope, Stream } from "effect"
 import * as os from "node:os"
 import { StateStore } from "@rx/kernel"
 import { redact } from "../Config.js"
@@ -28,23 +29,19 @@ export const maxPayloadBytes = 7_900
 export const payloadOf = (goalId: string): string =>
   Buffer.byteLength(goalId, "utf8") + goalPrefix.length <= maxPayloadBytes ? `${goalPrefix}${goalId}` : anyGoal
 
-/** A goal id that moved, or `null`: any followed goal may have moved (read again). */
-export type Wake = string | null
-
 export interface Listener {
-  /** Wake-ups from now on, once LISTEN is known to work (so no commit after this is missed). */
-  readonly subscribe: Effect.Effect<Queue.Dequeue<Wake>, StateStore.StoreError, Scope.Scope>
-  /** Wake this store's followers of `goalId` at once (its own appends). */
-  readonly wake: (goalId: string) => Effect.Effect<void>
+  /** Once LISTEN is known to work (started by the first call): no commit after this is missed. */
+  readonly ready: Effect.Effect<void, StateStore.StoreError>
 }
 
 export const make = (
   client: PgClient.PgClient,
-  options: { readonly checkMs: number; readonly timeoutMs: number; readonly database: string }
+  options: { readonly checkMs: number; readonly timeoutMs: number; readonly database: string },
+  /** A goal moved (another session's commit, or this one's), or (`undefined`) any goal may have. */
+  onGoal: (goalId: string | undefined) => void
 ): Effect.Effect<Listener, never, Scope.Scope> =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
-    const hub = yield* PubSub.unbounded<Wake>()
     const pings = new Map<string, Deferred.Deferred<void>>()
     const self = `${pingPrefix}${os.hostname()}:${process.pid}:${Math.round(performance.timeOrigin)}:${Math.random().toString(36).slice(2)}`
     let pinged = 0
@@ -53,8 +50,8 @@ export const make = (
     let lastProblem = "LISTEN has not started yet"
 
     const onPayload = (payload: string): Effect.Effect<void> => {
-      if (payload.startsWith(goalPrefix)) return Effect.asVoid(PubSub.publish(hub, payload.slice(goalPrefix.length)))
-      if (payload === anyGoal) return Effect.asVoid(PubSub.publish(hub, null))
+      if (payload.startsWith(goalPrefix)) return Effect.sync(() => onGoal(payload.slice(goalPrefix.length)))
+      if (payload === anyGoal) return Effect.sync(() => onGoal(undefined))
       const echoed = pings.get(payload)
       return echoed === undefined ? Effect.void : Effect.asVoid(Deferred.succeed(echoed, undefined))
     }
@@ -98,7 +95,7 @@ export const make = (
         if (!(yield* ping(100))) return lastProblem
         yield* Deferred.succeed(ready, undefined)
         // Anything committed while no session listened is read again.
-        yield* PubSub.publish(hub, null)
+        onGoal(undefined)
         while (true) {
           yield* Effect.sleep(options.checkMs)
           if (!(yield* ping(1_000))) return lastProblem
@@ -126,8 +123,7 @@ export const make = (
       return Effect.asVoid(Effect.forkIn(loop, scope))
     })
 
-    const subscribe: Listener["subscribe"] = Effect.gen(function*() {
-      const queue = yield* PubSub.subscribe(hub)
+    const isReady: Listener["ready"] = Effect.gen(function*() {
       yield* start
       yield* Effect.suspend(() => Deferred.await(ready)).pipe(
         Effect.timeoutFail({
@@ -138,8 +134,7 @@ export const make = (
             })
         })
       )
-      return queue
     })
 
-    return { subscribe, wake: (goalId) => Effect.asVoid(PubSub.publish(hub, goalId)) }
+    return { ready: isReady }
   })
