@@ -173,8 +173,8 @@ export const makeMemory = Effect.gen(function*() {
   const logs = new Map<string, Array<Event.Event>>()
   const summaries = new Map<string, GoalSummary.GoalSummary>()
   const leased = new Set<string>()
-  /** Open `changes` streams; each append offers them the events they asked for. */
-  const watchers = new Set<{ readonly goalId: string; readonly wants: (e: Event.Event) => boolean; readonly queue: Queue.Queue<Event.Event> }>()
+  /** Open `changes` streams, by goal; each append offers those of its goal the events they asked for. */
+  const watchers = new Map<string, Set<{ readonly wants: (e: Event.Event) => boolean; readonly queue: Queue.Queue<Event.Event> }>>()
   /**
    * Watch the goal for events of `tags` kinds (all without) and read what is stored from
    * `fromSeq`, in one step: no append falls between the two. Returns the stored ones, and the
@@ -183,13 +183,23 @@ export const makeMemory = Effect.gen(function*() {
   const watch = (goalId: string, fromSeq: number, tags: ReadonlyArray<string> | undefined) =>
     Effect.flatMap(Queue.unbounded<Event.Event>(), (queue) => {
       const wants = (e: Event.Event) => tags === undefined || tags.includes(e._tag)
-      const watcher = { goalId, wants, queue }
+      const watcher = { wants, queue }
       return Effect.acquireRelease(
         Effect.sync(() => {
-          watchers.add(watcher)
+          const followers = watchers.get(goalId) ?? new Set()
+          followers.add(watcher)
+          watchers.set(goalId, followers)
           return { stored: (logs.get(goalId) ?? []).slice(fromSeq).filter(wants), queue, later: (e: Event.Event) => e.seq >= fromSeq }
         }),
-        () => Effect.zipRight(Effect.sync(() => watchers.delete(watcher)), Queue.shutdown(queue))
+        () =>
+          Effect.zipRight(
+            Effect.sync(() => {
+              const followers = watchers.get(goalId)
+              followers?.delete(watcher)
+              if (followers?.size === 0) watchers.delete(goalId)
+            }),
+            Queue.shutdown(queue)
+          )
       )
     })
 
@@ -207,8 +217,7 @@ export const makeMemory = Effect.gen(function*() {
         logs.set(goalId, log)
         const summary = GoalSummary.updateAll(summaries.get(goalId), events)
         if (summary !== undefined) summaries.set(goalId, summary)
-        for (const watcher of watchers) {
-          if (watcher.goalId !== goalId) continue
+        for (const watcher of watchers.get(goalId) ?? []) {
           for (const event of events) if (watcher.wants(event)) Queue.unsafeOffer(watcher.queue, event)
         }
         return Effect.void
