@@ -10,6 +10,7 @@
  */
 import { Chunk, Effect, Queue, type Scope } from "effect"
 import type * as Event from "./Event.js"
+import * as Watchers from "./internal/watchers.js"
 
 /** What a follower reads from the log: the events from a seq (of its kinds, or more), and the seq after the log's last event. */
 export interface Read {
@@ -53,12 +54,12 @@ interface Watcher {
 const changedAnyhow: Wakeup = { from: -1, to: -1, events: [] }
 
 export const make = (): Followers => {
-  const watchers = new Map<string, Set<Watcher>>()
+  const watchers = Watchers.make<Watcher>()
 
   const appended: Followers["appended"] = (goalId, from, events) => {
     if (events.length === 0) return
     const to = from + events.length
-    for (const watcher of watchers.get(goalId) ?? []) {
+    for (const watcher of watchers.of(goalId)) {
       const skipped = watcher.skipped
       if (!events.some(watcher.wants)) {
         if (skipped === undefined || skipped.to === from) {
@@ -77,11 +78,7 @@ export const make = (): Followers => {
   }
 
   const changed: Followers["changed"] = (goalId) => {
-    const wake = (followers: Set<Watcher>) => {
-      for (const watcher of followers) Queue.unsafeOffer(watcher.wakeups, changedAnyhow)
-    }
-    if (goalId !== undefined) wake(watchers.get(goalId) ?? new Set())
-    else for (const followers of watchers.values()) wake(followers)
+    for (const watcher of goalId === undefined ? watchers.all() : watchers.of(goalId)) Queue.unsafeOffer(watcher.wakeups, changedAnyhow)
   }
 
   /** A follower of `goalId`, for as long as the scope lasts. */
@@ -90,20 +87,8 @@ export const make = (): Followers => {
       const watcher: Watcher = { wants, wakeups, skipped: undefined }
       return Effect.as(
         Effect.acquireRelease(
-          Effect.sync(() => {
-            const followers = watchers.get(goalId) ?? new Set<Watcher>()
-            followers.add(watcher)
-            watchers.set(goalId, followers)
-          }),
-          () =>
-            Effect.zipRight(
-              Effect.sync(() => {
-                const followers = watchers.get(goalId)
-                followers?.delete(watcher)
-                if (followers?.size === 0) watchers.delete(goalId)
-              }),
-              Queue.shutdown(wakeups)
-            )
+          Effect.sync(() => watchers.add(goalId, watcher)),
+          () => Effect.zipRight(Effect.sync(() => watchers.remove(goalId, watcher)), Queue.shutdown(wakeups))
         ),
         watcher
       )

@@ -6,6 +6,7 @@ import { Chunk, Context, Effect, Layer, Option, Queue, Schema, type Scope, Strea
 import * as Event from "./Event.js"
 import * as GoalSummary from "./GoalSummary.js"
 import type * as State from "./State.js"
+import * as Watchers from "./internal/watchers.js"
 
 /** Someone appended first: the log already has `actualSeq` events, not `expectedSeq`. */
 export class AppendConflict extends Schema.TaggedError<AppendConflict>()("@rx/kernel/AppendConflict", {
@@ -174,7 +175,7 @@ export const makeMemory = Effect.gen(function*() {
   const summaries = new Map<string, GoalSummary.GoalSummary>()
   const leased = new Set<string>()
   /** Open `changes` streams, by goal; each append offers those of its goal the events they asked for. */
-  const watchers = new Map<string, Set<{ readonly wants: (e: Event.Event) => boolean; readonly queue: Queue.Queue<Event.Event> }>>()
+  const watchers = Watchers.make<{ readonly wants: (e: Event.Event) => boolean; readonly queue: Queue.Queue<Event.Event> }>()
   /**
    * Watch the goal for events of `tags` kinds (all without) and read what is stored from
    * `fromSeq`, in one step: no append falls between the two. Returns the stored ones, and the
@@ -186,20 +187,10 @@ export const makeMemory = Effect.gen(function*() {
       const watcher = { wants, queue }
       return Effect.acquireRelease(
         Effect.sync(() => {
-          const followers = watchers.get(goalId) ?? new Set()
-          followers.add(watcher)
-          watchers.set(goalId, followers)
+          watchers.add(goalId, watcher)
           return { stored: (logs.get(goalId) ?? []).slice(fromSeq).filter(wants), queue, later: (e: Event.Event) => e.seq >= fromSeq }
         }),
-        () =>
-          Effect.zipRight(
-            Effect.sync(() => {
-              const followers = watchers.get(goalId)
-              followers?.delete(watcher)
-              if (followers?.size === 0) watchers.delete(goalId)
-            }),
-            Queue.shutdown(queue)
-          )
+        () => Effect.zipRight(Effect.sync(() => watchers.remove(goalId, watcher)), Queue.shutdown(queue))
       )
     })
 
@@ -217,7 +208,7 @@ export const makeMemory = Effect.gen(function*() {
         logs.set(goalId, log)
         const summary = GoalSummary.updateAll(summaries.get(goalId), events)
         if (summary !== undefined) summaries.set(goalId, summary)
-        for (const watcher of watchers.get(goalId) ?? []) {
+        for (const watcher of watchers.of(goalId)) {
           for (const event of events) if (watcher.wants(event)) Queue.unsafeOffer(watcher.queue, event)
         }
         return Effect.void
