@@ -19,6 +19,7 @@ import { checksum } from "./internal/checksum.js"
 import { corrupt, decodeRows, eventColumns } from "./internal/codec.js"
 import { DatabaseRefused, isUniqueViolation, toStoreError } from "./internal/errors.js"
 import * as Lease from "./internal/lease.js"
+import * as Echoes from "./internal/echoes.js"
 import * as Listener from "./internal/listener.js"
 import { field, rows, transaction, values } from "./internal/sql.js"
 import * as Migrations from "./Migrations.js"
@@ -93,29 +94,12 @@ export const makeWithClient = (
     const failed = (what: string, goalId?: string, seq?: number) => (error: unknown) => toStoreError({ database, what, goalId, seq }, error)
     /**
      * The followers in this process: this store's appends are handed to them as they commit, and
-     * a notification of another session's commit makes those of its goal read the log again. The
-     * notification of each of this store's own appends comes back too, and is not one: how many
-     * are still to come, by goal (counted before the commit, so none comes back uncounted; an
-     * append that failed takes its count back, and a notification it did send after all makes a
-     * follower read once more, never less).
+     * a notification of another session's commit makes those of its goal read the log again
+     * (`Echoes`: the notifications of this store's own appends are passed over).
      */
     const followers = Followers.make()
-    const echoes = new Map<string, number>()
-    const expectEcho = (goalId: string, change: 1 | -1) => {
-      if (Listener.payloadOf(goalId) === Listener.anyGoal) return
-      const count = (echoes.get(goalId) ?? 0) + change
-      if (count > 0) echoes.set(goalId, count)
-      else echoes.delete(goalId)
-    }
-    const listener = yield* Listener.make(pg, { checkMs: config.listenCheckMs, timeoutMs: config.connectTimeoutMs, database }, (goalId) => {
-      if (goalId === undefined) {
-        // A new LISTEN session, or a goal whose id is too long to say: every follower reads again.
-        echoes.clear()
-        return followers.changed()
-      }
-      if (echoes.has(goalId)) return expectEcho(goalId, -1)
-      followers.changed(goalId)
-    })
+    const echoes = Echoes.make(followers)
+    const listener = yield* Listener.make(pg, { checkMs: config.listenCheckMs, timeoutMs: config.connectTimeoutMs, database }, echoes.notified)
     const presence = yield* Lease.makePresence(pg)
 
     /** Whether a batch of `count` events at `expectedSeq` crosses a multiple of `snapshotEvery`. */
@@ -203,11 +187,9 @@ export const makeWithClient = (
           ? yield* snapshotParams(goalId, expectedSeq + events.length, state)
           : undefined
         const where = `appending to goal ${goalId} at seq ${expectedSeq}`
-        if (events.length > 0) expectEcho(goalId, 1)
+        if (events.length > 0) echoes.sending(goalId)
         yield* transaction(pg, (conn) => appendIn(conn, goalId, expectedSeq, events, payloads, checksums, snapshot)).pipe(
-          Effect.onExit((exit) => Effect.sync(() => {
-            if (exit._tag === "Failure" && events.length > 0) expectEcho(goalId, -1)
-          })),
+          Effect.onExit((exit) => exit._tag === "Failure" && events.length > 0 ? Effect.sync(() => echoes.failed(goalId)) : Effect.void),
           Effect.catchIf(
             (error): error is SqlError => error._tag === "SqlError",
             (error) =>
