@@ -3,37 +3,52 @@
  */
 import type { FileSystem, Path } from "@effect/platform"
 import * as Serve from "@rx/host/Serve"
-import { Deferred, Effect } from "effect"
+import { Deferred, Effect, Option } from "effect"
 import type { Flags } from "../Commands.js"
 import { say } from "./goal.js"
 import { onTerminate } from "./interrupt.js"
 
-/** Until SIGTERM (routed here) or Ctrl-C (which interrupts the command, bin.ts). */
-const untilStopped = Effect.gen(function*() {
-  const stop = yield* Deferred.make<void>()
-  yield* onTerminate(() => Effect.runFork(Deferred.succeed(stop, undefined)))
-  yield* Deferred.await(stop)
-})
+/**
+ * Start (`start`), say so (`started`), then run until SIGTERM or Ctrl-C (which interrupts the
+ * command, bin.ts). SIGTERM is routed here before the start: during it, it stops the start (what
+ * was set up closes with the scope, runs already going record where they are) and gives `None`;
+ * after it, the command goes on to stop. A second SIGTERM ends the process at once.
+ */
+const untilStopped = <A, E, R>(start: Effect.Effect<A, E, R>, started: (a: A) => Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    const stop = yield* Deferred.make<void>()
+    const first = () => {
+      process.off("SIGTERM", first)
+      Effect.runFork(Deferred.succeed(stop, undefined))
+    }
+    yield* onTerminate(first)
+    const up = yield* Effect.raceFirst(Effect.asSome(start), Effect.as(Deferred.await(stop), Option.none<A>()))
+    if (Option.isSome(up)) {
+      yield* started(up.value)
+      yield* Deferred.await(stop)
+    }
+    return up
+  })
 
 export const serve = (flags: Flags): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
     let serving: Serve.Serving | undefined
     yield* Effect.scoped(Effect.gen(function*() {
-      const s = yield* Serve.serve({ ...flags, given: flags.settings })
-      serving = s
-      const address = s.url === `http://${s.host}:${s.port}` ? s.url : `${s.host} port ${s.port} (${s.url} from this machine)`
-      yield* say([
-        `rx serve: listening on ${address} (goals in ${s.workspace}, model ${s.model}, log ${s.db.label}${s.cluster ? ", run by the cluster's workers" : ""})`,
-        s.token.kept === "env"
-          ? "  token: RX_TOKEN"
-          : `  token: in ${s.token.file}, ${s.token.kept === "reused" ? "kept from the last start (--new-token makes a new one)" : "new"} (send it as Authorization: Bearer <token>)`,
-        `  inspector: open ${s.url}/ in a browser (it asks for the token once)`,
-        s.cluster
-          ? "  Ctrl-C or SIGTERM stops it; the workers go on with the goals"
-          : "  Ctrl-C or SIGTERM stops it; running goals stay open, recorded, and resume at the next start"
-      ].join("\n"))
-      yield* untilStopped
-      yield* say("rx serve: stopping: the runs in flight record where they are")
+      const up = yield* untilStopped(Serve.serve({ ...flags, given: flags.settings }), (s) => {
+        serving = s
+        const address = s.url === `http://${s.host}:${s.port}` ? s.url : `${s.host} port ${s.port} (${s.url} from this machine)`
+        return say([
+          `rx serve: listening on ${address} (goals in ${s.workspace}, model ${s.model}, log ${s.db.label}${s.cluster ? ", run by the cluster's workers" : ""})`,
+          s.token.kept === "env"
+            ? "  token: RX_TOKEN"
+            : `  token: in ${s.token.file}, ${s.token.kept === "reused" ? "kept from the last start (--new-token makes a new one)" : "new"} (send it as Authorization: Bearer <token>)`,
+          `  inspector: open ${s.url}/ in a browser (it asks for the token once)`,
+          s.cluster
+            ? "  Ctrl-C or SIGTERM stops it; the workers go on with the goals"
+            : "  Ctrl-C or SIGTERM stops it; running goals stay open, recorded, and resume at the next start"
+        ].join("\n"))
+      })
+      yield* say(Option.isSome(up) ? "rx serve: stopping: the runs in flight record where they are" : startStopped("rx serve"))
     })).pipe(
       // Said once everything is closed (the runs stopped, the log closed), however it stopped.
       Effect.ensuring(Effect.suspend(() =>
@@ -44,14 +59,16 @@ export const serve = (flags: Flags): Effect.Effect<void, unknown, FileSystem.Fil
     )
   })
 
+/** What a command stopped by SIGTERM while it started says. */
+const startStopped = (command: string) => `${command}: stopped while it started (SIGTERM); what it had started is closed`
+
 export const worker = (flags: Flags): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path> =>
   Effect.scoped(Effect.gen(function*() {
-    const w = yield* Serve.worker({ ...flags, given: flags.settings })
-    yield* say([
-      `rx worker: on ${w.host}:${w.port}, goals of ${w.db.label}, ${w.concurrency} at once, model ${w.model}`,
-      `  workspace root ${w.volume.root} (volume ${w.volume.id}); failover ${w.failoverSeconds} s`,
-      `  Ctrl-C or SIGTERM drains it: its goals have ${w.drainSeconds} s to end, then go on on the other workers`
-    ].join("\n"))
-    yield* untilStopped
+    const up = yield* untilStopped(Serve.worker({ ...flags, given: flags.settings }), (w) =>
+      say([
+        `rx worker: on ${w.host}:${w.port}, goals of ${w.db.label}, ${w.concurrency} at once, model ${w.model}`,
+        `  workspace root ${w.volume.root} (volume ${w.volume.id}); failover ${w.failoverSeconds} s`,
+        `  Ctrl-C or SIGTERM drains it: its goals have ${w.drainSeconds} s to end, then go on on the other workers`
+      ].join("\n")))
+    if (Option.isNone(up)) yield* say(startStopped("rx worker"))
   }))
-
