@@ -40,7 +40,8 @@ export const make = (followers: Followers.Followers): Echoes => {
     },
     notified: (goalId) => {
       if (goalId === undefined) {
-        // A new session: what the old one would have delivered is lost, so everything is read.
+        // Any goal may have moved: every follower reads, and the counts start again (a new session
+        // delivers nothing the old one would have; a count dropped otherwise costs a read).
         expected.clear()
         return followers.changed()
       }
