@@ -151,26 +151,24 @@ const makeStore = (
     /**
      * One poller for the whole store, started by the first follower and stopped with the store:
      * `PRAGMA data_version` moves only when another connection commits, so an idle log costs one
-     * pragma per interval, however many goals are followed.
+     * pragma per interval, however many goals are followed. Its first value is read as it starts,
+     * before that follower's first read (and every follower waits for it), so a commit by another
+     * connection that falls after a follower's read is always one it sees move.
      */
     const scope = yield* Effect.scope
-    const dataVersion = db.read((tx) => Either.right(field(tx.get("PRAGMA data_version"), "data_version")))
-    const poll = Effect.gen(function*() {
-      let seen = yield* Effect.either(dataVersion)
-      while (true) {
-        yield* Effect.sleep(config.pollIntervalMs)
-        const now = yield* Effect.either(dataVersion)
-        // A failed read wakes the followers too: their own reads then say what is wrong.
-        if (Either.isLeft(now) || Either.isLeft(seen) || now.right !== seen.right) followers.changed()
-        seen = now
-      }
-    })
-    let polling = false
-    const startPolling = Effect.suspend(() => {
-      if (polling) return Effect.void
-      polling = true
-      return Effect.asVoid(Effect.forkIn(poll, scope))
-    })
+    const dataVersion = Effect.either(db.read((tx) => Either.right(field(tx.get("PRAGMA data_version"), "data_version"))))
+    const poll = (first: Either.Either<unknown, SqlError>) =>
+      Effect.gen(function*() {
+        let seen = first
+        while (true) {
+          yield* Effect.sleep(config.pollIntervalMs)
+          const now = yield* dataVersion
+          // A failed read wakes the followers too: their own reads then say what is wrong.
+          if (Either.isLeft(now) || Either.isLeft(seen) || now.right !== seen.right) followers.changed()
+          seen = now
+        }
+      })
+    const startPolling = yield* Effect.cached(Effect.asVoid(Effect.flatMap(dataVersion, (first) => Effect.forkIn(poll(first), scope))))
     /**
      * The `goals` row of each goal this store appended to last, as it wrote it (up to
      * `maxCachedSummaries`), so its next append computes the new summary without reading the row.

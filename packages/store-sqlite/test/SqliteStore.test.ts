@@ -381,6 +381,22 @@ describe("SqliteStore", () => {
       expect(yield* Fiber.join(all)).toEqual(log.slice(1))
     }))
 
+  it.scopedLive("a commit by another connection right after the first follower's first read wakes it", () =>
+    Effect.gen(function*() {
+      const filename = yield* tempDb
+      const store = (layer: Layer.Layer<StateStore.StateStore, unknown>) => Effect.map(Layer.build(layer), Context.get(StateStore.StateStore))
+      const mine = yield* store(SqliteStore.layer({ filename, pollIntervalMs: 20 }))
+      const other = yield* store(SqliteStore.layer({ filename, pollIntervalMs: 20 }))
+      const log = StoreConformance.sampleLog("w")
+      yield* mine.append("w", 0, log.slice(0, 1))
+      const next = yield* StateStore.follow(mine, "w", 0)
+      expect(Chunk.toReadonlyArray(yield* next).map((e) => e.seq)).toEqual([0])
+      // At once, with no yield in between: before a store's poller had run its first read.
+      Effect.runSync(other.append("w", 1, log.slice(1, 2)))
+      const woken = yield* next.pipe(Effect.timeout("30 seconds"), Effect.either)
+      expect(Either.map(woken, (events) => Chunk.toReadonlyArray(events).map((e) => e.seq))).toEqual(Either.right([1]))
+    }))
+
   it.scopedLive("two runners on one goal: exactly one proceeds, the other stops as busy; the log stays contiguous", () =>
     Effect.gen(function*() {
       const filename = yield* tempDb
