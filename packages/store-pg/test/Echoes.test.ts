@@ -8,6 +8,8 @@ import { Chunk, Effect } from "effect"
 import { type Event, Followers, StoreConformance } from "@rx/kernel"
 import * as Echoes from "../src/internal/echoes.js"
 
+const settle = Effect.repeatN(Effect.yieldNow(), 5)
+
 /** Goal `g`'s log as committed in the database, read by its followers (each read counted). */
 const setup = Effect.gen(function*() {
   const log = StoreConformance.sampleLog("g")
@@ -32,10 +34,23 @@ const setup = Effect.gen(function*() {
     stored = to
     followers.appended("g", from, log.slice(from, to))
   }
-  return { echoes, reads, seen, commitElsewhere, commitHere }
+  /** While an append of this store is in flight, another session commits seq 1 and its notification comes: taken for the append's own, it makes no read. */
+  const takenForOwn = Effect.gen(function*() {
+    echoes.sending("g")
+    commitElsewhere(2)
+    echoes.notified("g")
+    yield* settle
+    expect([seen, reads]).toEqual([[0], [0]])
+  })
+  /** Once seq 1 is seen: another session commits seq 2 and notifies, and the followers read it (nothing is expected any more). */
+  const nextIsRead = Effect.gen(function*() {
+    commitElsewhere(3)
+    echoes.notified("g")
+    yield* settle
+    expect(seen).toEqual([0, 1, 2])
+  })
+  return { echoes, reads, seen, commitElsewhere, commitHere, takenForOwn, nextIsRead }
 })
-
-const settle = Effect.repeatN(Effect.yieldNow(), 5)
 
 describe("Echoes", () => {
   it.scoped("the notification of an append made here is passed over; another session's makes the followers read", () =>
@@ -59,12 +74,8 @@ describe("Echoes", () => {
 
   it.scoped("another session's notification taken for an append's own: that append's own makes the read", () =>
     Effect.gen(function*() {
-      const { commitElsewhere, commitHere, echoes, reads, seen } = yield* setup
-      echoes.sending("g")
-      commitElsewhere(2)
-      echoes.notified("g")
-      yield* settle
-      expect([seen, reads]).toEqual([[0], [0]])
+      const { commitHere, echoes, seen, takenForOwn } = yield* setup
+      yield* takenForOwn
       // The append (here at 2, behind the other session's) commits; its notification comes last.
       commitHere(2, 3)
       yield* settle
@@ -75,35 +86,25 @@ describe("Echoes", () => {
 
   it.scoped("another session's notification taken for an append's own: when that append fails, the failure makes the read", () =>
     Effect.gen(function*() {
-      const { commitElsewhere, echoes, reads, seen } = yield* setup
-      echoes.sending("g")
+      const { echoes, nextIsRead, reads, seen, takenForOwn } = yield* setup
       // Another session appends seq 1 and notifies while this store's append of seq 1 is in flight...
-      commitElsewhere(2)
-      echoes.notified("g")
-      yield* settle
-      expect([seen, reads]).toEqual([[0], [0]])
+      yield* takenForOwn
       // ...which then fails (it conflicts): its own notification never comes.
       echoes.failed("g")
       yield* settle
       expect([seen, reads]).toEqual([[0, 1], [0, 1]])
       // And the count is back: the next notification of another session is read.
-      commitElsewhere(3)
-      echoes.notified("g")
-      yield* settle
-      expect(seen).toEqual([0, 1, 2])
+      yield* nextIsRead
     }))
 
   it.scoped("a new LISTEN session forgets what it expected and every follower reads", () =>
     Effect.gen(function*() {
-      const { commitElsewhere, echoes, reads, seen } = yield* setup
+      const { commitElsewhere, echoes, nextIsRead, reads, seen } = yield* setup
       echoes.sending("g")
       commitElsewhere(2)
       echoes.notified(undefined)
       yield* settle
       expect([seen, reads]).toEqual([[0, 1], [0, 1]])
-      commitElsewhere(3)
-      echoes.notified("g")
-      yield* settle
-      expect(seen).toEqual([0, 1, 2])
+      yield* nextIsRead
     }))
 })
