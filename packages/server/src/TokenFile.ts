@@ -5,9 +5,10 @@
  * what is found there is trusted only when it is exactly what this module writes, and a write
  * never goes through what is found there.
  */
+import { Causes } from "@rx/kernel"
 import { Effect, Option, Schema } from "effect"
 import { randomBytes } from "node:crypto"
-import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, mkdirSync, openSync, readSync, renameSync, unlinkSync, writeSync } from "node:fs"
+import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, mkdirSync, openSync, readdirSync, readSync, renameSync, unlinkSync, writeSync } from "node:fs"
 import { basename, dirname, join } from "node:path"
 
 /** The token file could not be written: `message` says why. */
@@ -56,15 +57,54 @@ export const read = (file: string): Effect.Effect<Option.Option<string>> =>
 /** A file system call, its error kept as the failure. */
 const attempt = <A>(call: () => A): Effect.Effect<A, unknown> => Effect.try({ try: call, catch: (error) => error })
 
+/** A temporary token file of `write`: `.<name>.<pid>.<random>.tmp`, beside the token file. */
+const temporaryName = /^\.(.+)\.(\d+)\.[0-9a-f]+\.tmp$/
+
+/** Whether process `pid` exists (not ours to signal counts). */
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return Causes.codeOf(error) === "EPERM"
+  }
+}
+
+/**
+ * Remove the temporary files a process killed while writing `file` left beside it, once that
+ * process is gone (each holds a token that was never renamed into place, so never served).
+ */
+const sweep = (file: string): void => {
+  const dir = dirname(file)
+  let names: ReadonlyArray<string> = []
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const match = temporaryName.exec(name)
+    if (match === null || match[1] !== basename(file) || alive(Number(match[2]))) continue
+    try {
+      unlinkSync(join(dir, name))
+    } catch {
+      // Best effort: another process may have removed it first.
+    }
+  }
+}
+
 /**
  * Write `token` to `file` with no link followed: its folder made (0700) if missing, then a new
  * name in it, created with `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0600, written and synced, then
- * renamed over `file`. A link planted at `file` is replaced, never written through.
+ * renamed over `file`. A link planted at `file` is replaced, never written through. Not
+ * interruptible, so an interrupted start leaves no temporary file; those of a killed writer are
+ * removed by the next write.
  */
 export const write = (file: string, token: string): Effect.Effect<void, TokenFileError> =>
   Effect.gen(function*() {
     yield* attempt(() => mkdirSync(dirname(file), { recursive: true, mode: 0o700 }))
-    const temporary = join(dirname(file), `.${basename(file)}.${randomBytes(6).toString("hex")}.tmp`)
+    yield* Effect.sync(() => sweep(file))
+    const temporary = join(dirname(file), `.${basename(file)}.${process.pid}.${randomBytes(6).toString("hex")}.tmp`)
     const removeTemporary = Effect.ignore(attempt(() => unlinkSync(temporary)))
     yield* Effect.acquireUseRelease(
       attempt(() => openSync(temporary, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600)),
@@ -86,5 +126,6 @@ export const write = (file: string, token: string): Effect.Effect<void, TokenFil
       (dir) => Effect.ignore(attempt(() => closeSync(dir)))
     ))
   }).pipe(
+    Effect.uninterruptible,
     Effect.mapError((error) => new TokenFileError({ file, message: `cannot write the server token to ${file}: ${error instanceof Error ? error.message : String(error)}` }))
   )

@@ -11,6 +11,7 @@ import { Causes, StateStore } from "@rx/kernel"
 import * as Migrations from "../Migrations.js"
 import * as Database from "./database.js"
 import { DatabaseRefused, toStoreError } from "./errors.js"
+import { processExists } from "./lease.js"
 
 /** The first 16 bytes of every SQLite database file. */
 const sqliteHeader = Buffer.from("SQLite format 3\0", "latin1")
@@ -91,15 +92,6 @@ let created = 0
 
 const creatingName = /^\.(.+)\.(\d+)\.\d+\.creating(?:-wal|-shm|-journal)?$/
 
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return Causes.codeOf(error) === "EPERM"
-  }
-}
-
 /**
  * Remove what a process killed while creating the log beside `filename` left (its temporary
  * database, `.<name>.<pid>.<n>.creating`, and its journal), once that process is gone.
@@ -109,7 +101,7 @@ const sweep = (filename: string): void => {
   const names = Either.getOrElse(Either.try(() => fs.readdirSync(dir)), () => [])
   for (const name of names) {
     const match = creatingName.exec(name)
-    if (match === null || match[1] !== path.basename(filename) || alive(Number(match[2]))) continue
+    if (match === null || match[1] !== path.basename(filename) || processExists(Number(match[2]))) continue
     Either.try(() => fs.rmSync(path.join(dir, name), { force: true }))
   }
 }

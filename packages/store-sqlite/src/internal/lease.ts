@@ -55,7 +55,7 @@ export const isRunning = (holder: Holder, now: number, timeoutMs: number): boole
   isAlive(holder, now, timeoutMs) && now - holder.heartbeat_at < timeoutMs
 
 /** `kill(pid, 0)`: no such process (ESRCH) is dead; not ours to signal (EPERM) is alive. */
-const processExists = (pid: number): boolean => {
+export const processExists = (pid: number): boolean => {
   // 0 and negative pids would name process groups.
   if (pid <= 0) return false
   return Either.match(Either.try(() => process.kill(pid, 0)), {
