@@ -48,9 +48,31 @@ export interface Volume {
 
 const VolumeId = Schema.String.pipe(Schema.pattern(/^[0-9a-f-]{8,64}$/))
 
+/** A temporary file of `volume`, beside `.rx-volume` until it is linked into place. */
+const temporaryName = new RegExp(`^${volumeFile.replace(".", "\\.")}\\.[0-9a-f-]+\\.tmp$`)
+
+/** How old a temporary file must be to be another process's leftover, not a creation in progress (on any host of the volume). */
+const leftoverMs = 60_000
+
+/** Remove the temporary files of `volume` in `root` that are leftovers: older than `leftoverMs`. */
+const sweep = (root: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const names = yield* fs.readDirectory(root).pipe(Effect.orElseSucceed((): ReadonlyArray<string> => []))
+    for (const name of names.filter((n) => temporaryName.test(n))) {
+      const file = path.join(root, name)
+      const info = yield* Effect.option(fs.stat(file))
+      const modified = Option.flatMap(info, (i) => i.mtime)
+      if (Option.isSome(modified) && Date.now() - modified.value.getTime() > leftoverMs) yield* Effect.ignore(fs.remove(file))
+    }
+  })
+
 /**
- * The volume of the workspace root `root`: its real path and the id in `.rx-volume`, written
- * once (exclusively: of two processes creating it at once, both read the winner's id).
+ * The volume of the workspace root `root`: its real path and the id in `.rx-volume`, made once.
+ * The id is written whole to a temporary file, then linked into place: no process, killed or
+ * racing, ever sees a `.rx-volume` without its id, and of two processes making it at once both
+ * read the winner's. A temporary file a killed process left is removed by a later call.
  */
 export const volume = (root: string): Effect.Effect<Volume, WorkspaceError, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
@@ -60,10 +82,17 @@ export const volume = (root: string): Effect.Effect<Volume, WorkspaceError, File
     const real = yield* fs.realPath(path.resolve(root)).pipe(Effect.mapError(() => failed("no such folder")))
     if ((yield* fs.stat(real).pipe(Effect.mapError((e) => failed(e.message)))).type !== "Directory") return yield* failed("not a folder")
     const file = path.join(real, volumeFile)
-    yield* fs.writeFileString(file, `${crypto.randomUUID()}\n`, { flag: "wx", mode: 0o644 }).pipe(
-      Effect.catchIf((e) => e._tag === "SystemError" && e.reason === "AlreadyExists", () => Effect.void),
-      Effect.mapError((e) => failed(`cannot write its volume id to ${file}: ${e.message}`))
-    )
+    yield* sweep(real)
+    if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) {
+      const id = crypto.randomUUID()
+      const temporary = path.join(real, `${volumeFile}.${id}.tmp`)
+      yield* fs.writeFileString(temporary, `${id}\n`, { flag: "wx", mode: 0o644 }).pipe(
+        Effect.zipRight(fs.link(temporary, file)),
+        Effect.catchIf((e) => e._tag === "SystemError" && e.reason === "AlreadyExists", () => Effect.void),
+        Effect.ensuring(Effect.ignore(fs.remove(temporary))),
+        Effect.mapError((e) => failed(`cannot write its volume id to ${file}: ${e.message}`))
+      )
+    }
     const text = yield* fs.readFileString(file).pipe(Effect.mapError((e) => failed(`cannot read ${file}: ${e.message}`)))
     const id = yield* Schema.decodeUnknown(VolumeId)(text.trim()).pipe(
       Effect.mapError(() => failed(`${file} does not hold a volume id (remove it to make a new one, if no goal was submitted for this root)`))

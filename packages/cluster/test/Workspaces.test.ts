@@ -12,6 +12,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { LanguageModel, Runner, type Settings, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { GoalEntity, Workspaces } from "@rx/cluster"
+import { fileURLToPath } from "node:url"
+import * as Processes from "../../store-pg/test/processes.js"
+
+const volumeScript = fileURLToPath(new URL("./fixtures/volume.mjs", import.meta.url))
 
 const folder = (prefix: string) => fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), prefix)))
 
@@ -55,6 +59,35 @@ describe("Workspaces", () => {
       const ids = yield* Effect.forEach(Array.from({ length: 8 }), () => Workspaces.volume(root), { concurrency: "unbounded" })
       expect(new Set(ids.map((v) => v.id)).size).toBe(1)
       expect(fs.readFileSync(path.join(root, Workspaces.volumeFile), "utf8").trim()).toBe(ids[0]?.id)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("processes racing to make a root's volume id all read the one made, never a file without it", () =>
+    Effect.gen(function*() {
+      const roots = Array.from({ length: 80 }, () => folder("rx-volume-"))
+      // Each process makes the volume of root i at the same moment as the others.
+      const start = Date.now() + 2_000
+      const racers = yield* Effect.forEach(Array.from({ length: 4 }), () =>
+        Processes.startScript(volumeScript, [String(start), "60", ...roots]))
+      const outputs = yield* Effect.forEach(racers, (racer) => Effect.map(racer.waitFor("DONE", 120_000), () => racer.stdout()))
+      const lines = outputs.map((output) => output.split("\n").filter((line) => line !== "" && line !== "DONE"))
+      expect(lines.flat().filter((line) => !line.startsWith("ID "))).toEqual([])
+      roots.forEach((root, i) => {
+        const id = fs.readFileSync(path.join(root, Workspaces.volumeFile), "utf8").trim()
+        expect(lines.map((racer) => racer[i])).toEqual(racers.map(() => `ID ${id}`))
+        expect(fs.readdirSync(root)).toEqual([Workspaces.volumeFile])
+      })
+    }), 180_000)
+
+  it.effect("a temporary volume file a killed process left is removed; one in progress is kept", () =>
+    Effect.gen(function*() {
+      const root = folder("rx-volume-")
+      const leftover = path.join(root, `${Workspaces.volumeFile}.0b1c2d3e-0000-4000-8000-000000000000.tmp`)
+      const inProgress = path.join(root, `${Workspaces.volumeFile}.0b1c2d3e-1111-4000-8000-000000000000.tmp`)
+      for (const file of [leftover, inProgress]) fs.writeFileSync(file, "0b1c2d3e\n")
+      const old = new Date(Date.now() - 5 * 60_000)
+      fs.utimesSync(leftover, old, old)
+      yield* Workspaces.volume(root)
+      expect(fs.readdirSync(root).sort()).toEqual([Workspaces.volumeFile, path.basename(inProgress)].sort())
     }).pipe(Effect.provide(NodeContext.layer)))
 
   it.effect("a goal of this volume runs its tools in its own folder", () =>
