@@ -48,6 +48,9 @@ export interface Volume {
 
 const VolumeId = Schema.String.pipe(Schema.pattern(/^[0-9a-f-]{8,64}$/))
 
+/** Why the workspace root `root` is unusable. */
+const failure = (root: string) => (why: string) => new WorkspaceError({ root, message: `the workspace root ${root}: ${why}` })
+
 /** A temporary file of `volume`, beside `.rx-volume` until it is linked into place. */
 const temporaryName = new RegExp(`^${volumeFile.replace(".", "\\.")}\\.[0-9a-f-]+\\.tmp$`)
 
@@ -78,7 +81,7 @@ export const volume = (root: string): Effect.Effect<Volume, WorkspaceError, File
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
-    const failed = (why: string) => new WorkspaceError({ root, message: `the workspace root ${root}: ${why}` })
+    const failed = failure(root)
     const real = yield* fs.realPath(path.resolve(root)).pipe(Effect.mapError(() => failed("no such folder")))
     if ((yield* fs.stat(real).pipe(Effect.mapError((e) => failed(e.message)))).type !== "Directory") return yield* failed("not a folder")
     const file = path.join(real, volumeFile)
@@ -93,6 +96,16 @@ export const volume = (root: string): Effect.Effect<Volume, WorkspaceError, File
         Effect.mapError((e) => failed(`cannot write its volume id to ${file}: ${e.message}`))
       )
     }
+    return yield* read(root, real)
+  })
+
+/** The volume whose root's real path is `real` (`root` as given), from its `.rx-volume`. */
+const read = (root: string, real: string): Effect.Effect<Volume, WorkspaceError, FileSystem.FileSystem | Path.Path> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const file = path.join(real, volumeFile)
+    const failed = failure(root)
     const text = yield* fs.readFileString(file).pipe(Effect.mapError((e) => failed(`cannot read ${file}: ${e.message}`)))
     const id = yield* Schema.decodeUnknown(VolumeId)(text.trim()).pipe(
       Effect.mapError(() => failed(`${file} does not hold a volume id (remove it to make a new one, if no goal was submitted for this root)`))
@@ -111,7 +124,7 @@ export const find = (folder: string): Effect.Effect<Volume | undefined, Workspac
     const path = yield* Path.Path
     let current = yield* fs.realPath(path.resolve(folder)).pipe(Effect.orElseSucceed(() => ""))
     while (current !== "") {
-      if (yield* fs.exists(path.join(current, volumeFile)).pipe(Effect.orElseSucceed(() => false))) return yield* volume(current)
+      if (yield* fs.exists(path.join(current, volumeFile)).pipe(Effect.orElseSucceed(() => false))) return yield* read(current, current)
       const parent = path.dirname(current)
       current = parent === current ? "" : parent
     }
