@@ -33,6 +33,6 @@ export const table = [
   [failure, "error (bad flags, unknown goal, unusable database)"] as const,
   [diverged, "replay diverged"] as const,
   [unhealthy, "rx doctor found problems in the database"] as const,
-  [suspended, "suspended: the goal is open and waits (model unreachable, a call awaiting approval, stopped by SIGTERM); rx resume continues it"] as const,
+  [suspended, "suspended: the goal is open and waits (model unreachable, a call awaiting approval, stopped by SIGTERM or SIGHUP); rx resume continues it"] as const,
   [interrupted, "interrupted by a second Ctrl-C (the goal stays open)"] as const
 ].sort(([a], [b]) => a - b).map(([code, what]) => `${code}  ${what}`).join("\n")

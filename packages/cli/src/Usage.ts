@@ -82,7 +82,7 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
     usage: ["[flags] \"<goal>\"", "[flags] --goal-file FILE", "[flags] -          (the goal from standard input)"],
     description: [
       "Runs the goal to its end, or until it must wait (suspended, exit 11: rx resume continues it). One line per step, the model's thoughts, and on a terminal a live line saying what runs.",
-      "Ctrl-C cancels the goal (recorded, exit 7); SIGTERM stops it gracefully and leaves it open (exit 11). A call of a tool in --ask waits for approval: asked in place at a terminal (y, n, or a = always for that tool), otherwise the goal suspends until rx approve or rx deny, then rx resume."
+      "Ctrl-C cancels the goal (recorded, exit 7); SIGTERM, or SIGHUP (the terminal closed), stops it gracefully and leaves it open (exit 11). A call of a tool in --ask waits for approval: asked in place at a terminal (y, n, or a = always for that tool), otherwise the goal suspends until rx approve or rx deny, then rx resume."
     ].join("\n\n"),
     arg: { name: "goal", description: "what to achieve, in quotes; - reads it from standard input", optional: true },
     settings: [...runSettings, "server"],
@@ -312,7 +312,7 @@ export const help = (style: Style): string =>
     wrap(`flag > RX_ variable > the workspace's ${Settings.workspaceFile} > ~/.config/rx/config.json > default; rx config shows each value and where it came from.`, 76, "  "),
     "",
     heading("while a goal runs", style),
-    wrap("Ctrl-C cancels it (recorded, exit 7; a second Ctrl-C stops at once, exit 130); SIGTERM stops it gracefully and leaves it open (exit 11). RX_DEBUG=1 adds the details of an error.", 76, "  "),
+    wrap("Ctrl-C cancels it (recorded, exit 7; a second Ctrl-C stops at once, exit 130); SIGTERM, or SIGHUP (the terminal closed), stops it gracefully and leaves it open (exit 11). RX_DEBUG=1 adds the details of an error.", 76, "  "),
     "",
     heading("exit codes", style),
     ExitCode.table.split("\n").map((line) => `  ${line}`).join("\n")

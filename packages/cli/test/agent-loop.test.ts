@@ -144,19 +144,20 @@ describe("suspension", () => {
       expect(replayed.stdout).toContain("identical")
     }))
 
-  for (const mode of ["none", "bwrap"] as const) {
-    it.scopedLive.skipIf(mode === "bwrap" && !bwrapWorks)(`SIGTERM during a shell call (--sandbox ${mode}): the call recorded unknown, Suspended(shutdown), exit 11, no process left; rx resume finishes`, () =>
+  // SIGHUP: the terminal (or the SSH session) that ran rx closed; without a sandbox nothing else stops the command.
+  for (const [mode, signal] of [["none", "SIGTERM"], ["bwrap", "SIGTERM"], ["none", "SIGHUP"]] as const) {
+    it.scopedLive.skipIf(mode === "bwrap" && !bwrapWorks)(`${signal} during a shell call (--sandbox ${mode}): the call recorded unknown, Suspended(shutdown), exit 11, no process left; rx resume finishes`, () =>
       Effect.gen(function*() {
         const marker = `0.0${Math.floor(Math.random() * 1e9)}`
         const server = yield* FakeServer.make([call("shell", { command: `sleep 300 ${marker}` }), done("after the shutdown")])
         const box = sandbox()
         const running = start(["run", "sleep", "--json", ...at(box, server, mode)])
         yield* until(() => withMarker(marker).length > 0, "the shell command to start")
-        running.kill("SIGTERM")
+        running.kill(signal)
         const ran = yield* Effect.promise(() => running.done)
         expect(ran.signal).toBe(null)
         expect(ran.code).toBe(11)
-        expect(ran.stderr).toContain("stopping (SIGTERM)")
+        expect(ran.stderr).toContain(`stopping (${signal})`)
         const lines = jsonLines(ran.stdout)
         expect(lines.map((e) => e["_tag"])).toEqual(["GoalSubmitted", "ModelResponded", "ToolStarted", "ToolFailed", "IterationCompleted", "Suspended"])
         expect(lines[3]).toMatchObject({ tool: "shell", error: { kind: "unknown" } })

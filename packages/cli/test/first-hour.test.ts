@@ -150,7 +150,7 @@ describe("rx serve", () => {
       expect(ended.stdout).toMatch(/rx serve: stopping: .*\nrx serve: stopped; open goals stay recorded and resume at the next start\n$/)
     }), 60_000)
 
-  it.scopedLive("SIGTERM while rx serve or rx worker starts stops the start and says so, rather than killing it mid-way", () =>
+  it.scopedLive("SIGTERM (or SIGHUP) while rx serve or rx worker starts stops the start and says so, rather than killing it mid-way", () =>
     Effect.gen(function*() {
       // A "Postgres" that takes connections and never answers: the command is starting while it waits.
       const sockets: Array<Net.Socket> = []
@@ -164,13 +164,13 @@ describe("rx serve", () => {
       const db = `postgres://rx:rx@127.0.0.1:${(hole.address() as Net.AddressInfo).port}/rx`
       const box = sandbox()
       const port = yield* FakeServer.freePort
-      for (const [command, ...args] of [["serve", "--port", "0"], ["worker", "--port", String(port)]] as const) {
+      for (const [signal, command, ...args] of [["SIGTERM", "serve", "--port", "0"], ["SIGHUP", "worker", "--port", String(port)]] as const) {
         const connected = sockets.length
         const child = start([command, ...args, "--db", db, "--workspace", box.workspace, "--model", "m", "--sandbox", "none"])
         yield* until(() => sockets.length > connected || child.exitCode !== null, `rx ${command} to connect to its log`)
-        child.kill("SIGTERM")
+        child.kill(signal)
         const ended = yield* Effect.promise(() => child.done)
-        expect([ended.code, ended.signal, ended.stdout], ended.stderr).toEqual([0, null, `rx ${command}: stopped while it started (SIGTERM); what it had started is closed\n`])
+        expect([ended.code, ended.signal, ended.stdout], ended.stderr).toEqual([0, null, `rx ${command}: stopped while it started (${signal}); what it had started is closed\n`])
       }
     }), 90_000)
 

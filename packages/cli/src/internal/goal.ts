@@ -171,10 +171,10 @@ export const runGoal = <E>(
     const fiber = yield* Effect.fork(start({ observe, approve, starting }))
     let stopping = false
     if (server === undefined) {
-      yield* onTerminate(() => {
+      yield* onTerminate((signal) => {
         if (stopping) return
         stopping = true
-        Output.err(`\nrx: stopping (SIGTERM): the call in flight is recorded and the goal stays open for rx resume\n`)
+        Output.err(`\nrx: stopping (${signal}): the call in flight is recorded and the goal stays open for rx resume\n`)
         Effect.runFork(Fiber.interrupt(fiber))
       })
     }

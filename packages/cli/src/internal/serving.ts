@@ -1,33 +1,33 @@
 /**
- * `rx serve` and `rx worker`: `@rx/host`'s `Serve` listening until SIGTERM or Ctrl-C, with what it says at start and stop.
+ * `rx serve` and `rx worker`: `@rx/host`'s `Serve` listening until SIGTERM, SIGHUP or Ctrl-C, with what it says at start and stop.
  */
 import type { FileSystem, Path } from "@effect/platform"
 import * as Serve from "@rx/host/Serve"
-import { Deferred, Effect, Option } from "effect"
+import { Deferred, Effect, Either, Option } from "effect"
 import type { Flags } from "../Commands.js"
 import { say } from "./goal.js"
-import { onTerminate } from "./interrupt.js"
+import { onTerminate, terminating } from "./interrupt.js"
 
 /**
- * Start (`start`), say so (`started`), then run until SIGTERM or Ctrl-C (which interrupts the
- * command, bin.ts). SIGTERM is routed here before the start: during it, it stops the start (what
- * was set up closes with the scope, runs already going record where they are) and gives `None`;
- * after it, the command goes on to stop. A second SIGTERM ends the process at once.
+ * Start (`start`), say so (`started`), then run until SIGTERM or SIGHUP, or Ctrl-C (which
+ * interrupts the command, bin.ts). The signals are routed here before the start: during it, one
+ * stops the start (what was set up closes with the scope, runs already going record where they
+ * are) and is given back (`Left`); after it, the command goes on to stop. A second signal ends
+ * the process at once.
  */
 const untilStopped = <A, E, R>(start: Effect.Effect<A, E, R>, started: (a: A) => Effect.Effect<void>) =>
   Effect.gen(function*() {
-    const stop = yield* Deferred.make<void>()
-    const first = () => {
-      process.off("SIGTERM", first)
-      Effect.runFork(Deferred.succeed(stop, undefined))
+    const stop = yield* Deferred.make<NodeJS.Signals>()
+    const first = (signal: NodeJS.Signals) => {
+      for (const s of terminating) process.off(s, first)
+      Effect.runFork(Deferred.succeed(stop, signal))
     }
     yield* onTerminate(first)
     const up = yield* Effect.raceFirst(Effect.asSome(start), Effect.as(Deferred.await(stop), Option.none<A>()))
-    if (Option.isSome(up)) {
-      yield* started(up.value)
-      yield* Deferred.await(stop)
-    }
-    return up
+    if (Option.isNone(up)) return Either.left(yield* Deferred.await(stop))
+    yield* started(up.value)
+    yield* Deferred.await(stop)
+    return Either.right(up.value)
   })
 
 export const serve = (flags: Flags): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path> =>
@@ -48,7 +48,7 @@ export const serve = (flags: Flags): Effect.Effect<void, unknown, FileSystem.Fil
             : "  Ctrl-C or SIGTERM stops it; running goals stay open, recorded, and resume at the next start"
         ].join("\n"))
       })
-      yield* say(Option.isSome(up) ? "rx serve: stopping: the runs in flight record where they are" : startStopped("rx serve"))
+      yield* say(Either.isRight(up) ? "rx serve: stopping: the runs in flight record where they are" : startStopped("rx serve", up.left))
     })).pipe(
       // Said once everything is closed (the runs stopped, the log closed), however it stopped.
       Effect.ensuring(Effect.suspend(() =>
@@ -59,8 +59,8 @@ export const serve = (flags: Flags): Effect.Effect<void, unknown, FileSystem.Fil
     )
   })
 
-/** What a command stopped by SIGTERM while it started says. */
-const startStopped = (command: string) => `${command}: stopped while it started (SIGTERM); what it had started is closed`
+/** What a command stopped by a signal while it started says. */
+const startStopped = (command: string, signal: NodeJS.Signals) => `${command}: stopped while it started (${signal}); what it had started is closed`
 
 export const worker = (flags: Flags): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path> =>
   Effect.scoped(Effect.gen(function*() {
@@ -70,5 +70,5 @@ export const worker = (flags: Flags): Effect.Effect<void, unknown, FileSystem.Fi
         `  workspace root ${w.volume.root} (volume ${w.volume.id}); failover ${w.failoverSeconds} s`,
         `  Ctrl-C or SIGTERM drains it: its goals have ${w.drainSeconds} s to end, then go on on the other workers`
       ].join("\n")))
-    if (Option.isNone(up)) yield* say(startStopped("rx worker"))
+    if (Either.isLeft(up)) yield* say(startStopped("rx worker", up.left))
   }))
