@@ -12,7 +12,7 @@
 import { FileSystem, Path } from "@effect/platform"
 import { type Settings, ToolRegistry } from "@rx/kernel"
 import { Confinement } from "@rx/tools"
-import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
+import { Context, Effect, Layer, Option, Schedule, Schema, type Scope } from "effect"
 
 /** The file at the workspace root holding the volume's id. Tools must not reach it: add it to their `hiddenPaths`. */
 export const volumeFile = ".rx-volume"
@@ -89,9 +89,15 @@ export const volume = (root: string): Effect.Effect<Volume, WorkspaceError, File
     if (!(yield* fs.exists(file).pipe(Effect.orElseSucceed(() => false)))) {
       const id = crypto.randomUUID()
       const temporary = path.join(real, `${volumeFile}.${id}.tmp`)
+      const exists = (e: { readonly _tag: string; readonly reason?: string }) => e._tag === "SystemError" && e.reason === "AlreadyExists"
+      // A file system without hard links (some network and FUSE ones): made in place, exclusively;
+      // a racer that reads it before its id is written reads again (`read`).
+      const placed = fs.link(temporary, file).pipe(
+        Effect.catchIf((e) => !exists(e), () => fs.writeFileString(file, `${id}\n`, { flag: "wx", mode: 0o644 }))
+      )
       yield* fs.writeFileString(temporary, `${id}\n`, { flag: "wx", mode: 0o644 }).pipe(
-        Effect.zipRight(fs.link(temporary, file)),
-        Effect.catchIf((e) => e._tag === "SystemError" && e.reason === "AlreadyExists", () => Effect.void),
+        Effect.zipRight(placed),
+        Effect.catchIf(exists, () => Effect.void),
         Effect.ensuring(Effect.ignore(fs.remove(temporary))),
         Effect.mapError((e) => failed(`cannot write its volume id to ${file}: ${e.message}`))
       )
@@ -106,7 +112,13 @@ const read = (root: string, real: string): Effect.Effect<Volume, WorkspaceError,
     const path = yield* Path.Path
     const file = path.join(real, volumeFile)
     const failed = failure(root)
-    const text = yield* fs.readFileString(file).pipe(Effect.mapError((e) => failed(`cannot read ${file}: ${e.message}`)))
+    // Empty while another process writes it in place (`volume`, without hard links): read again, for up to 2 s.
+    const text = yield* fs.readFileString(file).pipe(
+      Effect.mapError((e) => failed(`cannot read ${file}: ${e.message}`)),
+      Effect.filterOrFail((text) => text.trim() !== "", () => "empty" as const),
+      Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 40, while: (e) => e === "empty" }),
+      Effect.catchIf((e) => e === "empty", () => Effect.succeed(""))
+    )
     const id = yield* Schema.decodeUnknown(VolumeId)(text.trim()).pipe(
       Effect.mapError(() => failed(`${file} does not hold a volume id (remove it to make a new one, if no goal was submitted for this root)`))
     )

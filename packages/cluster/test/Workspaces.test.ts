@@ -78,6 +78,21 @@ describe("Workspaces", () => {
       })
     }), 180_000)
 
+  it.live("a volume file still empty (made in place where there are no hard links) is read again until its id is there; one that stays empty is refused", () =>
+    Effect.gen(function*() {
+      const root = folder("rx-volume-")
+      const file = path.join(root, Workspaces.volumeFile)
+      fs.writeFileSync(file, "")
+      const id = "0b1c2d3e-2222-4000-8000-000000000000"
+      const filled = setTimeout(() => fs.writeFileSync(file, `${id}\n`), 300)
+      yield* Effect.addFinalizer(() => Effect.sync(() => clearTimeout(filled)))
+      expect((yield* Workspaces.volume(root)).id).toBe(id)
+      const empty = folder("rx-volume-")
+      fs.writeFileSync(path.join(empty, Workspaces.volumeFile), "")
+      const refused = yield* Effect.either(Workspaces.volume(empty))
+      expect(Either.isLeft(refused) && refused.left.message).toContain("does not hold a volume id")
+    }).pipe(Effect.provide(NodeContext.layer), Effect.scoped))
+
   it.effect("a temporary volume file a killed process left is removed; one in progress is kept", () =>
     Effect.gen(function*() {
       const root = folder("rx-volume-")
