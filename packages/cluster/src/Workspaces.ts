@@ -51,8 +51,8 @@ const VolumeId = Schema.String.pipe(Schema.pattern(/^[0-9a-f-]{8,64}$/))
 /** Why the workspace root `root` is unusable. */
 const failure = (root: string) => (why: string) => new WorkspaceError({ root, message: `the workspace root ${root}: ${why}` })
 
-/** A temporary file of `volume`, beside `.rx-volume` until it is linked into place. */
-const temporaryName = new RegExp(`^${volumeFile.replace(".", "\\.")}\\.[0-9a-f-]+\\.tmp$`)
+/** Whether `name` is a temporary file of `volume`, beside `.rx-volume` until it is linked into place. */
+const isTemporary = (name: string) => name.startsWith(`${volumeFile}.`) && name.endsWith(".tmp")
 
 /** How old a temporary file must be to be another process's leftover, not a creation in progress (on any host of the volume). */
 const leftoverMs = 60_000
@@ -63,7 +63,7 @@ const sweep = (root: string) =>
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const names = yield* fs.readDirectory(root).pipe(Effect.orElseSucceed((): ReadonlyArray<string> => []))
-    for (const name of names.filter((n) => temporaryName.test(n))) {
+    for (const name of names.filter(isTemporary)) {
       const file = path.join(root, name)
       const info = yield* Effect.option(fs.stat(file))
       const modified = Option.flatMap(info, (i) => i.mtime)
@@ -90,12 +90,11 @@ export const volume = (root: string): Effect.Effect<Volume, WorkspaceError, File
       const id = crypto.randomUUID()
       const temporary = path.join(real, `${volumeFile}.${id}.tmp`)
       const exists = (e: { readonly _tag: string; readonly reason?: string }) => e._tag === "SystemError" && e.reason === "AlreadyExists"
+      const write = (at: string) => fs.writeFileString(at, `${id}\n`, { flag: "wx", mode: 0o644 })
       // A file system without hard links (some network and FUSE ones): made in place, exclusively;
       // a racer that reads it before its id is written reads again (`read`).
-      const placed = fs.link(temporary, file).pipe(
-        Effect.catchIf((e) => !exists(e), () => fs.writeFileString(file, `${id}\n`, { flag: "wx", mode: 0o644 }))
-      )
-      yield* fs.writeFileString(temporary, `${id}\n`, { flag: "wx", mode: 0o644 }).pipe(
+      const placed = fs.link(temporary, file).pipe(Effect.catchIf((e) => !exists(e), () => write(file)))
+      yield* write(temporary).pipe(
         Effect.zipRight(placed),
         Effect.catchIf(exists, () => Effect.void),
         Effect.ensuring(Effect.ignore(fs.remove(temporary))),

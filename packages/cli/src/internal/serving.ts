@@ -3,7 +3,7 @@
  */
 import type { FileSystem, Path } from "@effect/platform"
 import * as Serve from "@rx/host/Serve"
-import { Deferred, Effect, Either, Option } from "effect"
+import { Deferred, Effect, Either } from "effect"
 import type { Flags } from "../Commands.js"
 import { say } from "./goal.js"
 import { onTerminate, terminating } from "./interrupt.js"
@@ -23,11 +23,12 @@ const untilStopped = <A, E, R>(start: Effect.Effect<A, E, R>, started: (a: A) =>
       Effect.runFork(Deferred.succeed(stop, signal))
     }
     yield* onTerminate(first)
-    const up = yield* Effect.raceFirst(Effect.asSome(start), Effect.as(Deferred.await(stop), Option.none<A>()))
-    if (Option.isNone(up)) return Either.left(yield* Deferred.await(stop))
-    yield* started(up.value)
-    yield* Deferred.await(stop)
-    return Either.right(up.value)
+    const up = yield* Effect.raceFirst(Effect.map(start, Either.right), Effect.map(Deferred.await(stop), Either.left))
+    if (Either.isRight(up)) {
+      yield* started(up.right)
+      yield* Deferred.await(stop)
+    }
+    return up
   })
 
 export const serve = (flags: Flags): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path> =>
