@@ -48,11 +48,11 @@ export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>("Payloa
   HttpApiSchema.annotations({ status: 413, description: "The request body is larger than the server accepts" })
 ) {}
 
-/** The server cannot take this now: it is shutting down, its queue of goals is full, or too many clients follow events. */
+/** The server cannot take this now: it is starting or shutting down, its queue of goals is full, or too many clients follow events. */
 export class Unavailable extends Schema.TaggedError<Unavailable>("Unavailable")(
   "@rx/server/Unavailable",
-  { message: Schema.String, reason: Schema.Literal("shutting_down", "queue_full", "too_many_subscribers", "tools") },
-  HttpApiSchema.annotations({ status: 503, description: "Shutting down, or a bound is reached; try again later" })
+  { message: Schema.String, reason: Schema.Literal("starting", "shutting_down", "queue_full", "too_many_subscribers", "tools") },
+  HttpApiSchema.annotations({ status: 503, description: "Starting or shutting down, or a bound is reached; try again later" })
 ) {}
 
 /** The server failed (its log could not be read or written); the message says how, never with a stack trace. */

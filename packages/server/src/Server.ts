@@ -20,7 +20,7 @@ import { type NodeContext, NodeHttpServer, NodeHttpServerRequest } from "@effect
 import { Control, Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
 import { Delegate } from "@rx/tools"
 import { Clock, Context, DefaultServices, Effect, FiberRef, Layer, Option, Schema, Tracer } from "effect"
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage, type Server as NodeServer, type ServerResponse } from "node:http"
 import * as Api from "./Api.js"
 import { BadRequest, Conflict, InternalError, NotFound, Unauthorized, Unavailable } from "./ApiError.js"
 import * as Config from "./Config.js"
@@ -301,10 +301,34 @@ const drainFirst = Layer.scopedDiscard(Effect.flatMap(Daemon.Daemon, (daemon) =>
 /** Connections still open this long after the drain (a request stuck mid-way) are closed regardless. */
 const connectionGrace = 2_000
 
+/**
+ * A request the routes cannot take: the server listens before its routes are attached (its
+ * goals' tools must know the port) and after they are detached, and Node holds a request no
+ * listener answers until its `requestTimeout`. It is refused at once instead, as the API's
+ * `Unavailable`, so a client that came too early (a tab reconnecting to a restarted server)
+ * tries again instead of waiting a minute for nothing.
+ */
+const refuseUnrouted = (node: NodeServer) => {
+  let routed = false
+  const refuse = (_request: IncomingMessage, response: ServerResponse) => {
+    if (node.listenerCount("request") > 1 || response.headersSent) return
+    const error = routed
+      ? shuttingDown()
+      : new Unavailable({ reason: "starting", message: "the server is starting; try again in a moment" })
+    response.writeHead(503, { "content-type": "application/json", "retry-after": "1", "cache-control": "no-store" })
+    response.end(JSON.stringify(Schema.encodeSync(Unavailable)(error)))
+  }
+  node.on("request", refuse)
+  node.on("newListener", (event: string | symbol) => {
+    if (event === "request") routed = true
+  })
+}
+
 /** The HTTP server, closing every connection still open once the drain has had its time. */
 const listen = (config: Config.Config) =>
   Layer.suspend(() => {
     const node = createServer({ requestTimeout: 60_000 })
+    refuseUnrouted(node)
     const force = Effect.sync(() => {
       node.closeIdleConnections()
       setTimeout(() => node.closeAllConnections(), connectionGrace).unref()

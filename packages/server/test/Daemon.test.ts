@@ -5,10 +5,13 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { type Event, LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
-import { Cause, Deferred, Effect, Either, Exit, Schedule, Scope, Stream } from "effect"
+import { Cause, Deferred, Effect, Either, Exit, Fiber, Layer, Schedule, Scope, Stream } from "effect"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as path from "node:path"
+import { Toolbox } from "@rx/server"
 import { SqliteStore } from "@rx/store-sqlite"
+import { freePort } from "../../llm/test/FakeServer.js"
 import { call, collect, jsonLines, modelByGoal, open, startServer, tempDir, until, withStore } from "./helpers.js"
 
 const load = (db: string, goalId: string) => withStore(db, Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId)))
@@ -26,7 +29,46 @@ const stuck = modelByGoal((goal) =>
 /** The second server's model: every goal ends at once. */
 const finishing = modelByGoal(() => Effect.succeed(LanguageModel.done("finished after the restart")))
 
+/** Whether something accepts TCP connections on 127.0.0.1:`port`. */
+const accepts = (port: number) =>
+  Effect.async<void, Error>((resume) => {
+    const socket = net.connect(port, "127.0.0.1")
+    socket.once("connect", () => {
+      socket.destroy()
+      resume(Effect.void)
+    })
+    socket.once("error", (error) => resume(Effect.fail(error)))
+  })
+
 describe("daemon", () => {
+  it.scopedLive("a request that comes while the server starts (listening, its routes not yet up) is refused at once with 503 starting, not held; then it is answered", () =>
+    Effect.gen(function*() {
+      const port = yield* freePort
+      // The start is held where the server listens but its routes are not attached yet.
+      const gate = yield* Deferred.make<void>()
+      const held = Layer.effect(
+        Toolbox.Toolbox,
+        Effect.map(Toolbox.Toolbox, (box) => Toolbox.Toolbox.of({ ...box, serving: (endpoints) => Effect.zipRight(Deferred.await(gate), box.serving(endpoints)) }))
+      ).pipe(Layer.provide(Toolbox.layer({ sandbox: "none" })))
+      const starting = yield* Effect.fork(startServer(finishing, { port }, { toolbox: held }))
+      yield* Effect.retry(accepts(port), Schedule.spaced("20 millis").pipe(Schedule.upTo("60 seconds")))
+
+      const early = { url: `http://127.0.0.1:${port}`, root: "", db: "" }
+      for (const [method, route] of [["GET", "/healthz"], ["GET", "/v1/goals"], ["POST", "/v1/goals"]] as const) {
+        // Without an answer, Node would hold it for its requestTimeout (a minute).
+        const reply = yield* call(early, route, method === "POST" ? { method, body: { goal: "too early" } } : {}).pipe(Effect.timeout("20 seconds"))
+        expect(reply.status).toBe(503)
+        expect(reply.headers["retry-after"]).toBe("1")
+        expect(reply.body).toEqual({ _tag: "@rx/server/Unavailable", reason: "starting", message: "the server is starting; try again in a moment" })
+      }
+      expect(starting.unsafePoll()).toBeNull()
+
+      yield* Deferred.succeed(gate, undefined)
+      const server = yield* Fiber.join(starting)
+      expect((yield* call(server, "/healthz")).status).toBe(200)
+      expect((yield* call(server, "/v1/goals")).body).toMatchObject({ goals: [] })
+    }))
+
   it.scopedLive("shutdown interrupts the runs (Suspended(shutdown), goals open) within seconds; a restart resumes every open goal but one waiting for a person", () =>
     Effect.gen(function*() {
       const root = yield* tempDir("rx-server-root-")

@@ -64,7 +64,7 @@ const call = async (path: string, init: RequestInit = {}, given?: string): Promi
     return response
   }
   const body = (await response.json().catch(() => ({}))) as { _tag?: string; message?: string }
-  if (response.status === 503) down(body.message ?? "it is stopping")
+  if (response.status === 503) down(body.message ?? "it is unavailable")
   else up()
   if (response.status === 401 && given === undefined) {
     forget()
@@ -77,8 +77,9 @@ const call = async (path: string, init: RequestInit = {}, given?: string): Promi
 export const ping = async (): Promise<void> => {
   try {
     const response = await fetch("/healthz", { cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" })
-    if (response.ok) up()
-    else down(response.status === 503 ? "it is stopping" : `it answers ${response.status}`)
+    if (response.ok) return up()
+    const body = (await response.json().catch(() => ({}))) as { message?: string }
+    down(body.message ?? `it answers ${response.status}`)
   } catch {
     down("it does not answer")
   }
