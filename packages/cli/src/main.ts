@@ -35,7 +35,14 @@ const describe = (cause: Cause.Cause<unknown>): string | undefined => {
   return `internal error: ${defect instanceof Error ? defect.message : String(defect)} (RX_DEBUG=1 shows the details)`
 }
 
+/**
+ * Once the command has ended (its scopes closed), what it abandoned (a connection attempt to a
+ * database that does not answer, which nothing can cancel) does not keep the process alive.
+ */
+const lingerMs = 1_000
+
 fiber.addObserver((exit) => {
+  setTimeout(() => process.exit(), lingerMs).unref()
   if (Exit.isSuccess(exit)) {
     process.exitCode = Ref.get(status).pipe(Effect.runSync)
     return

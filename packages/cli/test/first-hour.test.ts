@@ -10,6 +10,7 @@ import { existsSync, mkdirSync } from "node:fs"
 import * as Net from "node:net"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
+import * as TestDatabase from "../../store-pg/test/database.js"
 import { bwrapWorks, exec, jsonLines, rx, sandbox, serveRx, start, until } from "./helpers.js"
 
 const call = (name: string, args: unknown) => FakeServer.completion({ toolCalls: [{ name, arguments: JSON.stringify(args) }] })
@@ -153,24 +154,19 @@ describe("rx serve", () => {
   it.scopedLive("SIGTERM (or SIGHUP) while rx serve or rx worker starts stops the start and says so, rather than killing it mid-way", () =>
     Effect.gen(function*() {
       // A "Postgres" that takes connections and never answers: the command is starting while it waits.
-      const sockets: Array<Net.Socket> = []
-      const hole = yield* Effect.acquireRelease(
-        Effect.async<Net.Server>((resume) => {
-          const server = Net.createServer((socket) => void sockets.push(socket))
-          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
-        }),
-        (server) => Effect.sync(() => (sockets.forEach((socket) => socket.destroy()), server.close()))
-      )
-      const db = `postgres://rx:rx@127.0.0.1:${(hole.address() as Net.AddressInfo).port}/rx`
+      const { taken, url: db } = yield* TestDatabase.silent
       const box = sandbox()
       const port = yield* FakeServer.freePort
       for (const [signal, command, ...args] of [["SIGTERM", "serve", "--port", "0"], ["SIGHUP", "worker", "--port", String(port)]] as const) {
-        const connected = sockets.length
+        const connected = taken()
         const child = start([command, ...args, "--db", db, "--workspace", box.workspace, "--model", "m", "--sandbox", "none"])
-        yield* until(() => sockets.length > connected || child.exitCode !== null, `rx ${command} to connect to its log`)
+        yield* until(() => taken() > connected || child.exitCode !== null, `rx ${command} to connect to its log`)
+        const signalled = Date.now()
         child.kill(signal)
         const ended = yield* Effect.promise(() => child.done)
         expect([ended.code, ended.signal, ended.stdout], ended.stderr).toEqual([0, null, `rx ${command}: stopped while it started (${signal}); what it had started is closed\n`])
+        // Not held until the connection attempt gives up by itself (the store's connect timeout, 10 s).
+        expect(Date.now() - signalled).toBeLessThan(9_000)
       }
     }), 90_000)
 

@@ -37,7 +37,12 @@ export const describe = (url: string): string =>
     onRight: (parsed) => `${parsed.hostname}:${parsed.port === "" ? "5432" : parsed.port}${parsed.pathname === "" ? "/" : parsed.pathname}`
   })
 
-/** A PgClient with the store's settings: its pool, for statements of your own. */
+/**
+ * A PgClient with the store's settings: its pool, for statements of your own. Its first
+ * connection is made where interruption cannot reach (a resource's acquisition), so a stop while
+ * a database does not answer would wait `connectTimeoutMs`; disconnected, the stop goes on at
+ * once and the attempt ends in the background, its pool closed with the scope.
+ */
 const client = (config: Config.Config): Effect.Effect<PgClient.PgClient, StoreError, Scope.Scope> =>
   PgClient.make({
     url: Redacted.make(config.url),
@@ -45,6 +50,7 @@ const client = (config: Config.Config): Effect.Effect<PgClient.PgClient, StoreEr
     connectTimeout: config.connectTimeoutMs,
     applicationName: config.applicationName
   }).pipe(
+    Effect.disconnect,
     Effect.provide(Reactivity.layer),
     Effect.mapError((error) => toStoreError({ database: describe(config.url), what: `connecting to ${describe(config.url)}` }, error))
   )

@@ -4,7 +4,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, layer } from "@effect/vitest"
-import { Context, Effect, Either, Fiber, Layer } from "effect"
+import { Context, Effect, Either, Exit, Fiber, Layer, Schedule } from "effect"
 import { type Event, GoalSummary, StateStore, StoreConformance } from "@rx/kernel"
 import { Migrations, PgStore } from "@rx/store-pg"
 import * as TestDatabase from "./database.js"
@@ -146,6 +146,16 @@ describe("opening a Postgres store", () => {
         // Had the interrupted reads kept the connections they were handed, these would time out.
         for (let i = 0; i < 4; i++) expect((yield* store.load("g-pool")).length).toBe(6)
       }).pipe(Effect.timeout("20 seconds")), 60_000)
+
+    it.scoped("a stop while the database does not answer is not held by the connection attempt", () =>
+      Effect.gen(function*() {
+        const silent = yield* TestDatabase.silent
+        const opening = yield* Effect.fork(Effect.scoped(PgStore.make({ url: silent.url, connectTimeoutMs: 600_000 })))
+        yield* Effect.repeat(Effect.sync(silent.taken), { until: (n) => n > 0, schedule: Schedule.spaced("10 millis") })
+        // Held, the interruption would wait out the connect timeout (ten minutes).
+        const stopped = yield* Fiber.interrupt(opening).pipe(Effect.timeout("30 seconds"))
+        expect(Exit.isInterrupted(stopped)).toBe(true)
+      }), 60_000)
 
     it.scoped("bad configuration and an unreachable server are StoreErrors that say what to fix, never the password", () =>
       Effect.gen(function*() {

@@ -4,7 +4,8 @@
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Reactivity from "@effect/experimental/Reactivity"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted, type Scope } from "effect"
+import * as Net from "node:net"
 
 /** The server's maintenance database, as the test role (`RX_PG_URL` overrides it). */
 export const adminUrl = process.env["RX_PG_URL"] ?? "postgres://rx:rx@127.0.0.1:5432/postgres"
@@ -35,3 +36,19 @@ export const fresh = Effect.gen(function*() {
 })
 
 export const layer: Layer.Layer<TestDatabase> = Layer.scoped(TestDatabase, Effect.orDie(fresh))
+
+/**
+ * A "Postgres" on 127.0.0.1 that takes connections and never answers: whoever connects waits
+ * until its own timeout. Its URL, and how many connections it has taken; closed with the scope.
+ */
+export const silent: Effect.Effect<{ readonly url: string; readonly taken: () => number }, never, Scope.Scope> = Effect.gen(function*() {
+  const sockets: Array<Net.Socket> = []
+  const server = yield* Effect.acquireRelease(
+    Effect.async<Net.Server>((resume) => {
+      const server = Net.createServer((socket) => void sockets.push(socket))
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+    }),
+    (server) => Effect.sync(() => (sockets.forEach((socket) => socket.destroy()), server.close()))
+  )
+  return { url: `postgres://rx:rx@127.0.0.1:${(server.address() as Net.AddressInfo).port}/rx`, taken: () => sockets.length }
+})
