@@ -1,6 +1,6 @@
 import { Tool, ToolRegistry } from "@rx/kernel"
 import { Effect, Layer } from "effect"
-import { createHash } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -20,11 +20,20 @@ export const makeDirs = () => {
 export const registry = (config: Config.Input) => Builtins.layer(config)
 
 let counter = 0
+/**
+ * Call ids unique on the machine, as the kernel's are (they hold the goal's random id): a shell
+ * call's processes, cgroup and note are named after its id, so two test files running at once
+ * with the same ids would end each other's commands.
+ */
+const prefix = `test-${randomBytes(6).toString("hex")}`
+
+/** A call id of this test process's own: `name` after its prefix. */
+export const callIdOf = (name: string | number) => `${prefix}:${name}`
 
 /** Invoke a tool through the registry. */
 export const invoke = (tool: string, input: unknown) =>
   Effect.flatMap(ToolRegistry.ToolRegistry, (registry) =>
-    ToolRegistry.invoke(registry, { callId: `test:${counter++}`, tool, input }))
+    ToolRegistry.invoke(registry, { callId: callIdOf(counter++), tool, input }))
 
 /** The output of a successful call; fails the test otherwise. */
 export const ok = (outcome: Tool.Outcome): Record<string, unknown> => {

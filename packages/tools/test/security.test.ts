@@ -10,7 +10,7 @@ import * as path from "node:path"
 import { ToolRegistry } from "@rx/kernel"
 import { Builtins, Sandbox } from "../src/index.js"
 import * as Limits from "../src/internal/limits.js"
-import { failed, invoke, makeDirs, ok, sha256, withTools } from "./helpers.js"
+import { callIdOf, failed, invoke, makeDirs, ok, sha256, withTools } from "./helpers.js"
 import { alive } from "./shellSuite.js"
 
 /** Whether the trusted bubblewrap is here and works; the reason when it is not. */
@@ -527,13 +527,14 @@ describe.skipIf(unavailable !== undefined)("a crash during a sandboxed call", ()
   it.live("what the cut call created at a protected path is moved aside by recovery; nothing of rx's stays", () =>
     Effect.gen(function*() {
       const { cleanup, ws } = makeDirs()
+      const callId = callIdOf("cut")
       // A stand-in for rx, killed with SIGKILL in the middle of a call that made a .git.
       const script = `
         import { ToolRegistry } from "@rx/kernel"
         import { Builtins } from "@rx/tools"
         import { Effect, Either } from "effect"
         const registry = await Effect.runPromise(Effect.scoped(Effect.provide(ToolRegistry.ToolRegistry, Builtins.layer({ workspace: ${JSON.stringify(ws)}, sandbox: "bwrap" }))))
-        const call = Either.getOrThrow(registry.prepare({ callId: "g:9", tool: "shell", input: { command: "git init -q .; touch started; sleep 60" } }))
+        const call = Either.getOrThrow(registry.prepare({ callId: ${JSON.stringify(callId)}, tool: "shell", input: { command: "git init -q .; touch started; sleep 60" } }))
         await Effect.runPromise(call.run)
       `
       const rx = spawn(process.execPath, ["--input-type=module", "-e", script], { cwd: path.resolve(import.meta.dirname, ".."), stdio: "ignore" })
@@ -542,7 +543,7 @@ describe.skipIf(unavailable !== undefined)("a crash during a sandboxed call", ()
       rx.kill("SIGKILL")
       yield* Effect.promise(() => new Promise((resolve) => rx.once("exit", resolve)))
       const recovered = yield* withTools({ workspace: ws, sandbox: "bwrap" }, Effect.flatMap(ToolRegistry.ToolRegistry, (registry) =>
-        Either.getOrThrow(registry.prepare({ callId: "g:9", tool: "shell", input: { command: "anything" } })).recover))
+        Either.getOrThrow(registry.prepare({ callId, tool: "shell", input: { command: "anything" } })).recover))
       expect(recovered).toEqual(Option.none())
       expect(fs.existsSync(path.join(ws, ".git"))).toBe(false)
       expect(fs.readdirSync(ws).sort()).toEqual([expect.stringMatching(/^\.git\.refused-by-rx-[0-9a-f]{8}$/), "started"])

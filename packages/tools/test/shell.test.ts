@@ -5,7 +5,7 @@ import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Builtins, Shell } from "../src/index.js"
-import { failed, invoke, makeDirs, ok, withTools } from "./helpers.js"
+import { callIdOf, failed, invoke, makeDirs, ok, withTools } from "./helpers.js"
 
 /** Whether a process lives (a zombie counts as gone). */
 const alive = (pid: number) => {
@@ -39,17 +39,18 @@ describe("shell, sandbox none", () => {
     Effect.gen(function*() {
       const { cleanup, ws } = makeDirs()
       const registry = yield* Effect.provide(ToolRegistry.ToolRegistry, Builtins.layer({ workspace: ws, sandbox: "none" }))
-      const run = Either.getOrThrow(registry.prepare({ callId: "g:1", tool: "shell", input: { command: "echo $RX_SHELL_CALL" } }))
-      expect(ok(yield* run.run)["stdout"]).toBe(`${Shell.markerOf("g:1")}\n`)
+      const [first, second] = [callIdOf("recover-1"), callIdOf("recover-2")]
+      const run = Either.getOrThrow(registry.prepare({ callId: first, tool: "shell", input: { command: "echo $RX_SHELL_CALL" } }))
+      expect(ok(yield* run.run)["stdout"]).toBe(`${Shell.markerOf(first)}\n`)
       // What a crashed rx leaves running: a call's tree, its group leader gone, its timeout with it.
       const late = path.join(ws, "late.txt")
       const leftover = spawn("/bin/sh", ["-c", `sleep 1.5; echo late > ${late}`], {
-        env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", RX_SHELL_CALL: Shell.markerOf("g:2") },
+        env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", RX_SHELL_CALL: Shell.markerOf(second) },
         detached: true,
         stdio: "ignore"
       })
       leftover.unref()
-      const recovered = Either.getOrThrow(registry.prepare({ callId: "g:2", tool: "shell", input: { command: "anything" } }))
+      const recovered = Either.getOrThrow(registry.prepare({ callId: second, tool: "shell", input: { command: "anything" } }))
       expect(yield* recovered.recover).toEqual(Option.none())
       expect(leftover.pid === undefined ? false : alive(leftover.pid)).toBe(false)
       yield* Effect.sleep("2 seconds")
