@@ -6,7 +6,9 @@ export default defineConfig({
     projects: ["packages/*/vitest.config.ts", "examples/*/vitest.config.ts"],
     // Two cores here: few workers, so real-process and SQLite tests are not starved.
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    // Projects of pure tests (no process state, no global mocks) run on threads, one module graph
+    // a worker rather than one a file.
+    poolOptions: { forks: { maxForks: 2, minForks: 1 }, threads: { maxThreads: 2, minThreads: 1, isolate: false } },
     reporters: ["default", "./scripts/summary-reporter.ts"]
   }
 })
