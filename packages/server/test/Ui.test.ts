@@ -9,10 +9,12 @@ import { LanguageModel, Tool, ToolRegistry } from "@rx/kernel"
 import { Toolbox } from "@rx/server"
 import { Deferred, Effect, Exit, Schema, Scope } from "effect"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { gzipSync } from "node:zlib"
 import { type Browser, chromium, type Page } from "playwright-core"
+import { freePort } from "../../llm/test/FakeServer.js"
 import { files } from "../src/internal/assets.js"
 import { call, listThenDone, listTwiceAfter, modelByGoal, type Running, startServer, token } from "./helpers.js"
 
@@ -272,6 +274,46 @@ describe.skipIf(!available)("web inspector", () => {
     }), 60_000)
 })
 
+/**
+ * A TCP relay on 127.0.0.1:`port` to the server on `target`. Silenced, it goes on taking
+ * connections and stops passing bytes either way, as a hung server or a cut network does;
+ * answering again, it drops what it held so clients connect anew.
+ */
+const silenceable = (port: number, target: number) =>
+  Effect.acquireRelease(
+    Effect.async<{ readonly url: string; readonly silence: () => void; readonly answer: () => void; readonly server: net.Server; readonly open: Set<net.Socket> }>((resume) => {
+      const open = new Set<net.Socket>()
+      let silent = false
+      const track = (socket: net.Socket) => {
+        open.add(socket)
+        socket.on("close", () => open.delete(socket))
+        socket.on("error", () => socket.destroy())
+      }
+      const server = net.createServer((client) => {
+        track(client)
+        if (silent) return
+        const upstream = net.connect(target, "127.0.0.1")
+        track(upstream)
+        client.on("data", (chunk) => void (silent || upstream.write(chunk)))
+        upstream.on("data", (chunk) => void (silent || client.write(chunk)))
+        client.on("close", () => upstream.destroy())
+        upstream.on("close", () => client.destroy())
+      })
+      server.listen(port, "127.0.0.1", () =>
+        resume(Effect.succeed({
+          url: `http://127.0.0.1:${port}`,
+          silence: () => void (silent = true),
+          answer: () => {
+            silent = false
+            for (const socket of open) socket.destroy()
+          },
+          server,
+          open
+        })))
+    }),
+    ({ open, server }) => Effect.sync(() => (open.forEach((socket) => socket.destroy()), server.close()))
+  )
+
 /** Whether the page scrolls sideways: its content is wider than its viewport. */
 const scrollsSideways = (page: Page) =>
   Effect.promise(() => page.evaluate("document.documentElement.scrollWidth > document.documentElement.clientWidth || document.body.scrollWidth > document.body.clientWidth"))
@@ -327,6 +369,27 @@ describe.skipIf(!available)("web inspector: a person's first hour", () => {
       yield* Effect.promise(() => page.locator("#refused").getByText("The server refused the token this tab had").waitFor({ timeout: 20_000 }))
       expect(yield* Effect.promise(() => page.locator("#token").count())).toBe(1)
     }), 90_000)
+
+  it.scopedLive("a server that stops answering (hung, or the network cut) is said at the top within seconds; the list goes on when it answers again", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      // The page reaches the server through a relay that can go silent: connections are taken and nothing comes back.
+      const port = yield* freePort
+      const server = yield* startServer(modelByGoal(listThenDone), { allowedHosts: [`127.0.0.1:${port}`] })
+      const relay = yield* silenceable(port, Number(new URL(server.url).port))
+      const { page } = yield* login(b, { ...server, url: relay.url })
+      const before = yield* submit(server, { goal: "before the silence" })
+      yield* Effect.promise(() => page.waitForSelector(`#goal-${before}`))
+
+      relay.silence()
+      yield* Effect.promise(() => page.locator("#connection.down").getByText("The server does not answer").waitFor({ timeout: 30_000 }))
+      const during = yield* submit(server, { goal: "during the silence" })
+
+      relay.answer()
+      yield* Effect.promise(() => page.locator("#connection.up").waitFor({ timeout: 30_000 }))
+      // The list's request caught in the silence did not hold it.
+      yield* Effect.promise(() => page.waitForSelector(`#goal-${during}`, { timeout: 30_000 }))
+    }), 120_000)
 
   it.scopedLive("submit from the page (text, folder, instructions, approval policy; the API's checks shown), and resume a goal nothing runs", () =>
     Effect.gen(function*() {

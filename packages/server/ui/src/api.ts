@@ -44,11 +44,31 @@ const up = () => setConnection({ state: "up" })
 /** Whether an error means the server did not answer (not that it refused). */
 export const unreachable = (error: unknown) => error instanceof ApiError && (error.status === 0 || error.status === 502 || error.status === 503 || error.status === 504)
 
-const call = async (path: string, init: RequestInit = {}, given?: string): Promise<Response> => {
+/**
+ * How long an answer may take (a stream of events excepted) before the server counts as not
+ * answering: a hung server, or a network that drops packets, never says so by itself.
+ */
+const answerMs = 20_000
+/** How long `/healthz` may take. */
+const pingMs = 5_000
+
+const notAnswering = () => {
+  down("it does not answer")
+  return new ApiError(0, "the server does not answer", undefined)
+}
+
+/** Aborted with `signal`, or once `ms` have passed (`undefined`: never). */
+const within = (ms: number | undefined, signal?: AbortSignal | null): AbortSignal | null => {
+  const signals = [...(ms === undefined ? [] : [AbortSignal.timeout(ms)]), ...(signal === undefined || signal === null ? [] : [signal])]
+  return signals.length === 0 ? null : AbortSignal.any(signals)
+}
+
+const call = async (path: string, init: RequestInit = {}, given?: string, ms: number | undefined = answerMs): Promise<Response> => {
   let response: Response
   try {
     response = await fetch(path, {
       ...init,
+      signal: within(ms, init.signal),
       cache: "no-store",
       credentials: "omit",
       referrerPolicy: "no-referrer",
@@ -56,8 +76,7 @@ const call = async (path: string, init: RequestInit = {}, given?: string): Promi
     })
   } catch (error) {
     if (init.signal?.aborted === true) throw error
-    down("it does not answer")
-    throw new ApiError(0, "the server does not answer", undefined)
+    throw notAnswering()
   }
   if (response.ok) {
     up()
@@ -76,7 +95,7 @@ const call = async (path: string, init: RequestInit = {}, given?: string): Promi
 /** Ask the server whether it is there (`/healthz`, no token): keeps the connection's state current while nothing else calls. */
 export const ping = async (): Promise<void> => {
   try {
-    const response = await fetch("/healthz", { cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer" })
+    const response = await fetch("/healthz", { cache: "no-store", credentials: "omit", referrerPolicy: "no-referrer", signal: within(pingMs) })
     if (response.ok) return up()
     const body = (await response.json().catch(() => ({}))) as { message?: string }
     down(body.message ?? `it answers ${response.status}`)
@@ -90,7 +109,17 @@ const nameKey = "rx.name"
 export const name = (): string | null => sessionStorage.getItem(nameKey)
 export const rememberName = (value: string) => sessionStorage.setItem(nameKey, value)
 
-const json = async <A>(path: string, init: RequestInit = {}): Promise<A> => (await (await call(path, init)).json()) as A
+const json = async <A>(path: string, init: RequestInit = {}): Promise<A> => {
+  const response = await call(path, init)
+  try {
+    return (await response.json()) as A
+  } catch (error) {
+    // The body stopped coming (the answer's time is up, or the connection dropped); a body that
+    // is not JSON is the server's fault, said as it is.
+    if (init.signal?.aborted === true || error instanceof SyntaxError) throw error
+    throw notAnswering()
+  }
+}
 
 /** Whether `candidate` is the server's token. */
 export const check = async (candidate: string): Promise<boolean> => {
@@ -153,7 +182,7 @@ export const follow = async (
   while (!signal.aborted) {
     let response: Response
     try {
-      response = await call(`${goalPath(goalId)}/events${last < 0 ? "" : `?from=${last}`}`, { signal })
+      response = await call(`${goalPath(goalId)}/events${last < 0 ? "" : `?from=${last}`}`, { signal }, undefined, undefined)
     } catch (error) {
       if (signal.aborted || !unreachable(error)) throw error
       // Streams ended by a server going away are not the server misbehaving.
