@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config"
+import Sequencer from "./scripts/sequencer.js"
 
 export default defineConfig({
   test: {
@@ -11,6 +12,7 @@ export default defineConfig({
     // Projects of pure tests (no process state, no global mocks) run on threads, one module graph
     // a worker rather than one a file.
     poolOptions: { forks: { maxForks: 3, minForks: 1 }, threads: { maxThreads: 2, minThreads: 1, isolate: false } },
+    sequence: { sequencer: Sequencer },
     reporters: ["default", "./scripts/summary-reporter.ts"]
   }
 })
