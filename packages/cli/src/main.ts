@@ -37,12 +37,17 @@ const describe = (cause: Cause.Cause<unknown>): string | undefined => {
 
 /**
  * Once the command has ended (its scopes closed), what it abandoned (a connection attempt to a
- * database that does not answer, which nothing can cancel) does not keep the process alive.
+ * database that does not answer, which nothing can cancel) does not keep the process alive. What
+ * it wrote is not cut: where stdout is asynchronous (a pipe on macOS) the exit waits for it.
  */
 const lingerMs = 1_000
+const exitOnceWritten = (): void => {
+  if (process.stdout.writableLength === 0 && process.stderr.writableLength === 0) return process.exit()
+  setTimeout(exitOnceWritten, 50).unref()
+}
 
 fiber.addObserver((exit) => {
-  setTimeout(() => process.exit(), lingerMs).unref()
+  setTimeout(exitOnceWritten, lingerMs).unref()
   if (Exit.isSuccess(exit)) {
     process.exitCode = Ref.get(status).pipe(Effect.runSync)
     return
