@@ -12,3 +12,10 @@ export const shared = defineProject({
     hookTimeout: 300_000
   }
 })
+
+/**
+ * A project of pure tests (no process state, no global mocks): on threads sharing one module
+ * graph a worker (vitest.config.ts), in a group of its own before the others, so they never run
+ * beside the forks.
+ */
+export const pure = { pool: "threads", sequence: { groupOrder: -1 } } as const
