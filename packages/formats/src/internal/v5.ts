@@ -49,7 +49,7 @@ interface Format {
 }
 
 /** End-of-turn and end-of-section tokens: all that may follow a call. */
-const trailing = /^(?:\s|<\|eot_id\|>|<\|eom_id\|>|<\|im_end\|>|<\|end\|>|<\|call\|>|<\|return\|>|<\/s>|<\|end_of_text\|>|<turn\|>|<end_of_turn>|<\|tool_calls_section_end\|>|<[|｜]end[▁_]of[▁_]sentence[|｜]>|<[|｜]tool[▁_]calls[▁_]end[|｜]>)*$/
+const trailing = /^(?:\s|<\|eot_id\|>|<\|eom_id\|>|<\|im_end\|>|<\|end\|>|<\|call\|>|<\|return\|>|<\/s>|<\|end_of_text\|>|<turn\|>|<end_of_turn>|<\|tool_calls_section_end\|>|<[|｜]end▁of▁sentence[|｜]>|<[|｜]tool▁calls▁end[|｜]>)*$/
 
 const skip = (text: string, at: number): number => {
   let i = at
@@ -220,7 +220,7 @@ const harmony: Format = {
 }
 
 const bar = "[|\uFF5C]"
-const sep = "[\u2581_]"
+const sep = "\u2581"
 const token = (name: string) => `<${bar}${name.split("_").join(sep)}${bar}>`
 
 const deepseek: Format = {
@@ -478,11 +478,11 @@ export const leaked = (input: unknown): ReadonlyArray<string> => {
 /** What a refusal tells the model to send instead, in the form its mode asks for, with the tool's parameters when it names an offered one. */
 export const expected = (tool: string | undefined, tools: ReadonlyArray<Tool.Spec>, done: string, json: boolean): string => {
   const spec = tools.find((t) => t.name === tool)
-  const example = tool === done ? `{"summary": "..."}` : spec === undefined ? "{...}" : exampleInput(spec)
-  const name = tool === done || spec !== undefined ? tool ?? "<name>" : "<name>"
-  return json
-    ? `answer with only one JSON object: {"tool": "${name}", "input": ${example}}`
-    : `make it a tool call through the API's tool calls (not text): the function "${name}" with arguments ${example}`
+  const example = tool === done ? `{"summary": "..."}` : spec === undefined ? undefined : exampleInput(spec)
+  if (json) return `answer with only one JSON object: {"tool": "${example === undefined ? "<name>" : tool}", "input": ${example ?? "{...}"}}`
+  return example === undefined
+    ? "make it a tool call through the API's tool calls (not text), its arguments one JSON object"
+    : `make it a tool call through the API's tool calls (not text): the function "${tool}" with arguments ${example}`
 }
 
 const placeholder: Record<string, string> = { string: "\"...\"", number: "0", integer: "0", boolean: "false", array: "[]", object: "{}" }
