@@ -84,8 +84,8 @@ describe("ChatCompletions", () => {
     ]
     const response = ChatCompletions.toResponse({ choices: [{ index: 0, message: { role: "assistant", content: null, tool_calls: calls }, finish_reason: "tool_calls" }] })
     assert.deepStrictEqual(
-      Either.map(response, (r) => r.toolCalls),
-      Either.right([{ id: "call_a", name: "list_roots", arguments: "" }, { id: "call_b", name: "list_roots", arguments: "" }])
+      Either.getOrUndefined(Either.map(response, (r) => r.toolCalls)),
+      [{ id: "call_a", name: "list_roots", arguments: "" }, { id: "call_b", name: "list_roots", arguments: "" }]
     )
   })
 

@@ -446,7 +446,8 @@ const whole = (body: string): { readonly kind: Kind; readonly label: string; rea
 
 /** The text without its reasoning: as behaviours 3 and 4 set it aside, and gpt-oss's channels when a server stripped their tokens (`analysis...assistantfinal...`). */
 export const stripReasoning = (text: string): { readonly text: string; readonly stripped: boolean } => {
-  const first = V3.stripReasoning(text)
+  // A role header or a final channel's header is not reasoning.
+  const first = V3.stripReasoning(text.replace(/^\s*<\|start\|>assistant(?!<\|channel\|>analysis)/, "").replace(/^<\|channel\|>final<\|message\|>/, ""))
   const residue = /^\s*analysis[\s\S]*?assistant(?=final|commentary)/.exec(first.text)
   if (residue === null) return first
   const rest = first.text.slice(residue[0].length).replace(/^final/, "")
