@@ -99,6 +99,8 @@ const namesACall = (value: unknown): boolean =>
       (typeof value.name === "string" && argKeys.some((key) => key in value) ||
         V3.isObject(value.function) && typeof value.function.name === "string")
 
+const maxCalls = 64
+
 /** Read blocks one after another: `one` reads a block at `at` (or says none starts there). */
 const blocks = (text: string, one: (at: number) => Read | undefined): Read => {
   const calls: Array<Candidate> = []
@@ -108,6 +110,8 @@ const blocks = (text: string, one: (at: number) => Read | undefined): Read => {
     if (read === undefined) break
     if ("error" in read) return read
     calls.push(...read.calls)
+    // Past this many, reading on decides nothing (several calls as text are refused) and only costs time.
+    if (calls.length > maxCalls) return { error: `more than ${maxCalls} calls are written as text` }
     at = read.end
     const next = skip(text, at)
     if (one(next) === undefined) break
@@ -202,12 +206,22 @@ const functionTag: Format = {
     })
 }
 
-const harmonyHead = /(?:<\|start\|>)?(?:assistant)?\s*(?:<\|channel\|>)?\s*(?:commentary)?\s*to=functions\.([A-Za-z0-9_.-]+)(?:\s*<\|channel\|>\s*commentary)?\s*(?:<\|constrain\|>)?\s*(?:json)?\s*(?:<\|message\|>)?/
+// One run of spaces between the header's parts at most, so a failing match never backtracks over long runs.
+const harmonyHead = /(?:<\|start\|>)?(?:assistant)?(?:<\|channel\|>)?(?:commentary)?[ \t]*to=functions\.([A-Za-z0-9_.-]+)(?:<\|channel\|>commentary)?[ \t]*(?:<\|constrain\|>)?(?:json)?(?:<\|message\|>)?/
+
+/** Where the first `to=functions.` header starts: the recipient, and the role and channel tokens just before it. */
+const findHarmony = (text: string): number => {
+  const at = text.indexOf("to=functions.")
+  if (at < 0) return -1
+  const window = text.slice(Math.max(0, at - 48), at)
+  const prefix = /(?:<\|start\|>)?(?:assistant)?(?:<\|channel\|>)?(?:commentary)?[ \t]*$/.exec(window)
+  return at - (prefix?.[0].length ?? 0)
+}
 
 const harmony: Format = {
   kind: "harmony",
   label: "gpt-oss's to=functions.<name>",
-  find: at(harmonyHead),
+  find: findHarmony,
   read: (text) =>
     blocks(text, (from) => {
       const head = sticky(harmonyHead, text, from)
@@ -264,13 +278,13 @@ const kimi: Format = {
   read: (text) => {
     const offset = text.startsWith("<|tool_calls_section_begin|>") ? "<|tool_calls_section_begin|>".length : 0
     return blocks(text, (from) => {
-      const head = sticky(/\s*<\|tool_call_begin\|>\s*([^<]*?)\s*<\|tool_call_argument_begin\|>/, text, Math.max(from, offset))
+      const head = sticky(/\s*<\|tool_call_begin\|>([^<]*)<\|tool_call_argument_begin\|>/, text, Math.max(from, offset))
       if (head === null) return sticky(/\s*<\|tool_call_begin\|>/, text, Math.max(from, offset)) === null ? undefined : { error: "a call has no <|tool_call_argument_begin|>" }
       const json = jsonAt(text, Math.max(from, offset) + head[0].length)
       if ("error" in json) return json
       const close = sticky(/\s*<\|tool_call_end\|>/, text, json.end)
       if (close === null) return { error: "a call is not closed by <|tool_call_end|>" }
-      const id = head[1] ?? ""
+      const id = (head[1] ?? "").trim()
       const name = /^(?:functions\.)?([^:\s]+):\d+$/.exec(id)?.[1] ?? id
       return { calls: [{ name, args: json.value }], end: json.end + close[0].length }
     })
@@ -410,7 +424,7 @@ const formats: ReadonlyArray<Format> = [harmony, deepseek, kimi, mistral, minima
 
 /** The forms with no marker, read only when they are the whole text. */
 const whole = (body: string): { readonly kind: Kind; readonly label: string; readonly read: Read } | undefined => {
-  const fenced = /^```[a-zA-Z]*\s*([\s\S]*?)\s*```$/.exec(body)?.[1]
+  const fenced = body.endsWith("```") ? /^```[a-zA-Z]*\s*([\s\S]*?)\s*```$/.exec(body)?.[1] : undefined
   if (fenced !== undefined && (fenced.startsWith("{") || fenced.startsWith("["))) {
     const json = V3.parse(fenced)
     if (json.ok && namesACall(json.value)) {
