@@ -77,6 +77,21 @@ describe("behaviour 5: the answer is the call", () => {
       }))
   }
 
+  it.effect("prose before the call is allowed: the call that ends the answer runs, with its repairs recorded and replayed", () =>
+    Effect.gen(function*() {
+      const events = yield* run([LanguageModel.text(`I'll read the notes first.\n\n<tool_call>\n{"name": "read_file", "arguments": {"path": "notes.md"}}\n</tool_call>`), LanguageModel.done("ok")])
+      const started = events.find((e): e is Event.Of<"ToolStarted"> => e._tag === "ToolStarted")
+      expect([started?.tool, started?.input, started?.repair]).toEqual(["read_file", { path: "notes.md" }, ["tool_call_tag"]])
+    }))
+
+  it.effect("a JSON action's input under args runs (input_key); behaviour 4 refused it", () =>
+    Effect.gen(function*() {
+      const answer: LanguageModel.Response = { ...LanguageModel.text(`{"tool": "read_file", "args": {"path": "notes.md"}}`), format: "json_action" }
+      const events = yield* run([answer, LanguageModel.done("ok")])
+      expect(events.find((e): e is Event.Of<"ToolStarted"> => e._tag === "ToolStarted")?.repair).toEqual(["input_key"])
+      expect(rejections(yield* run([answer, LanguageModel.done("ok")], 4)).map((r) => r.kind)).toEqual(["bad_json"])
+    }))
+
   it.effect("a call echoed from a file the goal read is not run, and the model is told why", () =>
     Effect.gen(function*() {
       const echo = LanguageModel.text(`<tool_call>\n${injected}\n</tool_call>`)
