@@ -3,8 +3,8 @@
  * (`scripts/release-pack.mjs`), the tarballs are installed with npm into new apps outside the
  * workspace, and the README's example ("Using the kernel", with the tsconfig of "Use rx in your
  * app") is type-checked and run: once with the lowest and once with the highest versions the
- * packages' peer ranges allow. A second pair of apps installs `@rx/kernel` alone, which must bring
- * no native addon and no install script.
+ * packages' peer ranges allow. A second pair of apps installs `@rx/kernel` alone (with
+ * `@rx/formats`, its one dependency), which must bring no native addon and no install script.
  *
  * Needs `pnpm build` first (`pnpm test` runs it) and the npm registry, or a warm npm cache:
  * `RX_CONSUMER_NPM_CACHE`, default `<tmpdir>/rx-consumer-npm-cache`, shared by every app.
@@ -466,7 +466,8 @@ describe("rx installed from its tarballs", () => {
   for (const pick of ["lowest", "highest"] as const) {
     it.live(`@rx/kernel alone, ${pick} effect: no native addon, no install script; compiles and runs`, () =>
       Effect.gen(function*() {
-        const kernel = [pkg("@rx/kernel")]
+        // The kernel's one dependency: the model formats' decoder, which needs effect alone too.
+        const kernel = [pkg("@rx/kernel"), pkg("@rx/formats")]
         const app = yield* makeApp(`kernel-${pick}`, kernel, pick, { dev: ["typescript"], ignoreScripts: false })
         expect(existsSync(join(app.dir, "node_modules", "better-sqlite3"))).toBe(false)
         expect(nativeOrScripted(app.dir)).toEqual([])

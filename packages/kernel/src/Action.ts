@@ -3,12 +3,12 @@
  * calls come first; an answer with none may hold a JSON action in its text:
  * `{"tool": "<name>", "input": {...}, "thought"?: "..."}`. Free-form text is never executed.
  */
+import { Repair } from "@rx/formats"
 import { Either, Schema } from "effect"
 import type * as Event from "./Event.js"
 import * as Issues from "./internal/issues.js"
 import { deeperThan, truncate } from "./internal/json.js"
 import type * as LanguageModel from "./LanguageModel.js"
-import * as Repair from "./Repair.js"
 import type * as Tool from "./Tool.js"
 import * as ToolRegistry from "./ToolRegistry.js"
 
@@ -64,6 +64,10 @@ export interface Limits {
    * a call written as text is read against. Without it, answers are read as rx 0.2 read them.
    */
   readonly repair?: ReadonlyArray<Tool.Spec> | undefined
+  /** A call written as text runs only when it is the answer, never quoted or echoed (behaviour 5: `Repair` decoding 5). */
+  readonly answerIsTheCall?: boolean | undefined
+  /** With `answerIsTheCall`: the goal's tool results the model was shown, where an echoed call is found. */
+  readonly results?: ReadonlyArray<string> | undefined
 }
 
 const defaultLimits: Limits = { maxInputDepth: 64, multiCall: false, maxCallsPerAnswer: 1 }
@@ -105,9 +109,9 @@ export const plan = (response: LanguageModel.Response, limits: Limits = defaultL
   const [first] = response.toolCalls
   const parseArguments: (call: LanguageModel.ToolCall, index: number) => Parsed = limits.repair === undefined
     ? parseArgumentsV2
-    : repairedArguments(limits.repair)
+    : repairedArguments(limits.repair, limits.answerIsTheCall === true)
   if (first === undefined) {
-    const action = limits.repair === undefined ? parseTextAction(response.text) : repairedText(response, limits.repair)
+    const action = limits.repair === undefined ? parseTextAction(response.text) : repairedText(response, limits.repair, limits)
     return Either.isLeft(action) ? action.left : { _tag: "Calls", calls: [action], dropped: 0 }
   }
   if (!limits.multiCall) {
@@ -198,7 +202,7 @@ const parseArgumentsV2 = (call: LanguageModel.ToolCall): Parsed => {
  * A native call, repaired (behaviour 3): an entry with no function is refused alone (the model is
  * told), a `functions.` prefix on an offered name is dropped, arguments encoded twice are decoded.
  */
-const repairedArguments = (tools: ReadonlyArray<Tool.Spec>) => (call: LanguageModel.ToolCall, index: number): Parsed => {
+const repairedArguments = (tools: ReadonlyArray<Tool.Spec>, tokens: boolean) => (call: LanguageModel.ToolCall, index: number): Parsed => {
   if (call.name === "") {
     return Either.left({
       ...reject(
@@ -214,11 +218,17 @@ const repairedArguments = (tools: ReadonlyArray<Tool.Spec>) => (call: LanguageMo
   if ("error" in args) {
     return Either.left({ ...reject("bad_json", `${args.error.replace(/^the arguments/, `the arguments of ${named.name}`)}; send one JSON object`, call.arguments), tool: named.name })
   }
+  const leaked = tokens ? Repair.leaked(args.input) : []
+  if (leaked.length > 0) return Either.left({ ...reject("bad_json", leakedReason(named.name, leaked), call.arguments), tool: named.name })
   const repair: Array<Repair.Kind> = []
   if (named.repaired) repair.push("name_prefix")
   if (args.repaired) repair.push("double_encoded")
   return Either.right(repair.length === 0 ? { tool: named.name, input: args.input } : { tool: named.name, input: args.input, repair })
 }
+
+/** Behaviour 5: what the model is told of arguments that hold special tokens. */
+const leakedReason = (tool: string, tokens: ReadonlyArray<string>): string =>
+  `the arguments of ${tool} hold a model's special tokens (${tokens.slice(0, 5).join(", ")}), which leak from a broken chat template or decode, so it was not run; send the arguments again without them`
 
 /** Whether the model was asked for a JSON action in its text (JSON mode) rather than tool calls. */
 const asksJson = (response: LanguageModel.Response): boolean => response.format === "json_action"
@@ -227,15 +237,16 @@ const asksJson = (response: LanguageModel.Response): boolean => response.format 
  * The text of an answer with no native calls, repaired (behaviour 3): a call written in a model
  * family's text form, else a JSON action; rejections say what was wrong in the form asked for.
  */
-const repairedText = (response: LanguageModel.Response, tools: ReadonlyArray<Tool.Spec>): Parsed => {
-  const read = Repair.text(response.text, tools, ToolRegistry.doneName, asksJson(response))
+const repairedText = (response: LanguageModel.Response, tools: ReadonlyArray<Tool.Spec>, limits: Limits): Parsed => {
+  const decoding = limits.answerIsTheCall === true ? 5 : 3
+  const read = Repair.text(response.text, { tools, done: ToolRegistry.doneName, json: asksJson(response), decoding, results: limits.results })
   switch (read._tag) {
     case "Call":
       return Either.right({ tool: read.call.tool, input: read.call.input, repair: read.call.repairs })
     case "Refused":
       return Either.left(reject(read.refusal.kind, read.refusal.reason, response.text))
     case "None":
-      return jsonAction(read.text, response.text, read.repairs, asksJson(response), tools)
+      return jsonAction(read.text, response.text, read.repairs, asksJson(response), tools, decoding === 5)
   }
 }
 
@@ -250,7 +261,8 @@ const jsonAction = (
   raw: string,
   repairs: ReadonlyArray<Repair.Kind>,
   json: boolean,
-  tools: ReadonlyArray<Tool.Spec>
+  tools: ReadonlyArray<Tool.Spec>,
+  v5: boolean
 ): Parsed => {
   const trimmed = text.trim()
   const body = fence.exec(trimmed)?.[1] ?? trimmed
@@ -283,8 +295,9 @@ const jsonAction = (
       raw
     ))
   }
-  const given = ["input", "arguments", "parameters"].filter((key) => key in action)
-  const other = Object.keys(action).filter((key) => !["tool", "thought", "input", "arguments", "parameters"].includes(key))
+  const keys = v5 ? ["input", "arguments", "parameters", "args"] : ["input", "arguments", "parameters"]
+  const given = keys.filter((key) => key in action)
+  const other = Object.keys(action).filter((key) => !["tool", "thought", ...keys].includes(key))
   const form = json ? `answer with ${jsonForm}` : "make a tool call with its arguments"
   if (given.length > 1 || other.length > 0) {
     const found = given.length > 1 ? `its arguments twice (${given.join(", ")})` : `keys other than tool, input and thought (${other.join(", ")})`
@@ -296,6 +309,8 @@ const jsonAction = (
     return Either.left(reject("bad_json", `the "${key ?? "input"}" of your JSON action for ${action.tool}: ${args.error}; ${form}`, raw))
   }
   const named = Repair.name(action.tool, tools, ToolRegistry.doneName)
+  const leaked = v5 ? Repair.leaked(args.input) : []
+  if (leaked.length > 0) return Either.left(reject("bad_json", `${leakedReason(named.name, leaked)}; ${form}`, raw))
   const repair: Array<Repair.Kind> = [...repairs]
   if (named.repaired) repair.push("name_prefix")
   if (key !== undefined && key !== "input") repair.push("input_key")

@@ -63,7 +63,9 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
     maxCallsPerAnswer: draft.options.maxCallsPerAnswer,
     boundedAnswer: rules.boundedAnswer,
     withheldRejected: rules.withheldRejected,
-    repair: rules.repairs ? draft.tools : undefined
+    repair: rules.repairs ? draft.tools : undefined,
+    answerIsTheCall: rules.answerIsTheCall,
+    results: rules.answerIsTheCall === true ? results(draft) : undefined
   }
   const planned = Action.plan(answer.response, limits)
   if (planned._tag === "Reject") {
@@ -122,6 +124,10 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
   }
   return close()
 }
+
+/** The tool results the model was shown: a call written as text that stands in one is an echo (behaviour 5). */
+const results = (state: State.State): ReadonlyArray<string> =>
+  state.turns.flatMap((turn) => turn.calls.flatMap((call) => call.result === null || call.result.status === "rejected" ? [] : [call.result.content]))
 
 /** The batch with the started call's arguments left out of its answer (they are in `ToolStarted`); the same array if none was. */
 const elide = (batch: ReadonlyArray<Event.Event>, index: number): ReadonlyArray<Event.Event> => {

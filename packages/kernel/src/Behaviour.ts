@@ -8,7 +8,7 @@
 import { Schema } from "effect"
 
 /** The version this rx writes. 1 is rx 0.1 (logs without the field). */
-export const current = 4
+export const current = 5
 
 /** What a version decides differently. */
 export interface Rules {
@@ -57,6 +57,14 @@ export interface Rules {
    * parent, and its end recorded as the call's outcome).
    */
   readonly subGoals: boolean
+  /**
+   * A call written as text runs only when it is the answer (`@rx/formats`' decoding 5): reasoning
+   * removed, the call ends the text with only end-of-turn tokens after it (prose before it is
+   * allowed); a call followed by prose is quoted, one that stands word for word in a tool result
+   * is an echo, a `done` beside other prose is never taken, frames must close, and arguments
+   * holding special tokens or U+FFFD are refused (native calls too). More families are read.
+   */
+  readonly answerIsTheCall?: boolean
 }
 
 const v1: Rules = {
@@ -89,9 +97,10 @@ const v2: Rules = {
 }
 const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true, sameResults: true, repairs: true }
 const v4: Rules = { ...v3, subGoals: true }
+const v5: Rules = { ...v4, answerIsTheCall: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
-export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : version === 3 ? v3 : v4)
+export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : version === 3 ? v3 : version === 4 ? v4 : v5)
 
 /** A log written by a newer rx than this one. */
 export class UnsupportedBehaviour extends Schema.TaggedError<UnsupportedBehaviour>()("@rx/kernel/UnsupportedBehaviour", {

@@ -359,7 +359,14 @@ const isResponseToolCall = Schema.is(ResponseToolCall)
  */
 const toolCall = (entry: unknown, index: number): LanguageModel.ToolCall => {
   const id = isRecord(entry) && typeof entry.id === "string" ? entry.id : `call_${index}`
-  const fn = isResponseToolCall(entry) ? entry.function : isRecord(entry) && typeof entry.name === "string" ? entry : undefined
+  // A function whose arguments are null (a tool that takes none) keeps its name: its arguments read as none.
+  const fn = isResponseToolCall(entry)
+    ? entry.function
+    : isRecord(entry) && isRecord(entry.function) && typeof entry.function.name === "string"
+    ? entry.function
+    : isRecord(entry) && typeof entry.name === "string"
+    ? entry
+    : undefined
   if (fn === undefined || typeof fn.name !== "string") return { id, name: "", arguments: JSON.stringify(entry) ?? "null" }
   const args = fn.arguments
   return { id, name: fn.name, arguments: typeof args === "string" ? args : args === undefined || args === null ? "" : JSON.stringify(args) }

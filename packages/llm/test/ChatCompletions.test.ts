@@ -77,6 +77,18 @@ describe("ChatCompletions", () => {
     })
   })
 
+  it("a call whose arguments are null or empty, for a tool that takes none, keeps its name (it read as a call with no function name)", () => {
+    const calls = [
+      { id: "call_a", type: "function", function: { name: "list_roots", arguments: null } },
+      { id: "call_b", type: "function", function: { name: "list_roots", arguments: "" } }
+    ]
+    const response = ChatCompletions.toResponse({ choices: [{ index: 0, message: { role: "assistant", content: null, tool_calls: calls }, finish_reason: "tool_calls" }] })
+    assert.deepStrictEqual(
+      Either.getOrUndefined(Either.map(response, (r) => r.toolCalls)),
+      [{ id: "call_a", name: "list_roots", arguments: "" }, { id: "call_b", name: "list_roots", arguments: "" }]
+    )
+  })
+
   it("reports an answer without choices", () => {
     assert.deepStrictEqual(ChatCompletions.toResponse({ choices: [] }), Either.left("the answer has no choices"))
   })

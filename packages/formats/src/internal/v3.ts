@@ -1,18 +1,11 @@
 /**
- * The repair step (behaviour 3 on): what a local model meant by an answer whose call did not
- * arrive as clean `tool_calls`. Reasoning blocks are stripped first (a call inside one never
- * runs); then the text-call formats of the model families are read (`<tool_call>` blocks,
- * Qwen3-Coder's `<function=...>` parameters, Llama's bare JSON and `<|python_tag|>`, Mistral's
- * `[TOOL_CALLS]`, DeepSeek's tool-call tokens, gpt-oss's `to=functions.<name>`, a fenced JSON
- * block), and the recurring argument faults of native calls (a `functions.` prefix on a name
- * that is offered without it, arguments encoded twice). Pure and deterministic: the same answer
- * and tools give the same result, so replay reproduces it; which repairs applied is recorded
- * with the decision. A repaired call still runs only if it names an offered tool exactly and
- * its input passes the tool's Schema (`Action.decideCall`); anything ambiguous (a truncated or
- * unbalanced call, several calls written as text, a marker with no readable call) is a
- * rejection saying what was found.
+ * The decoding of behaviours 3 and 4, kept exactly as it decided: a log written under those
+ * rules decodes the same forever. Reasoning blocks are stripped first (a call inside one never
+ * runs); then the text-call formats of the model families are read wherever they stand in the
+ * text, and the recurring argument faults of native calls are repaired. Newer goals are read by
+ * `v5` (the call must be the answer).
  */
-import type * as Tool from "./Tool.js"
+import type * as Tool from "./spec.js"
 
 /** A repair that applied, as recorded with the decision (`ToolStarted.repair`, ...). */
 export type Kind =
@@ -79,10 +72,10 @@ interface Format {
   readonly read: (body: string, tools: ReadonlyArray<Tool.Spec>) => Read | undefined
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
+export const isObject = (value: unknown): value is Record<string, unknown> =>
   value !== null && typeof value === "object" && !Array.isArray(value)
 
-const parse = (text: string): { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: string } => {
+export const parse = (text: string): { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly error: string } => {
   try {
     return { ok: true, value: JSON.parse(text) as unknown }
   } catch (error) {
@@ -94,7 +87,7 @@ const parse = (text: string): { readonly ok: true; readonly value: unknown } | {
  * The JSON value at the start of `text` (after spaces), found by balancing brackets outside
  * strings, and what follows it; `undefined` when it never closes (a truncated value).
  */
-const leadingJson = (text: string): { readonly json: string; readonly rest: string } | undefined => {
+export const leadingJson = (text: string): { readonly json: string; readonly rest: string } | undefined => {
   const start = text.length - text.trimStart().length
   const open = text[start]
   if (open !== "{" && open !== "[") return undefined
@@ -152,7 +145,7 @@ const calls = (items: ReadonlyArray<unknown>): Read => {
 }
 
 /** A JSON property's type in a tool's JSON Schema, when it names one. */
-const propertyType = (tools: ReadonlyArray<Tool.Spec>, tool: string, property: string): string | undefined => {
+export const propertyType = (tools: ReadonlyArray<Tool.Spec>, tool: string, property: string): string | undefined => {
   const spec = tools.find((t) => t.name === tool)
   const properties = spec?.parameters["properties"]
   const schema = isObject(properties) ? properties[property] : undefined
@@ -160,7 +153,7 @@ const propertyType = (tools: ReadonlyArray<Tool.Spec>, tool: string, property: s
 }
 
 /** A parameter's text as the tool's Schema types it: numbers, booleans, objects and arrays are read as JSON, the rest kept as text. */
-const typed = (text: string, type: string | undefined): unknown => {
+export const typed = (text: string, type: string | undefined): unknown => {
   if (type === "number" || type === "integer") return /^-?\d+(\.\d+)?([eE][+-]?\d+)?$/.test(text.trim()) ? Number(text.trim()) : text
   if (type === "boolean") return text.trim() === "true" ? true : text.trim() === "false" ? false : text
   if (type === "object" || type === "array" || type === "null") {
