@@ -224,7 +224,7 @@ describe("McpTools.baseEnvironment", () => {
       OPENAI_API_KEY: "o",
       SHELL: "() { evil; }"
     }, "/ws")
-    expect(env).toEqual({ PATH: "/usr/bin:/opt/tool/bin", HOME: "/home/me", LANG: "C.UTF-8", LC_ALL: "C", HTTPS_PROXY: "http://proxy:3128" })
+    expect(env).toEqual({ PATH: "/usr/bin:/opt/tool/bin", PYTHONSAFEPATH: "1", HOME: "/home/me", LANG: "C.UTF-8", LC_ALL: "C", HTTPS_PROXY: "http://proxy:3128" })
   })
 })
 
@@ -241,4 +241,92 @@ describe("Servers.parse", () => {
     const server = { name: "fs", command: ["node", "my server.js", "--flag=it's"] } as const
     expect(Servers.parse(Servers.show(server))).toEqual(Either.right(server))
   })
+})
+
+const raw = path.join(import.meta.dirname, "fixtures", "raw.mjs")
+
+/** Processes whose command line holds `marker`. */
+const processesWith = (marker: string): ReadonlyArray<number> =>
+  fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker)
+    } catch {
+      return false
+    }
+  }).map(Number)
+
+/** A marker unique to one test, and a finaliser that kills whatever still carries it. */
+const marked = Effect.acquireRelease(
+  Effect.sync(() => `rx-mcp-test-${process.pid}-${Math.random().toString(36).slice(2)}`),
+  (marker) => Effect.sync(() => processesWith(marker).forEach((pid) => process.kill(pid, "SIGKILL")))
+)
+
+/** Wait (polling) until nothing carries `marker`, or fail after `ms`. */
+const gone = (marker: string, ms = 20_000) =>
+  Effect.promise(() =>
+    new Promise<ReadonlyArray<number>>((resolve) => {
+      const began = Date.now()
+      const tick = () => {
+        const left = processesWith(marker)
+        if (left.length === 0 || Date.now() - began > ms) return resolve(left)
+        setTimeout(tick, 50)
+      }
+      tick()
+    })
+  )
+
+/** Wait until a process carries `marker`. */
+const running = (marker: string) =>
+  Effect.promise(() =>
+    new Promise<void>((resolve) => {
+      const tick = () => (processesWith(marker).length > 0 ? resolve() : setTimeout(tick, 50))
+      tick()
+    })
+  )
+
+describe("McpTools: a server's processes end with it", () => {
+  it.scoped("a daemon a server left (its own session, its parent gone) is ended when the scope closes", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const marker = yield* marked
+      yield* Effect.scoped(Effect.gen(function*() {
+        const source = yield* McpTools.make([{ name: "d", command: [process.execPath, raw, "--daemon", marker] }], { workspace: dir, sandbox: none })
+        expect(source.tools.map((t) => t.spec.name)).toContain("d__env")
+        yield* running(marker)
+      }))
+      expect(yield* gone(marker)).toEqual([])
+    }))
+
+  it.scoped("a server that misses its start timeout, or fails initialize: it and its daemon are gone when make fails; the timeout names --mcp-start-timeout", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      for (const flag of ["--silent", "--fail-initialize"]) {
+        const marker = yield* marked
+        const failed = yield* Effect.flip(Effect.scoped(McpTools.make([{ name: "d", command: [process.execPath, raw, flag, "--daemon", marker] }], { workspace: dir, sandbox: none, startTimeoutMs: 1_500 })))
+        expect(failed.message).toContain(flag === "--silent" ? "it did not answer initialize within 1.5 s" : "this server will not start")
+        if (flag === "--silent") expect(failed.message).toContain("give it a longer --mcp-start-timeout")
+        expect(yield* gone(marker)).toEqual([])
+      }
+      // Where the config file set the server's own timeout, that is what to change.
+      const marker = yield* marked
+      const failed = yield* Effect.flip(Effect.scoped(McpTools.make([{ name: "d", command: [process.execPath, raw, "--silent", "--daemon", marker] }], {
+        workspace: dir,
+        sandbox: none,
+        launch: { d: { startTimeoutMs: 1_000, startTimeoutFrom: "\"startTimeout\" of d in your config file's mcpServers" } }
+      })))
+      expect(failed.message).toContain("within 1 s (a server that builds itself at start may need more: give it a longer \"startTimeout\" of d in your config file's mcpServers)")
+      expect(yield* gone(marker)).toEqual([])
+    }))
+
+  it.scoped("a result nested 50,000 levels deep is a recorded failure that says so, with the limit", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const source = yield* McpTools.make([{ name: "d", command: [process.execPath, raw, "--deep", "50000"] }], { workspace: dir, sandbox: none })
+      const { events, result } = yield* run(source, [LanguageModel.callTool("d__deep", {}), LanguageModel.done("ok")])
+      expect(result).toMatchObject({ status: "terminated", reason: "done" })
+      expect(outcome(events, "d__deep")).toMatchObject({
+        _tag: "ToolFailed",
+        error: { kind: "recoverable", message: "MCP server d: deep answered a result nested more than 100 levels deep, which rx does not record" }
+      })
+    }))
 })
