@@ -292,7 +292,7 @@ describe("McpTools: a server's processes end with it", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const source = yield* McpTools.make([{ name: "d", command: [process.execPath, raw, "--daemon", marker] }], { workspace: dir, sandbox: none })
         expect(source.tools.map((t) => t.spec.name)).toContain("d__env")
-        yield* running(marker)
+        yield* running(`${marker}:daemon`)
       }))
       expect(yield* gone(marker)).toEqual([])
     }))
