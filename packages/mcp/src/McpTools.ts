@@ -13,8 +13,14 @@
  * A stdio server is a program the user chose: it runs as the user would run it from a terminal
  * (their PATH and home, the network), in the workspace, with an environment built for it (a small
  * base and the variables the user gives it, never the rest of rx's, which holds rx's own secrets).
+ * But the agent writes the workspace: a server whose program, script or `npx`/`uvx` package lies
+ * there is refused, and `npx`/`uvx` run in a private folder outside it (`internal/command`).
  * On request (`sandbox` in its settings) it runs in bubblewrap instead: the workspace writable,
  * the system folders and the chosen ones readable, no home folder, the network only if asked.
+ * Either way it runs as a `ProcessTree`: it and whatever it starts (a daemon in its own session
+ * included) end when rx gives up on it, whatever the reason (a start timeout, a failed
+ * initialize, the end of the run, rx stopped by a signal). Its start timeout counts from when
+ * its program runs: `npx` installs the package first, bounded apart (`installTimeoutMs`).
  *
  * On resume, `pinned` (the tools the goal recorded) keeps the goal's tool set: a server's tool
  * is offered with its recorded schema, new tools are not offered, and what changed is said.

@@ -14,6 +14,7 @@ import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Command from "../src/internal/command.js"
 
 const fixture = path.join(import.meta.dirname, "fixtures", "server.mjs")
 const none = { _tag: "None", prlimit: undefined } as const
@@ -328,5 +329,45 @@ describe("McpTools: a server's processes end with it", () => {
         _tag: "ToolFailed",
         error: { kind: "recoverable", message: "MCP server d: deep answered a result nested more than 100 levels deep, which rx does not record" }
       })
+    }))
+})
+
+describe("how a stdio server's command runs (internal/command)", () => {
+  it.scoped("npx runs outside the workspace, its . and ./ arguments as the workspace's paths, its package installed first; uvx likewise; a package, script or program in the workspace is refused", () =>
+    Effect.gen(function*() {
+      const ws = fs.realpathSync(yield* temp)
+      const bin = fs.realpathSync(yield* temp)
+      for (const name of ["npx", "uvx", "node"]) {
+        fs.writeFileSync(path.join(bin, name), "#!/bin/sh\n")
+        fs.chmodSync(path.join(bin, name), 0o755)
+      }
+      fs.writeFileSync(path.join(ws, "srv.ts"), "")
+      fs.writeFileSync(path.join(ws, "data.json"), "{}")
+      const plan = (command: ReadonlyArray<string>) => Command.plan(command as [string, ...Array<string>], ws, `${ws}:${bin}`)
+      expect(plan(["npx", "-y", "@modelcontextprotocol/server-filesystem", ".", "./sub", "plain"])).toEqual(Either.right({
+        file: path.join(bin, "npx"),
+        args: ["-y", "@modelcontextprotocol/server-filesystem", ws, path.join(ws, "sub"), "plain"],
+        runsIn: "private",
+        install: ["-y", "--package", "@modelcontextprotocol/server-filesystem", "--", "true"]
+      }))
+      expect(plan(["npx", "-y", "-p", "pkg", "--", "bin", "."])).toMatchObject(Either.right({ args: ["-y", "-p", "pkg", "--", "bin", ws], install: ["-y", "-p", "pkg", "--", "true"] }))
+      expect(plan(["uvx", "mcp-server-git", "--repository", "."])).toEqual(Either.right({ file: path.join(bin, "uvx"), args: ["mcp-server-git", "--repository", ws], runsIn: "private" }))
+      // A data file may be named; code may not.
+      expect(plan(["node", "/outside/server.mjs", "--config", "data.json"])).toMatchObject(Either.right({ runsIn: "workspace" }))
+      for (const [command, said] of [
+        [["uvx", "--from", "./", "server"], "its package ./"],
+        [["npx", "-y", "tsx", "srv.ts"], "its argument srv.ts"],
+        [["node", "srv.ts"], "its script srv.ts"],
+        [["node", "--import", "./srv.ts", "/outside/x.mjs"], "srv.ts"],
+        [[path.join(ws, "srv.ts")], "its program"]
+      ] as const) {
+        const refused = plan(command)
+        expect(Either.isLeft(refused) ? refused.left : "", command.join(" ")).toMatch(/^refused: /)
+        expect(Either.isLeft(refused) ? refused.left : "").toContain(said)
+      }
+      // A program only the workspace's PATH folder holds is not found.
+      fs.writeFileSync(path.join(ws, "only-here"), "#!/bin/sh\n")
+      fs.chmodSync(path.join(ws, "only-here"), 0o755)
+      expect(plan(["only-here"])).toEqual(Either.left(`only-here was not found on its PATH (${ws}:${bin}); folders inside the workspace are not searched`))
     }))
 })

@@ -43,13 +43,19 @@ export type Member = Process.Member
 export interface Tree {
   /** The program: its stdin, stdout and stderr are pipes. */
   readonly child: ChildProcessByStdio<Writable, Readable, Readable>
-  /** The marker every process of the tree carries in its environment (`RX_SHELL_CALL=...`). */
+  /** The marker every process of the tree carries in its environment (`PROCESS_TREE_OF_RX=...`). */
   readonly marker: string
   /** The live processes of the tree now. */
   readonly members: () => ReadonlyArray<Member>
   /** Whether the program itself has exited. */
   readonly exited: () => boolean
 }
+
+/**
+ * The variable that marks a tree's processes. Not `RX_`-prefixed: a server is given none of rx's
+ * own variables, and this one is no secret, only an identity.
+ */
+export const markerName = "PROCESS_TREE_OF_RX"
 
 /** The trees alive now, each as it is killed when rx goes. */
 const live = new Map<string, { readonly root: number; readonly marker: string; readonly cgroup: string | undefined }>()
@@ -119,7 +125,7 @@ const removeGroup = (dir: string): Effect.Effect<void> =>
 export const spawn = (options: Options): Effect.Effect<Tree, SpawnFailed, Scope.Scope> =>
   Effect.gen(function*() {
     const id = randomBytes(12).toString("hex")
-    const marker = `${Process.markerName}=${id}`
+    const marker = `${markerName}=${id}`
     const base = Limits.discoverOnce()
     if (base !== undefined) Limits.sweepOnce(base)
     const group = base === undefined ? undefined : Limits.create(base, Limits.groupName(options.kind, id), Number.MAX_SAFE_INTEGER)
@@ -130,7 +136,7 @@ export const spawn = (options: Options): Effect.Effect<Tree, SpawnFailed, Scope.
         try: () =>
           spawnChild(file, [...args], {
             cwd: options.cwd,
-            env: { ...options.env, [Process.markerName]: id },
+            env: { ...options.env, [markerName]: id },
             detached: true,
             stdio: ["pipe", "pipe", "pipe"]
           }),

@@ -142,6 +142,7 @@ export const plan = (command: readonly [string, ...Array<string>], workspace: st
   if (program.includes("/")) {
     file = NodePath.resolve(workspace, program)
     if (!existsSync(file)) return Either.left(`${program} does not exist`)
+    if (insideOf(root, file) || insideOf(workspace, file)) return refused(`its program ${file}`)
     if (!executable(file)) return Either.left(`${program} is not an executable file`)
   } else {
     file = safePath(path, root).map((folder) => NodePath.join(folder, program)).find(executable)
