@@ -63,6 +63,8 @@ describe("MCP servers as users run them", () => {
       // A home of its own: npx's cache is empty, so npx downloads the package first.
       const home = join(box.root, "home")
       mkdirSync(home)
+      // Whatever npx started (its command lines hold this home) is killed however the test ends.
+      yield* Effect.addFinalizer(() => Effect.sync(() => processesWith(home).forEach((pid) => process.kill(pid, "SIGKILL"))))
       const ran = join(box.root, "planted-ran")
       const planted = join(box.workspace, "node_modules", "@modelcontextprotocol", "server-filesystem")
       mkdirSync(join(planted, "dist"), { recursive: true })
@@ -146,6 +148,8 @@ describe("MCP servers as users run them", () => {
       const box = sandbox()
       const home = join(box.root, "home")
       mkdirSync(home)
+      // Whatever npx started (its command lines hold this home) is killed however the test ends.
+      yield* Effect.addFinalizer(() => Effect.sync(() => processesWith(home).forEach((pid) => process.kill(pid, "SIGKILL"))))
       writeFileSync(join(home, ".secret"), "mine")
       const { url } = yield* api("k")
       const net = new URL(url).host
