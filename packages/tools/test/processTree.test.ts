@@ -41,9 +41,12 @@ const within = (check: () => boolean, ms = 20_000) =>
     })
   )
 
-/** A shell line that leaves `sleep` daemons behind: one in a session of its own, one in the background. */
+/**
+ * A shell line that leaves processes behind: one in a session of its own, one in the background
+ * (each a shell that waits on `sleep`, with the marker in its command line).
+ */
 const leaver = (marker: string) =>
-  `setsid sh -c 'exec sleep 600 ${marker}-daemon' </dev/null >/dev/null 2>&1 & sh -c 'exec sleep 600 ${marker}-child' & exec sleep 600`
+  `setsid sh -c 'sleep 600; echo ${marker}-daemon' </dev/null >/dev/null 2>&1 & sh -c 'sleep 600; echo ${marker}-child' & exec sleep 600`
 
 describe("ProcessTree", () => {
   it.scoped("the program, its children and a daemon in its own session end when the scope closes; its cgroup is removed", () =>
@@ -52,7 +55,7 @@ describe("ProcessTree", () => {
       let group: string | undefined
       yield* Effect.scoped(Effect.gen(function*() {
         const tree = yield* ProcessTree.spawn({ file: "/bin/sh", args: ["-c", leaver(marker)], cwd: "/", env: { PATH: "/usr/bin:/bin" }, kind: "mcp", graceMs: 500 })
-        expect(yield* within(() => processesWith(marker).length === 2)).toBe(true)
+        expect(yield* within(() => processesWith(`${marker}-daemon`).length === 1 && processesWith(`${marker}-child`).length === 1, 60_000)).toBe(true)
         expect(tree.members().length).toBeGreaterThanOrEqual(3)
         if (cgroups !== undefined) {
           const id = tree.marker.split("=")[1] ?? ""
