@@ -15,6 +15,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Command from "../src/internal/command.js"
+import * as Limits from "../../tools/src/internal/limits.js"
 
 const fixture = path.join(import.meta.dirname, "fixtures", "server.mjs")
 const none = { _tag: "None", prlimit: undefined } as const
@@ -293,6 +294,17 @@ describe("McpTools: a server's processes end with it", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const source = yield* McpTools.make([{ name: "d", command: [process.execPath, raw, "--daemon", marker] }], { workspace: dir, sandbox: none })
         expect(source.tools.map((t) => t.spec.name)).toContain("d__env")
+        yield* running(`${marker}:daemon`)
+      }))
+      expect(yield* gone(marker)).toEqual([])
+    }))
+
+  it.scoped.skipIf(Limits.discoverOnce() === undefined)("where rx can make a cgroup: a daemon that also cleared its environment is ended with its server", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const marker = yield* marked
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* McpTools.make([{ name: "d", command: [process.execPath, raw, "--bare-daemon", marker] }], { workspace: dir, sandbox: none })
         yield* running(`${marker}:daemon`)
       }))
       expect(yield* gone(marker)).toEqual([])
