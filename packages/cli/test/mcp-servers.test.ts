@@ -1,6 +1,6 @@
 /**
  * MCP servers as users run them, through the real binary with the default sandbox setting and a
- * scripted model: the README's npx example as written; an SDK server in its own folder outside
+ * scripted model: the README's npx example as written, on a first run, beside a planted package; an SDK server in its own folder outside
  * the workspace; a server that needs a variable (never recorded, asked for again on resume) and
  * calls an API on 127.0.0.1; a server sandboxed on request (no home, no network) beside one that
  * is not; a server that never answers (one line within its start timeout); a server listing 2,000
@@ -9,7 +9,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync, copyFileSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync, copyFileSync, writeFileSync } from "node:fs"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { join } from "node:path"
@@ -57,22 +57,37 @@ const api = (key: string) =>
 const secrets = { RX_API_KEY: "sk-rx-secret", RX_TOKEN: "rx-token-secret", OTEL_EXPORTER_OTLP_HEADERS: "authorization=otel-secret" }
 
 describe("MCP servers as users run them", () => {
-  it.scopedLive("the README's example, exactly as written: npx -y @modelcontextprotocol/server-filesystem . (it downloads itself: a longer start timeout in the config file)", () =>
+  it.scopedLive("the README's example, exactly as written, on a first run (npx's cache empty, the default start timeout), in a workspace whose node_modules holds a planted @modelcontextprotocol/server-filesystem that never runs", () =>
     Effect.gen(function*() {
       const box = sandbox()
+      // A home of its own: npx's cache is empty, so npx downloads the package first.
+      const home = join(box.root, "home")
+      mkdirSync(home)
+      // Whatever npx started (its command lines hold this home) is killed however the test ends.
+      yield* Effect.addFinalizer(() => Effect.sync(() => processesWith(home).forEach((pid) => process.kill(pid, "SIGKILL"))))
+      const ran = join(box.root, "planted-ran")
+      const planted = join(box.workspace, "node_modules", "@modelcontextprotocol", "server-filesystem")
+      mkdirSync(join(planted, "dist"), { recursive: true })
+      writeFileSync(join(planted, "package.json"), JSON.stringify({ name: "@modelcontextprotocol/server-filesystem", version: "99.0.0", bin: { "mcp-server-filesystem": "dist/index.js" } }))
+      writeFileSync(join(planted, "dist", "index.js"), `#!/usr/bin/env node\nrequire("node:fs").writeFileSync(${JSON.stringify(ran)}, "ran")\n`)
+      chmodSync(join(planted, "dist", "index.js"), 0o755)
+      mkdirSync(join(box.workspace, "node_modules", ".bin"))
+      symlinkSync("../@modelcontextprotocol/server-filesystem/dist/index.js", join(box.workspace, "node_modules", ".bin", "mcp-server-filesystem"))
       const model = yield* FakeServer.make([call("fs__list_directory", { path: box.workspace }), done("listed")])
-      const config = userConfig(box.root, { fs: { startTimeout: 600 } })
-      const ran = yield* rx(
+      const ran_ = yield* rx(
         ["run", "--db", box.db, "--workspace", box.workspace, "--base-url", model.baseUrl, "--model", "fake", "--mcp", "fs=npx -y @modelcontextprotocol/server-filesystem .", "--json", "list the files"],
-        { XDG_CONFIG_HOME: config }
+        { HOME: home }
       )
-      expect(ran.code, ran.stderr).toBe(0)
-      const events = jsonLines(ran.stdout)
+      expect(ran_.code, ran_.stderr).toBe(0)
+      const events = jsonLines(ran_.stdout)
       expect(outcome(events, "fs__list_directory")).toMatchObject({ _tag: "ToolSucceeded" })
       expect(text(outcome(events, "fs__list_directory"))).toContain("[FILE] hello.txt")
       // Its readOnlyHint is a claim: the tool is not taken as safe to repeat.
       expect((events[0]?.["tools"] as ReadonlyArray<{ name: string; idempotent: boolean }>).find((t) => t.name === "fs__list_directory")?.idempotent).toBe(false)
-      expect(readdirSync(box.workspace)).toEqual(["hello.txt"])
+      expect(existsSync(ran)).toBe(false)
+      expect(readdirSync(box.workspace).sort()).toEqual(["hello.txt", "node_modules"])
+      // Nothing npx started is left (its cache, and so its processes' command lines, are in this home).
+      yield* until(() => processesWith(home).length === 0, "npx's processes to end", 20_000)
     }), 660_000)
 
   it.scopedLive("a server written with the official SDK, in its own folder outside the workspace with its own node_modules, run as `node ~/tools/demo/server.mjs` would be", () =>
@@ -133,6 +148,8 @@ describe("MCP servers as users run them", () => {
       const box = sandbox()
       const home = join(box.root, "home")
       mkdirSync(home)
+      // Whatever npx started (its command lines hold this home) is killed however the test ends.
+      yield* Effect.addFinalizer(() => Effect.sync(() => processesWith(home).forEach((pid) => process.kill(pid, "SIGKILL"))))
       writeFileSync(join(home, ".secret"), "mine")
       const { url } = yield* api("k")
       const net = new URL(url).host
@@ -189,10 +206,10 @@ describe("MCP servers as users run them", () => {
       const events = jsonLines(ran.stdout)
       const tools = (events[0]?.["tools"] as ReadonlyArray<{ name: string }>).filter((t) => t.name.startsWith("many__"))
       expect(tools).toHaveLength(100)
-      expect(events[0]).toMatchObject({ options: { settings: { mcpLeftOut: [{ server: "many", listed: 2004, offered: 100 }] } } })
+      expect(events[0]).toMatchObject({ options: { settings: { mcpLeftOut: [{ server: "many", listed: 2005, offered: 100 }] } } })
       const said = ran.stderr.split("\n").filter((line) => line.includes("MCP server many"))
       expect(said).toHaveLength(1)
-      expect(said[0]).toContain("100 of its 2004 tools are offered; not offered: 1904 past the cap of 100 tools per server")
+      expect(said[0]).toContain("100 of its 2005 tools are offered; not offered: 1905 past the cap of 100 tools per server")
       expect(JSON.stringify(events[0]).length).toBeLessThan(400_000)
       for (const request of model.received) expect(JSON.stringify(request.body).length).toBeLessThan(400_000)
       expect(outcome(events, "many__env")).toMatchObject({ _tag: "ToolSucceeded" })

@@ -125,7 +125,10 @@ export const launch = (servers: ReadonlyArray<Servers.Server>, given: ReadonlyAr
         })
       }
       const startTimeout = configured[server.name]?.startTimeout
-      launch[server.name] = { env: vars, ...(startTimeout === undefined ? {} : { startTimeoutMs: startTimeout * 1_000 }) }
+      launch[server.name] = {
+        env: vars,
+        ...(startTimeout === undefined ? {} : { startTimeoutMs: startTimeout * 1_000, startTimeoutFrom: `"startTimeout" of ${server.name} in your config file's mcpServers` })
+      }
     }
     return launch
   })

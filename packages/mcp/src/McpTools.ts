@@ -13,26 +13,34 @@
  * A stdio server is a program the user chose: it runs as the user would run it from a terminal
  * (their PATH and home, the network), in the workspace, with an environment built for it (a small
  * base and the variables the user gives it, never the rest of rx's, which holds rx's own secrets).
+ * But the agent writes the workspace: a server whose program, script or `npx`/`uvx` package lies
+ * there is refused, and `npx`/`uvx` run in a private folder outside it (`internal/command`).
  * On request (`sandbox` in its settings) it runs in bubblewrap instead: the workspace writable,
  * the system folders and the chosen ones readable, no home folder, the network only if asked.
+ * Either way it runs as a `ProcessTree`: it and whatever it starts (a daemon in its own session
+ * included) end when rx gives up on it, whatever the reason (a start timeout, a failed
+ * initialize, the end of the run, rx stopped by a signal). Its start timeout counts from when
+ * its program runs: `npx` installs the package first, bounded apart (`installTimeoutMs`).
  *
  * On resume, `pinned` (the tools the goal recorded) keeps the goal's tool set: a server's tool
  * is offered with its recorded schema, new tools are not offered, and what changed is said.
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js"
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
 import { type CallToolResult, ErrorCode, McpError as ProtocolError, type Tool as McpTool } from "@modelcontextprotocol/sdk/types.js"
 import { Tool } from "@rx/kernel"
-import { Confinement, Sandbox } from "@rx/tools"
+import { ProcessTree, Sandbox } from "@rx/tools"
 import { Ajv, type ErrorObject } from "ajv"
 import { Effect, Either, Option, Schema, type Scope } from "effect"
-import { closeSync, constants, openSync, statSync } from "node:fs"
+import { closeSync, constants, mkdtempSync, openSync, rmSync, statSync, writeFileSync } from "node:fs"
+import * as os from "node:os"
 import * as NodePath from "node:path"
+import * as Command from "./internal/command.js"
 import * as Names from "./internal/names.js"
 import * as Output from "./internal/output.js"
+import { TreeTransport } from "./internal/transport.js"
 import type * as Servers from "./Servers.js"
 
 /** A server could not be started, reached or listed: the run does not start. */
@@ -45,8 +53,10 @@ export class McpError extends Schema.TaggedError<McpError>()("@rx/mcp/McpError",
 export interface Launch {
   /** Variables given to this server, added to its base environment (`baseEnvironment`). */
   readonly env?: Readonly<Record<string, string>>
-  /** Time it may take to start and list its tools (a server that downloads itself may need minutes). */
+  /** Time it may take to start and list its tools, once its program runs (an `npx` package is installed first, apart). */
   readonly startTimeoutMs?: number
+  /** Where `startTimeoutMs` was set, as a person would change it (default: the `--mcp-start-timeout` flag). */
+  readonly startTimeoutFrom?: string
 }
 
 export interface Options {
@@ -69,6 +79,8 @@ export interface Options {
   readonly timeoutMs?: number
   /** Time a server may take to start and list its tools, unless its `Launch` says (default 10 s). */
   readonly startTimeoutMs?: number
+  /** Time `npx` may take to install a server's package before it starts (default 10 minutes). */
+  readonly installTimeoutMs?: number
   /** Tools one server may offer, in the order it lists them (default 100); the rest are left out, and said so. */
   readonly maxTools?: number
   /** Characters of one tool's description and input schema, as JSON (default 8,192); a larger tool is left out. */
@@ -145,7 +157,8 @@ const inherited = new Set([
  * The base environment of a stdio server: PATH, HOME, the user and locale (`LANG`, `LC_*`), TMPDIR,
  * the XDG folders, proxies and CA files, from `environment`. Nothing else of rx's: not RX_TOKEN,
  * not the model's API key, not OTEL_* headers. PATH keeps only absolute folders outside the
- * workspace, so a program the agent wrote there is never what a server's command finds.
+ * workspace (by path and by real path), so a program the agent wrote there is never what a
+ * server's command finds; PYTHONSAFEPATH keeps Python from importing from the folder it runs in.
  */
 export const baseEnvironment = (environment: Readonly<Record<string, string | undefined>>, workspace: string): Record<string, string> => {
   const env: Record<string, string> = {}
@@ -154,8 +167,9 @@ export const baseEnvironment = (environment: Readonly<Record<string, string | un
     if (value === undefined || value.startsWith("()")) continue
     if (inherited.has(name) || name.startsWith("LC_")) env[name] = value
   }
-  const path = (environment["PATH"] ?? "").split(":").filter((folder) => NodePath.isAbsolute(folder) && !Confinement.inside(workspace, NodePath.resolve(folder)))
+  const path = Command.safePath(environment["PATH"] ?? "", workspace)
   env["PATH"] = path.length > 0 ? path.join(":") : "/usr/local/bin:/usr/bin:/bin"
+  env["PYTHONSAFEPATH"] = "1"
   return env
 }
 
@@ -175,67 +189,138 @@ type Stdio = Extract<Servers.Server, { command: unknown }>
 /** Whether `folder` is an absolute path to a folder. */
 const isFolder = (folder: string) => NodePath.isAbsolute(folder) && Either.getOrElse(Either.try(() => statSync(folder).isDirectory()), () => false)
 
+/** The last lines of a stream, kept to say why a program failed. */
+const tailOf = (stream: NodeJS.ReadableStream) => {
+  const tail: Array<string> = []
+  stream.on("data", (chunk: Buffer) => {
+    tail.push(...chunk.toString("utf8").split("\n").map((line) => line.trim()).filter((line) => line !== ""))
+    tail.splice(0, Math.max(0, tail.length - stderrLines))
+  })
+  return () => {
+    const shown = tail.filter((line) => !/^at\s/.test(line)).slice(-stderrShown)
+    return shown.length === 0 ? "" : `; its stderr ends: ${shown.join(" | ").slice(-1_000)}`
+  }
+}
+
 /**
- * The stdio transport of `server`, and what to do after each of its calls: the command as the user
- * runs it, or in bubblewrap when it asks for the sandbox. A sandboxed server lives as long as the
- * run, so the workspace and its guards are bound by path (`Sandbox.hold` without a descriptor);
- * nothing is created in the workspace to hold them.
+ * A private folder for `npx` and `uvx` to run in, outside the workspace, removed with the scope:
+ * it holds only a `package.json`, so npm looks for no project above it.
+ */
+const privateFolder = (workspace: string) =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => {
+        const base = Command.safePath(os.tmpdir(), workspace)[0] ?? "/tmp"
+        const dir = mkdtempSync(NodePath.join(base, "rx-mcp-"))
+        writeFileSync(NodePath.join(dir, "package.json"), "{\"private\":true}\n")
+        return dir
+      },
+      catch: (error) => `a folder to run it in cannot be made: ${describe(error)}`
+    }),
+    (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+  )
+
+/**
+ * `npx` installs the server's package into its cache first: a download may take minutes on a
+ * first run, and is not what the start timeout measures. Bounded by `installTimeoutMs`; its
+ * processes are ended with it.
+ */
+const install = (plan: Command.Plan, args: ReadonlyArray<string>, cwd: string, env: Readonly<Record<string, string>>, timeoutMs: number) =>
+  Effect.scoped(Effect.gen(function*() {
+    const tree = yield* ProcessTree.spawn({ file: plan.file, args, cwd, env, kind: "mcp" }).pipe(Effect.mapError((error) => `its package cannot be installed: ${error.message}`))
+    tree.child.stdin.end()
+    tree.child.stdout.resume()
+    const stderr = tailOf(tree.child.stderr)
+    const exit = yield* Effect.async<{ readonly code: number | null; readonly signal: string | null }>((resume) => {
+      if (tree.exited()) return resume(Effect.succeed({ code: tree.child.exitCode, signal: tree.child.signalCode }))
+      tree.child.once("exit", (code, signal) => resume(Effect.succeed({ code, signal })))
+    }).pipe(Effect.timeout(timeoutMs), Effect.mapError(() => `its package did not install within ${timeoutMs / 1000} s (${NodePath.basename(plan.file)} ${args.join(" ")})${stderr()}`))
+    if (exit.code !== 0) {
+      return yield* Effect.fail(`its package could not be installed (${NodePath.basename(plan.file)} ${args.join(" ")} ${exit.code === null ? `was ended by ${exit.signal}` : `exited with code ${exit.code}`})${stderr()}`)
+    }
+  }))
+
+/** Why a stdio server was not started: refused (its code lies in the workspace), or what failed. */
+interface Unstarted {
+  readonly why: string
+  readonly kind: "refused" | "not started" | "cannot start"
+}
+
+/**
+ * The process tree of a stdio server, ended with the scope, and what to do after each of its
+ * calls: the command as the user runs it (found and checked by `Command.plan`), or in bubblewrap
+ * when it asks for the sandbox. A sandboxed server lives as long as the run, so the workspace and
+ * its guards are bound by path (`Sandbox.hold` without a descriptor); nothing is created in the
+ * workspace to hold them.
  */
 const stdio = (
   server: Stdio,
   options: Options,
   env: Readonly<Record<string, string>>
-): Effect.Effect<{ readonly transport: StdioClientTransport; readonly afterCall: () => void }, string> => {
-  const [command, ...args] = server.command
-  const request = server.sandbox
-  if (request === undefined) {
-    return Effect.succeed({ transport: new StdioClientTransport({ command, args, cwd: options.workspace, env: { ...env }, stderr: "pipe" }), afterCall: () => undefined })
-  }
-  const sandbox = options.sandbox
-  if (sandbox === undefined || sandbox._tag !== "Bwrap") {
-    return Effect.fail(`it is to run in the sandbox, which cannot be used here${sandbox?._tag === "Unavailable" ? ` (${sandbox.reason})` : ""}; run it without (leave out its sandbox setting)`)
-  }
-  const notFolder = request.read.find((folder) => !isFolder(folder))
-  if (notFolder !== undefined) return Effect.fail(`the folder its sandbox may read, ${JSON.stringify(notFolder)}, is not an absolute path to a folder`)
-  return Effect.scoped(Sandbox.hold(options.workspace, options.guards ?? [])).pipe(Effect.map((held) => ({
-    transport: new StdioClientTransport({
-      command: sandbox.path,
-      args: [...Sandbox.bwrapArgs(options.workspace, server.command, held.args, undefined, { network: request.network, readOnly: request.read })],
+): Effect.Effect<{ readonly tree: ProcessTree.Tree; readonly afterCall: () => void }, Unstarted, Scope.Scope> =>
+  Effect.gen(function*() {
+    const fail = (why: string) => Effect.fail<Unstarted>({ why, kind: "cannot start" })
+    const notStarted = (why: string) => Effect.fail<Unstarted>({ why, kind: "not started" })
+    const request = server.sandbox
+    if (request === undefined) {
+      const planned = Command.plan(server.command, options.workspace, env["PATH"] ?? "")
+      if (Either.isLeft(planned)) {
+        return yield* Effect.fail<Unstarted>({ why: planned.left.replace("NAME", server.name), kind: planned.left.startsWith("refused:") ? "refused" : "cannot start" })
+      }
+      const plan = planned.right
+      const cwd = plan.runsIn === "workspace" ? options.workspace : yield* privateFolder(options.workspace).pipe(Effect.catchAll(notStarted))
+      if (plan.install !== undefined) yield* install(plan, plan.install, cwd, env, options.installTimeoutMs ?? 600_000).pipe(Effect.catchAll(fail))
+      const tree = yield* ProcessTree.spawn({ file: plan.file, args: plan.args, cwd, env, kind: "mcp" }).pipe(Effect.catchAll((error) => fail(error.message)))
+      return { tree, afterCall: () => undefined }
+    }
+    const sandbox = options.sandbox
+    if (sandbox === undefined || sandbox._tag !== "Bwrap") {
+      return yield* notStarted(`it is to run in the sandbox, which cannot be used here${sandbox?._tag === "Unavailable" ? ` (${sandbox.reason})` : ""}; run it without (leave out its sandbox setting)`)
+    }
+    const notFolder = request.read.find((folder) => !isFolder(folder))
+    if (notFolder !== undefined) return yield* notStarted(`the folder its sandbox may read, ${JSON.stringify(notFolder)}, is not an absolute path to a folder`)
+    const held = yield* Effect.scoped(Sandbox.hold(options.workspace, options.guards ?? [])).pipe(Effect.catchAll((why) => notStarted(String(why))))
+    const tree = yield* ProcessTree.spawn({
+      file: sandbox.path,
+      args: Sandbox.bwrapArgs(options.workspace, server.command, held.args, undefined, { network: request.network, readOnly: request.read }),
       cwd: "/",
       // Its home is not there: temporary files go to the sandbox's own /tmp.
       env: { ...env, TMPDIR: "/tmp" },
-      stderr: "pipe"
-    }),
-    afterCall: () => {
-      if (held.missing.length === 0) return
-      const fd = Either.try(() => openSync(options.workspace, constants.O_RDONLY | constants.O_DIRECTORY))
-      if (Either.isLeft(fd)) return
-      Sandbox.moveAside(fd.right, held.missing, `mcp-${server.name}`)
-      closeSync(fd.right)
+      kind: "mcp",
+      spareFromTerm: "bwrap"
+    }).pipe(Effect.catchAll((error) => fail(error.message)))
+    return {
+      tree,
+      afterCall: () => {
+        if (held.missing.length === 0) return
+        const fd = Either.try(() => openSync(options.workspace, constants.O_RDONLY | constants.O_DIRECTORY))
+        if (Either.isLeft(fd)) return
+        Sandbox.moveAside(fd.right, held.missing, `mcp-${server.name}`)
+        closeSync(fd.right)
+      }
     }
-  })))
-}
+  })
 
-/** Why a start or a listing failed, in words: a timeout says how long it waited. */
-const startFailure = (error: unknown, timeoutMs: number, what: string) =>
+/** Why a start or a listing failed, in words: a timeout says how long it waited, and which setting gives more. */
+const startFailure = (error: unknown, timeoutMs: number, what: string, setting: string) =>
   error instanceof ProtocolError && error.code === ErrorCode.RequestTimeout
-    ? `it did not answer ${what} within ${timeoutMs / 1000} s (a server that downloads or builds itself at start may need more: give it a longer startTimeout)`
+    ? `it did not answer ${what} within ${timeoutMs / 1000} s (a server that builds itself at start may need more: give it a longer ${setting})`
     : error instanceof ProtocolError && error.code === ErrorCode.ConnectionClosed
     ? `it exited (or closed its output) before answering ${what}`
     : describe(error)
 
 /** Connect `client` over `transport`. */
-const connectOver = (client: Client, transport: Transport, timeoutMs: number) =>
+const connectOver = (client: Client, transport: Transport, timeoutMs: number, setting: string) =>
   Effect.tryPromise({
     try: (signal) => client.connect(transport, { timeout: timeoutMs, signal }),
-    catch: (error) => startFailure(error, timeoutMs, "initialize")
+    catch: (error) => startFailure(error, timeoutMs, "initialize", setting)
   })
 
 /** Close `transport` with the scope (the process it started is stopped). */
 const closing = (transport: Transport) => Effect.addFinalizer(() => Effect.promise(() => transport.close().catch(() => undefined)))
 
 /** Start or reach a server, closed with the scope; `deadline` is when its start must be over. */
-const connect = (server: Servers.Server, options: Options, timeoutMs: number): Effect.Effect<Connection, McpError, Scope.Scope> =>
+const connect = (server: Servers.Server, options: Options, timeoutMs: number, setting: string): Effect.Effect<Connection & { readonly began: number }, McpError, Scope.Scope> =>
   Effect.gen(function*() {
     const fail = (why: string) => new McpError({ server: server.name, message: `MCP server ${server.name}: ${why}` })
     let transportError = ""
@@ -247,25 +332,24 @@ const connect = (server: Servers.Server, options: Options, timeoutMs: number): E
       return made
     }
     let closed = false
-    const tail: Array<string> = []
-    const stderr = () => {
-      const shown = tail.filter((line) => !/^at\s/.test(line)).slice(-stderrShown)
-      return shown.length === 0 ? "" : `; its stderr ends: ${shown.join(" | ").slice(-1_000)}`
-    }
+    let stderr = () => ""
     let client = newClient()
     let afterCall = () => undefined as void
+    let began = Date.now()
     if ("command" in server) {
       const launch = options.launch?.[server.name]
       const env = { ...baseEnvironment(options.environment ?? process.env, options.workspace), ...launch?.env }
-      const started = yield* stdio(server, options, env).pipe(Effect.mapError((why) => fail(`not started: ${why}`)))
+      const started = yield* stdio(server, options, env).pipe(
+        Effect.mapError(({ kind, why }) => fail(kind === "refused" ? why : kind === "not started" ? `not started: ${why}` : `cannot start ${JSON.stringify(server.command.join(" "))}: ${why}`))
+      )
+      // The start timeout counts from here: what an install took is not in it.
+      began = Date.now()
       afterCall = started.afterCall
-      yield* closing(started.transport)
       if (server.sandbox !== undefined) yield* Effect.addFinalizer(() => Effect.sync(afterCall))
-      started.transport.stderr?.on("data", (chunk: Buffer) => {
-        tail.push(...chunk.toString("utf8").split("\n").map((line) => line.trim()).filter((line) => line !== ""))
-        tail.splice(0, Math.max(0, tail.length - stderrLines))
-      })
-      yield* connectOver(client, started.transport, timeoutMs).pipe(
+      stderr = tailOf(started.tree.child.stderr)
+      const transport = new TreeTransport(started.tree)
+      yield* closing(transport)
+      yield* connectOver(client, transport, timeoutMs, setting).pipe(
         Effect.mapError((why) => fail(`cannot start ${JSON.stringify(server.command.join(" "))}: ${why}${stderr()}`))
       )
     } else {
@@ -273,12 +357,12 @@ const connect = (server: Servers.Server, options: Options, timeoutMs: number): E
       // Streamable HTTP first; a server that speaks only the older SSE transport gets that.
       const streamable = new StreamableHTTPClientTransport(url)
       yield* closing(streamable)
-      const first = yield* Effect.either(connectOver(client, streamable, timeoutMs))
+      const first = yield* Effect.either(connectOver(client, streamable, timeoutMs, setting))
       if (Either.isLeft(first)) {
         client = newClient()
         const sse = new SSEClientTransport(url)
         yield* closing(sse)
-        yield* connectOver(client, sse, timeoutMs).pipe(
+        yield* connectOver(client, sse, timeoutMs, setting).pipe(
           Effect.mapError((why) => fail(`cannot connect to ${server.url}: ${first.left} (and over SSE: ${why})`))
         )
       }
@@ -288,14 +372,14 @@ const connect = (server: Servers.Server, options: Options, timeoutMs: number): E
       closed = true
     }
     yield* Effect.addFinalizer(() => Effect.promise(() => connected.close().catch(() => undefined)))
-    return { client: connected, stderr, closed: () => closed, afterCall, transportError: () => transportError }
+    return { client: connected, stderr: () => stderr(), closed: () => closed, afterCall, transportError: () => transportError, began }
   })
 
 /** Pages of `tools/list` read at most: a server that pages forever is cut there. */
 const maxPages = 100
 
 /** Every tool a server lists, page by page (up to `maxPages`), and whether it listed more. */
-const listTools = (server: Servers.Server, connection: Connection, timeoutMs: number) =>
+const listTools = (server: Servers.Server, connection: Connection, timeoutMs: number, setting: string) =>
   Effect.tryPromise({
     try: async (signal) => {
       const tools: Array<McpTool> = []
@@ -311,7 +395,7 @@ const listTools = (server: Servers.Server, connection: Connection, timeoutMs: nu
     catch: (error) =>
       new McpError({
         server: server.name,
-        message: `MCP server ${server.name}: cannot list its tools: ${startFailure(error, timeoutMs, "tools/list")}${connection.transportError() === "" ? "" : ` (${connection.transportError()})`}${connection.closed() ? " (its connection closed)" : ""}${connection.stderr()}`
+        message: `MCP server ${server.name}: cannot list its tools: ${startFailure(error, timeoutMs, "tools/list", setting)}${connection.transportError() === "" ? "" : ` (${connection.transportError()})`}${connection.closed() ? " (its connection closed)" : ""}${connection.stderr()}`
       })
   })
 
@@ -353,11 +437,12 @@ export const make = (servers: ReadonlyArray<Servers.Server>, options: Options): 
     const leftOut: Array<LeftOut> = []
     const names = new Set<string>()
     for (const server of servers) {
-      const startTimeoutMs = options.launch?.[server.name]?.startTimeoutMs ?? options.startTimeoutMs ?? 10_000
-      const began = Date.now()
-      const connection = yield* connect(server, options, startTimeoutMs)
+      const launch = options.launch?.[server.name]
+      const startTimeoutMs = launch?.startTimeoutMs ?? options.startTimeoutMs ?? 10_000
+      const setting = launch?.startTimeoutMs === undefined ? "--mcp-start-timeout" : launch.startTimeoutFrom ?? "--mcp-start-timeout"
+      const connection = yield* connect(server, options, startTimeoutMs, setting)
       // One start timeout for both: what the start took is not given to the listing again.
-      const listed = yield* listTools(server, connection, Math.max(1_000, startTimeoutMs - (Date.now() - began)))
+      const listed = yield* listTools(server, connection, Math.max(1_000, startTimeoutMs - (Date.now() - connection.began)), setting)
       const added: Array<string> = []
       const changed: Array<string> = []
       const live = new Set<string>()
@@ -417,6 +502,10 @@ export const make = (servers: ReadonlyArray<Servers.Server>, options: Options): 
               catch: (error) => callFailure(server.name, mcp.name, timeoutMs, connection, error)
             }).pipe(
               Effect.map((result): Tool.Outcome => {
+                // Checked before anything walks it: JSON.stringify would overflow the stack.
+                if (Output.tooDeep(result, Output.maxDepth + 2)) {
+                  return Tool.failure("recoverable", `MCP server ${server.name}: ${mcp.name} answered a result nested more than ${Output.maxDepth} levels deep, which rx does not record`)
+                }
                 // An old server may answer `toolResult` instead of content.
                 const content: CallToolResult = "content" in result && Array.isArray(result.content)
                   ? (result as CallToolResult)

@@ -14,6 +14,8 @@ import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Command from "../src/internal/command.js"
+import * as Limits from "../../tools/src/internal/limits.js"
 
 const fixture = path.join(import.meta.dirname, "fixtures", "server.mjs")
 const none = { _tag: "None", prlimit: undefined } as const
@@ -224,7 +226,7 @@ describe("McpTools.baseEnvironment", () => {
       OPENAI_API_KEY: "o",
       SHELL: "() { evil; }"
     }, "/ws")
-    expect(env).toEqual({ PATH: "/usr/bin:/opt/tool/bin", HOME: "/home/me", LANG: "C.UTF-8", LC_ALL: "C", HTTPS_PROXY: "http://proxy:3128" })
+    expect(env).toEqual({ PATH: "/usr/bin:/opt/tool/bin", PYTHONSAFEPATH: "1", HOME: "/home/me", LANG: "C.UTF-8", LC_ALL: "C", HTTPS_PROXY: "http://proxy:3128" })
   })
 })
 
@@ -241,4 +243,143 @@ describe("Servers.parse", () => {
     const server = { name: "fs", command: ["node", "my server.js", "--flag=it's"] } as const
     expect(Servers.parse(Servers.show(server))).toEqual(Either.right(server))
   })
+})
+
+const raw = path.join(import.meta.dirname, "fixtures", "raw.mjs")
+
+/** Processes whose command line holds `marker`. */
+const processesWith = (marker: string): ReadonlyArray<number> =>
+  fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker)
+    } catch {
+      return false
+    }
+  }).map(Number)
+
+/** A marker unique to one test, and a finaliser that kills whatever still carries it. */
+const marked = Effect.acquireRelease(
+  Effect.sync(() => `rx-mcp-test-${process.pid}-${Math.random().toString(36).slice(2)}`),
+  (marker) => Effect.sync(() => processesWith(marker).forEach((pid) => process.kill(pid, "SIGKILL")))
+)
+
+/** Wait (polling) until nothing carries `marker`, or fail after `ms`. */
+const gone = (marker: string, ms = 20_000) =>
+  Effect.promise(() =>
+    new Promise<ReadonlyArray<number>>((resolve) => {
+      const began = Date.now()
+      const tick = () => {
+        const left = processesWith(marker)
+        if (left.length === 0 || Date.now() - began > ms) return resolve(left)
+        setTimeout(tick, 50)
+      }
+      tick()
+    })
+  )
+
+/** Wait until a process carries `marker`. */
+const running = (marker: string) =>
+  Effect.promise(() =>
+    new Promise<void>((resolve) => {
+      const tick = () => (processesWith(marker).length > 0 ? resolve() : setTimeout(tick, 50))
+      tick()
+    })
+  )
+
+describe("McpTools: a server's processes end with it", () => {
+  it.scoped("a daemon a server left (its own session, its parent gone) is ended when the scope closes", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const marker = yield* marked
+      yield* Effect.scoped(Effect.gen(function*() {
+        const source = yield* McpTools.make([{ name: "d", command: [process.execPath, raw, "--daemon", marker] }], { workspace: dir, sandbox: none })
+        expect(source.tools.map((t) => t.spec.name)).toContain("d__env")
+        yield* running(`${marker}:daemon`)
+      }))
+      expect(yield* gone(marker)).toEqual([])
+    }))
+
+  it.scoped.skipIf(Limits.discoverOnce() === undefined)("where rx can make a cgroup: a daemon that also cleared its environment is ended with its server", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const marker = yield* marked
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* McpTools.make([{ name: "d", command: [process.execPath, raw, "--bare-daemon", marker] }], { workspace: dir, sandbox: none })
+        yield* running(`${marker}:daemon`)
+      }))
+      expect(yield* gone(marker)).toEqual([])
+    }))
+
+  it.scoped("a server that misses its start timeout, or fails initialize: it and its daemon are gone when make fails; the timeout names --mcp-start-timeout", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      for (const flag of ["--silent", "--fail-initialize"]) {
+        const marker = yield* marked
+        const failed = yield* Effect.flip(Effect.scoped(McpTools.make([{ name: "d", command: [process.execPath, raw, flag, "--daemon", marker] }], { workspace: dir, sandbox: none, startTimeoutMs: 1_500 })))
+        expect(failed.message).toContain(flag === "--silent" ? "it did not answer initialize within 1.5 s" : "this server will not start")
+        if (flag === "--silent") expect(failed.message).toContain("give it a longer --mcp-start-timeout")
+        expect(yield* gone(marker)).toEqual([])
+      }
+      // Where the config file set the server's own timeout, that is what to change.
+      const marker = yield* marked
+      const failed = yield* Effect.flip(Effect.scoped(McpTools.make([{ name: "d", command: [process.execPath, raw, "--silent", "--daemon", marker] }], {
+        workspace: dir,
+        sandbox: none,
+        launch: { d: { startTimeoutMs: 1_000, startTimeoutFrom: "\"startTimeout\" of d in your config file's mcpServers" } }
+      })))
+      expect(failed.message).toContain("within 1 s (a server that builds itself at start may need more: give it a longer \"startTimeout\" of d in your config file's mcpServers)")
+      expect(yield* gone(marker)).toEqual([])
+    }))
+
+  it.scoped("a result nested 50,000 levels deep is a recorded failure that says so, with the limit", () =>
+    Effect.gen(function*() {
+      const dir = yield* temp
+      const source = yield* McpTools.make([{ name: "d", command: [process.execPath, raw, "--deep", "50000"] }], { workspace: dir, sandbox: none })
+      const { events, result } = yield* run(source, [LanguageModel.callTool("d__deep", {}), LanguageModel.done("ok")])
+      expect(result).toMatchObject({ status: "terminated", reason: "done" })
+      expect(outcome(events, "d__deep")).toMatchObject({
+        _tag: "ToolFailed",
+        error: { kind: "recoverable", message: "MCP server d: deep answered a result nested more than 100 levels deep, which rx does not record" }
+      })
+    }))
+})
+
+describe("how a stdio server's command runs (internal/command)", () => {
+  it.scoped("npx runs outside the workspace, its . and ./ arguments as the workspace's paths, its package installed first; uvx likewise; a package, script or program in the workspace is refused", () =>
+    Effect.gen(function*() {
+      const ws = fs.realpathSync(yield* temp)
+      const bin = fs.realpathSync(yield* temp)
+      for (const name of ["npx", "uvx", "node"]) {
+        fs.writeFileSync(path.join(bin, name), "#!/bin/sh\n")
+        fs.chmodSync(path.join(bin, name), 0o755)
+      }
+      fs.writeFileSync(path.join(ws, "srv.ts"), "")
+      fs.writeFileSync(path.join(ws, "data.json"), "{}")
+      const plan = (command: ReadonlyArray<string>) => Command.plan(command as [string, ...Array<string>], ws, `${ws}:${bin}`)
+      expect(plan(["npx", "-y", "@modelcontextprotocol/server-filesystem", ".", "./sub", "plain"])).toEqual(Either.right({
+        file: path.join(bin, "npx"),
+        args: ["-y", "@modelcontextprotocol/server-filesystem", ws, path.join(ws, "sub"), "plain"],
+        runsIn: "private",
+        install: ["-y", "--package", "@modelcontextprotocol/server-filesystem", "--", "true"]
+      }))
+      expect(plan(["npx", "-y", "-p", "pkg", "--", "bin", "."])).toMatchObject(Either.right({ args: ["-y", "-p", "pkg", "--", "bin", ws], install: ["-y", "-p", "pkg", "--", "true"] }))
+      expect(plan(["uvx", "mcp-server-git", "--repository", "."])).toEqual(Either.right({ file: path.join(bin, "uvx"), args: ["mcp-server-git", "--repository", ws], runsIn: "private" }))
+      // A data file may be named; code may not.
+      expect(plan(["node", "/outside/server.mjs", "--config", "data.json"])).toMatchObject(Either.right({ runsIn: "workspace" }))
+      for (const [command, said] of [
+        [["uvx", "--from", "./", "server"], "its package ./"],
+        [["npx", "-y", "tsx", "srv.ts"], "its argument srv.ts"],
+        [["node", "srv.ts"], "its script srv.ts"],
+        [["node", "--import", "./srv.ts", "/outside/x.mjs"], "srv.ts"],
+        [[path.join(ws, "srv.ts")], "its program"]
+      ] as const) {
+        const refused = plan(command)
+        expect(Either.isLeft(refused) ? refused.left : "", command.join(" ")).toMatch(/^refused: /)
+        expect(Either.isLeft(refused) ? refused.left : "").toContain(said)
+      }
+      // A program only the workspace's PATH folder holds is not found.
+      fs.writeFileSync(path.join(ws, "only-here"), "#!/bin/sh\n")
+      fs.chmodSync(path.join(ws, "only-here"), 0o755)
+      expect(plan(["only-here"])).toEqual(Either.left(`only-here was not found on its PATH (${ws}:${bin}); folders inside the workspace are not searched`))
+    }))
 })

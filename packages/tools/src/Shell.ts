@@ -147,10 +147,13 @@ const render = (stream: Process.Stream): string =>
     ? Text.decodeLenient(Buffer.concat([stream.head, stream.tail]))
     : `${Text.decodeLenient(stream.head)}\n[... ${stream.dropped} bytes dropped ...]\n${Text.decodeLenient(stream.tail)}`
 
-/** Remove a call's cgroup once its last processes are reaped (a second at most). */
+/**
+ * Remove a call's cgroup once its last processes are reaped (five seconds at most; one still
+ * held then is removed by the next rx's sweep, once this one is gone).
+ */
 const removeGroup = (dir: string): Effect.Effect<void> =>
   Effect.gen(function*() {
-    for (let attempt = 0; attempt < 20; attempt++) {
+    for (let attempt = 0; attempt < 100; attempt++) {
       if (Limits.remove(dir)) return
       yield* Effect.sleep("50 millis")
     }
@@ -161,7 +164,9 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
   const config = yield* ToolsConfig
   const workspace = yield* Workspace
   const sandbox = yield* Sandbox.resolve(config.sandbox, workspace.root, config.bwrapPath)
-  const cgroups = sandbox._tag === "Unavailable" ? undefined : Limits.discover()
+  const cgroups = sandbox._tag === "Unavailable" ? undefined : Limits.discoverOnce()
+  // The empty groups of rx processes that are gone (killed before they could remove them).
+  if (cgroups !== undefined) Limits.sweepOnce(cgroups)
   const guards = Sandbox.guardsOf(workspace.root, config.protectedPaths, config.hiddenPaths)
   const uid = process.getuid?.()
 
@@ -204,7 +209,7 @@ export const make: Effect.Effect<Service, Sandbox.SandboxUnavailable, ToolsConfi
       let scanned = workspace.root
       let moved: ReadonlyArray<string> = []
       return yield* Effect.scoped(Effect.gen(function*() {
-        const group = cgroups === undefined ? undefined : Limits.create(cgroups, `rx-shell-${marker}`, limits.processes)
+        const group = cgroups === undefined ? undefined : Limits.create(cgroups, Limits.groupName("shell", marker), limits.processes)
         if (group !== undefined) yield* Effect.addFinalizer(() => removeGroup(group.dir))
         if (sandboxed) {
           // The folder checked now is the one mounted: bwrap binds this descriptor, not the path.

@@ -33,6 +33,26 @@ const item = (content: Content, budget: { left: number }): Record<string, unknow
   }
 }
 
+/** Levels of nesting a result may have; JSON that nests deeper is not recorded (nor can it be, safely). */
+export const maxDepth = 100
+
+/**
+ * Whether `value` nests arrays and objects more than `limit` levels deep, found without
+ * recursion (a result tens of thousands of levels deep would overflow the stack).
+ */
+export const tooDeep = (value: unknown, limit: number = maxDepth): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop() ?? [undefined, 0]
+    if (typeof current !== "object" || current === null) continue
+    if (depth >= limit) return true
+    for (const child of Array.isArray(current) ? current : Object.values(current)) {
+      if (typeof child === "object" && child !== null) stack.push([child, depth + 1])
+    }
+  }
+  return false
+}
+
 /** The result's content as recorded, within `maxChars` of text, and its structured content if it fits. */
 export const record = (result: CallToolResult, maxChars: number): { readonly content: ReadonlyArray<unknown>; readonly structuredContent?: unknown } => {
   const budget = { left: maxChars }

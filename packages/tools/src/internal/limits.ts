@@ -18,7 +18,7 @@
  */
 import { spawnSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from "node:fs"
 import * as NodePath from "node:path"
 
 /** What one call may use. */
@@ -167,6 +167,75 @@ export const discover = (): CgroupBase | undefined => {
   return undefined
 }
 
+let discovered: { readonly base: CgroupBase | undefined } | undefined
+
+/** `discover`, checked once per process (it starts a process to probe), then remembered. */
+export const discoverOnce = (): CgroupBase | undefined => (discovered ??= { base: discover() }).base
+
+/**
+ * The name of a group rx makes: what it is for (`shell`, `mcp`), the marker of its processes,
+ * and the pid of the rx that owns it, by which `sweep` tells a leftover from a group in use.
+ */
+export const groupName = (kind: string, marker: string): string => `rx-${kind}-${marker}-${process.pid}`
+
+const named = /^rx-(?:shell|mcp)-[0-9a-f]+(?:-(\d+))?$/
+
+/** Whether a process with this pid is alive (one of another user counts). */
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return typeof error === "object" && error !== null && "code" in error && error.code === "EPERM"
+  }
+}
+
+/** A group without an owner's pid (an older rx) is left alone this long after it was made. */
+const unownedAgeMs = 10 * 60_000
+
+/**
+ * Remove the empty groups rx made whose owner is gone (an rx that was killed, or could not
+ * remove one in time); a group that still has processes is never removed (the kernel refuses).
+ * How many were removed.
+ */
+export const sweep = (base: CgroupBase): number => {
+  let entries: Array<string>
+  try {
+    entries = readdirSync(base.dir)
+  } catch {
+    return 0
+  }
+  let removed = 0
+  for (const name of entries) {
+    const match = named.exec(name)
+    if (match === null) continue
+    const owner = match[1] === undefined ? undefined : Number(match[1])
+    const dir = NodePath.join(base.dir, name)
+    if (owner !== undefined && (owner === process.pid || alive(owner))) continue
+    if (owner === undefined) {
+      const made = (() => {
+        try {
+          return statSync(dir).ctimeMs
+        } catch {
+          return Date.now()
+        }
+      })()
+      if (Date.now() - made < unownedAgeMs) continue
+    }
+    if (members(dir).length === 0 && remove(dir)) removed++
+  }
+  return removed
+}
+
+let swept = false
+
+/** `sweep`, once per process. */
+export const sweepOnce = (base: CgroupBase): void => {
+  if (swept) return
+  swept = true
+  sweep(base)
+}
+
 /** A call's group: its folder, and whether it bounds the call's tasks. */
 export interface Group {
   readonly dir: string
@@ -205,7 +274,7 @@ export const members = (dir: string): ReadonlyArray<number> =>
  */
 export const joinArgs = (dir: string, file: string, args: ReadonlyArray<string>): ReadonlyArray<string> => [
   "-c",
-  "echo $$ > \"$0\" || { echo 'rx: the shell call could not enter its cgroup' >&2; exit 126; }; exec \"$@\"",
+  "echo $$ > \"$0\" || { echo 'rx: the process could not enter its cgroup' >&2; exit 126; }; exec \"$@\"",
   NodePath.join(dir, "cgroup.procs"),
   file,
   ...args
