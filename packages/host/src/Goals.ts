@@ -203,15 +203,14 @@ export const makeLocal = (db: Settings.Database) =>
 /** The server the settings name: `--server`, else `RX_SERVER`; none for a local log. */
 export const serverOf = (given: Settings.Given) =>
   Effect.gen(function*() {
-    const flag = (yield* Settings.fromFlags({ server: given.server ?? Option.none() })).server
-    const found = flag ?? (yield* Settings.fromEnv(["server"])).server
-    return Option.fromNullable(found?.value)
+    const found = given.server ?? (yield* Settings.fromEnv(["server"])).server?.value
+    return Option.fromNullable(found)
   })
 
 /** How a command reaches its goals besides its settings: through a cluster's workers (`--cluster`), with the failover time they use. */
 export interface Reach {
   readonly cluster?: boolean
-  readonly failover?: Option.Option<string>
+  readonly failover?: Option.Option<number>
 }
 
 /** The goals at the server the settings name, else those a cluster's workers run, else in the log they name. */
@@ -231,7 +230,7 @@ export const make = (given: Settings.Given, reach: Reach = {}) =>
 export const layer = (given: Settings.Given, reach: Reach = {}) => Layer.effect(Goals, make(given, reach))
 export const layerLocal = (db: Settings.Database) => Layer.effect(Goals, makeLocal(db))
 export const layerHttp = (url: string, given: Settings.Given = {}) => Layer.effect(Goals, makeHttp(url, given))
-export const layerCluster = (db: Settings.Database, failover: Option.Option<string> = Option.none()) => Layer.effect(Goals, makeCluster(db, failover))
+export const layerCluster = (db: Settings.Database, failover: Option.Option<number> = Option.none()) => Layer.effect(Goals, makeCluster(db, failover))
 
 /** The goals of the rx serve at `url`, with the token the settings name (`RX_TOKEN`, or the token file of a server on this machine). */
 export const makeHttp = (url: string, given: Settings.Given) => Effect.flatMap(Effect.promise(() => import("./internal/http.js")), (m) => m.makeHttp(url, given))
@@ -240,5 +239,5 @@ export const makeHttp = (url: string, given: Settings.Given) => Effect.flatMap(E
  * The goals of a cluster's Postgres log (`rx worker`s run them): `run` and `resume` record the
  * goal and hand it to the workers, then follow its log; the rest is `makeLocal`'s.
  */
-export const makeCluster = (db: Settings.Database, failover: Option.Option<string>) =>
+export const makeCluster = (db: Settings.Database, failover: Option.Option<number>) =>
   Effect.flatMap(Effect.promise(() => import("./internal/cluster.js")), (m) => m.makeCluster(db, failover))
