@@ -6,7 +6,7 @@
 import { Control, type Event, Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
 import { Delegate } from "@rx/tools"
 import { Effect } from "effect"
-import type { Hooks, ResumeRequest, RunRequest } from "../Goals.js"
+import type { Hooks, ResumeRequest, RunRequest } from "./service.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
