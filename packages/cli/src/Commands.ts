@@ -1,10 +1,10 @@
 /**
  * The `rx` commands, each written once against `@rx/host`'s `Goals` (a local log or an rx serve):
- * call the host, print. What the command line accepts is in `Usage`, parsed by `Cli`.
+ * call the host, print. Each is given its typed input (`Usage.Input`): what the command line
+ * accepts is declared in `Usage`, checked and parsed by `Cli`.
  */
 import { FileSystem, Path } from "@effect/platform"
 import * as Goals from "@rx/host/Goals"
-import type * as Serve from "@rx/host/Serve"
 import * as Log from "@rx/host/Log"
 import * as Settings from "@rx/host/Settings"
 import { Doctor } from "@rx/store-sqlite"
@@ -20,80 +20,27 @@ export { ExitStatus }
 export const UsageError = Settings.UsageError
 export type UsageError = Settings.UsageError
 
-/** What a command is given: its settings' flags, its other flags and its argument. */
-export interface Flags extends Omit<Serve.ServeRequest, "given">, Omit<Serve.WorkerRequest, "given"> {
-  readonly settings: Settings.Given
-  /** The argument of a command that takes a goal id. */
-  readonly goalId: string
-  readonly goal: Option.Option<string>
-  readonly goalFile: Option.Option<string>
-  readonly call: Option.Option<string>
-  readonly by: Option.Option<string>
-  readonly reason: Option.Option<string>
-  readonly step: Option.Option<string>
-  readonly json: boolean
-  readonly follow: boolean
-  readonly wait: boolean
-  readonly keep: boolean
-}
+type In<D extends Usage.Doc> = Usage.Input<D>
 
-/** What @effect/cli parsed for a command (`Cli`): each option by its flag (a text if given, a switch, or each value of a repeatable one), and the argument. */
-export interface Parsed {
-  readonly options: Readonly<Record<string, Option.Option<string> | boolean | ReadonlyArray<string>>>
-  readonly arg: Option.Option<string>
-}
-
-export const flagsOf = (spec: Usage.Spec, parsed: Parsed): Flags => {
-  const text = (flag: string) => {
-    const value = parsed.options[flag]
-    return Option.isOption(value) ? value : Option.none()
-  }
-  const on = (flag: string) => parsed.options[flag] === true
-  const list = (flag: string) => {
-    const value = parsed.options[flag]
-    return Array.isArray(value) ? value : []
-  }
-  return {
-    settings: Object.fromEntries(spec.settings.map((key) => [key, Settings.isSwitch(key) ? on(Settings.table[key].flag) : text(Settings.table[key].flag)])),
-    goalId: Option.getOrElse(parsed.arg, () => ""),
-    goal: parsed.arg,
-    goalFile: text("goal-file"),
-    call: text("call"),
-    by: text("by"),
-    reason: text("reason"),
-    step: text("step"),
-    json: on("json"),
-    follow: on("follow"),
-    wait: on("wait"),
-    keep: on("keep"),
-    host: text("host"),
-    allowRemote: on("allow-remote"),
-    port: text("port"),
-    concurrency: text("concurrency"),
-    cluster: on("cluster"),
-    newToken: on("new-token"),
-    failover: text("failover"),
-    drain: text("drain"),
-    mcp: list("mcp"),
-    mcpEnv: list("mcp-env"),
-    mcpSandbox: list("mcp-sandbox")
-  }
-}
+/** The goal id a command is given. */
+const idOf = (input: { readonly arg: Option.Option<string> }) => Option.getOrElse(input.arg, () => "")
 
 /** Run `body` with the goals the command's settings name: at `--server`, else in the log. */
-const withGoals = <A, E, R>(flags: Flags, body: (goals: Goals.Service) => Effect.Effect<A, E, R>) =>
-  Effect.flatMap(Goals.make(flags.settings, { cluster: flags.cluster, failover: flags.failover }), body)
+const withGoals = <A, E, R>(
+  input: { readonly settings: Settings.Given; readonly cluster?: boolean; readonly failover?: Option.Option<number> },
+  body: (goals: Goals.Service) => Effect.Effect<A, E, R>
+) => Effect.flatMap(Goals.make(input.settings, { cluster: input.cluster === true, failover: input.failover ?? Option.none() }), body)
 
-const run = (flags: Flags) =>
+export const run = (flags: In<typeof Usage.run>) =>
   withGoals(flags, (goals) =>
     runGoal(goals, (hooks) =>
-      goals.run({ goal: flags.goal, goalFile: flags.goalFile, given: flags.settings, mcp: flags.mcp, mcpEnv: flags.mcpEnv, mcpSandbox: flags.mcpSandbox }, hooks), {
+      goals.run({ goal: flags.arg, goalFile: flags.goalFile, given: flags.settings, mcp: flags.mcp, mcpEnv: flags.mcpEnv, mcpSandbox: flags.mcpSandbox }, hooks), {
       json: flags.json
     }))
 
-const resume = (flags: Flags) =>
+export const resume = (flags: In<typeof Usage.resume>) =>
   withGoals(flags, (goals) =>
-    runGoal(goals, (hooks) => goals.resume({ goalId: flags.goalId, given: flags.settings, mcpEnv: flags.mcpEnv }, hooks), { json: flags.json, goalId: flags.goalId }))
+    runGoal(goals, (hooks) => goals.resume({ goalId: idOf(flags), given: flags.settings, mcpEnv: flags.mcpEnv }, hooks), { json: flags.json, goalId: idOf(flags) }))
 
 /** Who decides: `--by`, else the OS user name; an empty name is refused. */
 const decider = (given: Option.Option<string>) =>
@@ -106,10 +53,10 @@ const decider = (given: Option.Option<string>) =>
  * Record a decision on the call a goal waits on (`rx approve`, `rx deny`). On a local log it runs
  * nothing: the goal goes on at `rx resume`; a server goes on with the goal by itself.
  */
-const decide = (flags: Flags, approve: boolean, reason: string) =>
+const decide = (flags: In<typeof Usage.approve>, approve: boolean, reason: string) =>
   withGoals(flags, (goals) =>
     Effect.gen(function*() {
-      const id = flags.goalId
+      const id = idOf(flags)
       const by = yield* decider(flags.by)
       const decided = yield* goals.decide({ goalId: id, approve, by, reason, callId: flags.call })
       const where = whereOf(goals.where)
@@ -127,16 +74,16 @@ const decide = (flags: Flags, approve: boolean, reason: string) =>
       ].join("\n"))
     }))
 
-const approve = (flags: Flags) => decide(flags, true, "approved")
+export const approve = (flags: In<typeof Usage.approve>) => decide(flags, true, "approved")
 
-const deny = (flags: Flags) =>
+export const deny = (flags: In<typeof Usage.deny>) =>
   decide(flags, false, Option.getOrElse(Option.filter(Option.map(flags.reason, (r) => r.trim()), (r) => r !== ""), () => "denied with rx deny"))
 
 /** Replay a goal's log and say whether it verifies (exit 0) or where it diverges. */
-const replay = (flags: Flags) =>
+export const replay = (flags: In<typeof Usage.replay>) =>
   withGoals(flags, (goals) =>
     Effect.gen(function*() {
-      const goalId = flags.goalId
+      const goalId = idOf(flags)
       const events = yield* goals.events(goalId)
       // The replayer (and the runner it drives) is loaded by this command only.
       const { Replay } = yield* Effect.promise(() => import("@rx/kernel"))
@@ -165,41 +112,40 @@ const replay = (flags: Flags) =>
       yield* setExit(ExitCode.diverged)
     }))
 
-const inspect = (flags: Flags) =>
+export const inspect = (flags: In<typeof Usage.inspect>) =>
   Effect.gen(function*() {
-    const step = Option.isNone(flags.step) ? undefined : Number(flags.step.value.trim())
-    if (step !== undefined && !(Number.isSafeInteger(step) && step >= 1)) {
-      return yield* new UsageError({ message: `--step: expected a step number from 1 up, got ${JSON.stringify(Option.getOrElse(flags.step, () => ""))}` })
-    }
+    const step = Option.getOrUndefined(flags.step)
+    const goalId = idOf(flags)
     const { children, events } = yield* withGoals(flags, (goals) =>
-      Effect.all({ events: goals.events(flags.goalId), children: step === undefined ? goals.children(flags.goalId) : Effect.succeed([]) }))
+      Effect.all({ events: goals.events(goalId), children: step === undefined ? goals.children(goalId) : Effect.succeed([]) }))
     const last = Render.steps(events).length
     if (step !== undefined && step > last) {
-      return yield* new UsageError({ message: `goal ${flags.goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
+      return yield* new UsageError({ message: `goal ${goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
     }
     const tree = { children }
     yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.inspectJson(events, step, tree)))) : say(Render.inspect(events, step, tree).join("\n"))
   })
 
-const events = (flags: Flags) =>
+export const events = (flags: In<typeof Usage.events>) =>
   withGoals(flags, (goals) =>
     Effect.gen(function*() {
+      const goalId = idOf(flags)
       if (flags.wait && !flags.follow) return yield* new UsageError({ message: "--wait goes with --follow" })
-      if (!flags.follow) return yield* Effect.forEach(yield* goals.events(flags.goalId), sayJson, { discard: true })
+      if (!flags.follow) return yield* Effect.forEach(yield* goals.events(goalId), sayJson, { discard: true })
       let orphaned = false
-      yield* goals.follow(flags.goalId, flags.wait).pipe(
+      yield* goals.follow(goalId, flags.wait).pipe(
         Stream.runForEach((item) => {
           if (item._tag === "Event") return sayJson(item.event)
           orphaned = !flags.wait
           return note(
-            `no rx runs goal ${flags.goalId} now (its runner stopped or was killed, or it waits to be resumed): rx resume ${flags.goalId} continues it${flags.wait ? "; waiting for a runner (Ctrl-C stops)" : "; rx events --follow --wait keeps waiting"}`
+            `no rx runs goal ${goalId} now (its runner stopped or was killed, or it waits to be resumed): rx resume ${goalId} continues it${flags.wait ? "; waiting for a runner (Ctrl-C stops)" : "; rx events --follow --wait keeps waiting"}`
           )
         })
       )
       if (orphaned) yield* setExit(ExitCode.suspended)
     }))
 
-const list = (flags: Flags) =>
+export const list = (flags: In<typeof Usage.list>) =>
   withGoals(flags, (goals) =>
     Effect.gen(function*() {
       // Each summary says why an open goal waits: no log is read.
@@ -217,21 +163,22 @@ const list = (flags: Flags) =>
       )
     }))
 
-const cancel = (flags: Flags) =>
+export const cancel = (flags: In<typeof Usage.cancel>) =>
   withGoals(flags, (goals) =>
     Effect.gen(function*() {
-      const outcome = yield* goals.cancel(flags.goalId, "cancelled with rx cancel")
+      const goalId = idOf(flags)
+      const outcome = yield* goals.cancel(goalId, "cancelled with rx cancel")
       const at = goals.where._tag === "Server" ? goals.where.url : undefined
       yield* say(
         outcome === "already_terminated"
-          ? `goal ${flags.goalId} has already terminated`
+          ? `goal ${goalId} has already terminated`
           : at === undefined
-          ? `cancel requested: goal ${flags.goalId} stops within one step (a goal no process runs is cancelled when resumed)`
-          : `cancel requested: goal ${flags.goalId} stops within one step at ${at}`
+          ? `cancel requested: goal ${goalId} stops within one step (a goal no process runs is cancelled when resumed)`
+          : `cancel requested: goal ${goalId} stops within one step at ${at}`
       )
     }))
 
-const doctor = (flags: Flags) =>
+export const doctor = (flags: In<typeof Usage.doctor>) =>
   Effect.gen(function*() {
     const db = yield* Log.database(Settings.dbFlag(flags.settings))
     if (db.postgres) return yield* new UsageError({ message: "rx doctor checks a SQLite log; Postgres checks its own (rx list, inspect and replay read a Postgres log)" })
@@ -244,29 +191,14 @@ const doctor = (flags: Flags) =>
     yield* setExit(report.healthy ? 0 : ExitCode.unhealthy)
   })
 
+/** Where each command runs: the file system, paths, and the exit code it sets. */
+export type Env = FileSystem.FileSystem | Path.Path | ExitStatus
+
 /** A command whose module is loaded when it runs: `rx list` loads no server, no model adapter, no tools. */
-const later = <K extends string>(load: () => Promise<{ readonly [k in K]: (flags: Flags) => Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus> }>, name: K) =>
-(flags: Flags) => Effect.flatMap(Effect.promise(load), (module) => module[name](flags))
+const later = <D extends Usage.Doc, K extends string>(load: () => Promise<{ readonly [k in K]: (input: In<D>) => Effect.Effect<void, unknown, Env> }>, name: K) =>
+(input: In<D>) => Effect.flatMap(Effect.promise(load), (module) => module[name](input))
 
-const config = later(() => import("./internal/config.js"), "config")
-const serve = later(() => import("./internal/serving.js"), "serve")
-const worker = later(() => import("./internal/serving.js"), "worker")
-const demo = later(() => import("./Demo.js"), "demo")
-
-/** Each command, by name. */
-export const commands: Record<string, (flags: Flags) => Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus>> = {
-  run,
-  resume,
-  approve,
-  deny,
-  replay,
-  inspect,
-  events,
-  list,
-  cancel,
-  doctor,
-  config,
-  serve,
-  worker,
-  demo
-}
+export const config = later<typeof Usage.config, "config">(() => import("./internal/config.js"), "config")
+export const serve = later<typeof Usage.serve, "serve">(() => import("./internal/serving.js"), "serve")
+export const worker = later<typeof Usage.worker, "worker">(() => import("./internal/serving.js"), "worker")
+export const demo = later<typeof Usage.demo, "demo">(() => import("./Demo.js"), "demo")

@@ -9,7 +9,7 @@ import { LanguageModel, Replay, Runner, StateStore } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
 import { Builtins } from "@rx/tools"
 import { Effect, Layer } from "effect"
-import type { Flags } from "./Commands.js"
+import type * as Usage from "./Usage.js"
 import * as ExitCode from "./ExitCode.js"
 import { type ExitStatus, note, printer, say, setExit } from "./internal/goal.js"
 import * as Render from "./Render.js"
@@ -51,7 +51,7 @@ export const script: ReadonlyArray<LanguageModel.Step> = [
 ]
 
 /** `rx demo`: the goal above in a temporary folder, then `rx inspect` and `rx replay` of it. */
-export const demo = (flags: Flags): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus> =>
+export const demo = (flags: Usage.Input<typeof Usage.demo>): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus> =>
   Effect.scoped(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path

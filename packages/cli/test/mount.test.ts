@@ -1,7 +1,7 @@
 /**
  * rx's commands mounted in another @effect/cli application: an app with its own root command and
  * commands takes `Cli.command` as a subcommand, and `myapp rx ...` runs rx's commands on a real
- * SQLite log, with @effect/cli's help for them.
+ * SQLite log, with rx's help, rx's one-line refusals and rx's exit codes.
  */
 import { Command, Options } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
@@ -16,8 +16,8 @@ const hello = Command.make("hello", { name: Options.text("name") }, ({ name }) =
 const myapp = Command.make("myapp").pipe(Command.withSubcommands([hello, Cli.command]))
 const cli = Command.run(myapp, { name: "myapp", version: "1.0.0" })
 
-/** Run `myapp args...` in this process: what it printed on stdout and stderr, and the exit status rx set. */
-const myappRun = (args: ReadonlyArray<string>) =>
+/** Run `myapp args...` (or, `alone`, `rx args...` as the binary runs it) in this process: what it printed on stdout and stderr, and the exit status rx set. */
+const myappRun = (args: ReadonlyArray<string>, alone = false) =>
   Effect.gen(function*() {
     const out: Array<string> = []
     const err: Array<string> = []
@@ -29,7 +29,7 @@ const myappRun = (args: ReadonlyArray<string>) =>
         error: (...line) => Effect.sync(() => void err.push(format(...line)))
       })
     )
-    yield* cli(["node", "myapp", ...args]).pipe(
+    yield* (alone ? Cli.main(["node", "rx", ...args]) : cli(["node", "myapp", ...args])).pipe(
       Effect.withConsole(console),
       Effect.provide(Layer.merge(NodeContext.layer, Layer.succeed(ExitStatus, status)))
     )
@@ -57,19 +57,46 @@ describe("rx mounted in another @effect/cli app", () => {
       expect(JSON.parse(replayed.stdout)).toMatchObject({ identical: true })
     }).pipe(Effect.scoped))
 
-  it.live("myapp rx --help and myapp rx list --help: @effect/cli's help of rx's commands, each flag described", () =>
+  it.live("myapp rx --help and myapp rx list --help: rx's own help", () =>
     Effect.gen(function*() {
       const top = (yield* myappRun(["rx", "--help"])).stdout
+      expect(top).toContain("rx <command> [flags]      rx <command> --help shows its flags")
       for (const command of ["run", "resume", "approve", "deny", "replay", "inspect", "events", "list", "cancel", "doctor", "config", "serve", "worker", "demo"]) {
-        expect(top, command).toMatch(new RegExp(`^ *- ${command} `, "m"))
+        expect(top, command).toMatch(new RegExp(`^ *${command} +\\S`, "m"))
       }
-      expect(top).toContain("the goals in the database, newest first")
+      expect(top).toContain("11  suspended")
       const list = (yield* myappRun(["rx", "list", "--help"])).stdout
-      expect(list).toContain("--json")
-      expect(list).toContain("one JSON object per goal")
-      expect(list).toContain("env RX_DB")
+      expect(list).toContain((yield* myappRun(["list", "--help"], true)).stdout)
+      expect(list).toMatch(/--json +one JSON object per goal/)
       const inspect = (yield* myappRun(["rx", "inspect", "--help"])).stdout
-      expect(inspect).toContain("<goal-id>")
-      expect(inspect).toContain("the goal's id, as rx list shows it")
+      expect(inspect).toContain("rx inspect [flags] <goal-id>")
+      expect(inspect).toMatch(/--step N +show one step in full/)
+    }))
+
+  it.live("the same bad lines refused the same way, as one line and exit 1, by rx and by myapp rx", () =>
+    Effect.gen(function*() {
+      const lines: ReadonlyArray<readonly [ReadonlyArray<string>, RegExp]> = [
+        [["run", "--frobnicate", "hi"], /^rx: rx run has no flag --frobnicate \(rx run --help lists its flags\)$/],
+        [["run", "hi", "--max-iteration", "3"], /did you mean --max-iterations\?/],
+        [["run", "hi", "--model"], /^rx: --model needs a value: --model NAME$/],
+        [["run", "hi", "--model", "--json"], /--model needs a value/],
+        [["run", "hi", "--model", "m", "--max-iterations", "0"], /^rx: --max-iterations: expected a whole number from 1 up, got "0"$/],
+        [["run", "hi", "--model", "m", "--sandbox", "maybe"], /^rx: --sandbox: expected one of auto, bwrap, none, got "maybe"$/],
+        [["serve", "--port", "http"], /^rx: --port: expected a whole number from 0 to 65535, got "http"$/],
+        [["inspect", "g", "--step", "0"], /^rx: --step: expected a whole number from 1 up, got "0"$/],
+        [["run", "fix", "the", "bug"], /rx run takes one goal: put it in quotes/],
+        [["lst"], /^rx: there is no command "lst" \(did you mean list\?\)/],
+        [["list", "--json=yes"], /^rx: --json takes no value/],
+        [["inspect"], /^rx: rx inspect needs a goal-id/],
+        [["--json", "list"], /^rx: --json: flags come after the command/]
+      ]
+      for (const [args, expected] of lines) {
+        const alone = yield* myappRun(args, true)
+        const mounted = yield* myappRun(["rx", ...args])
+        expect(alone.stderr, args.join(" ")).toMatch(expected)
+        expect(alone.stderr.split("\n"), args.join(" ")).toHaveLength(1)
+        expect(alone.status, args.join(" ")).toBe(1)
+        expect(mounted, args.join(" ")).toEqual(alone)
+      }
     }))
 })

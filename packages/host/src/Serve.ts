@@ -13,7 +13,7 @@ import * as Net from "node:net"
 import * as Postgres from "./internal/postgres.js"
 import * as Log from "./Log.js"
 import * as Settings from "./Settings.js"
-import { UsageError } from "./Settings.js"
+import { defaultFailover, UsageError } from "./Settings.js"
 import * as Setup from "./Setup.js"
 
 /** What `rx serve` is given besides its settings. */
@@ -21,13 +21,13 @@ export interface ServeRequest extends McpFlags.McpFlags {
   readonly given: Settings.Given
   readonly host: Option.Option<string>
   readonly allowRemote: boolean
-  readonly port: Option.Option<string>
-  readonly concurrency: Option.Option<string>
+  readonly port: Option.Option<number>
+  readonly concurrency: Option.Option<number>
   /** Run no goal here: hand each to the workers of the Postgres log. */
   readonly cluster: boolean
   /** A new token even when the token file holds one. */
   readonly newToken: boolean
-  readonly failover: Option.Option<string>
+  readonly failover: Option.Option<number>
 }
 
 /** A server listening. */
@@ -48,10 +48,10 @@ export interface WorkerRequest {
   readonly given: Settings.Given
   readonly host: Option.Option<string>
   readonly allowRemote: boolean
-  readonly port: Option.Option<string>
-  readonly concurrency: Option.Option<string>
-  readonly failover: Option.Option<string>
-  readonly drain: Option.Option<string>
+  readonly port: Option.Option<number>
+  readonly concurrency: Option.Option<number>
+  readonly failover: Option.Option<number>
+  readonly drain: Option.Option<number>
 }
 
 /** A worker running. */
@@ -73,7 +73,7 @@ export interface Working {
  */
 const serverToken = (db: Settings.Database, renew: boolean) =>
   Effect.gen(function*() {
-    const given = (process.env["RX_TOKEN"] ?? "").trim()
+    const given = Option.getOrElse(yield* Settings.token, () => "")
     if (given !== "") {
       if (renew) return yield* new UsageError({ message: "--new-token makes a token file; RX_TOKEN is set, so the server uses it and writes none" })
       return given.length < 16 ? yield* new UsageError({ message: "RX_TOKEN must be at least 16 characters long" }) : { token: given, kept: "env" as const }
@@ -107,14 +107,14 @@ const portFree = (host: string, port: number) =>
   })
 
 /** What a cluster needs: a Postgres log, and the failover time (the same everywhere). */
-const clusterOf = (failover: Option.Option<string>, db: Settings.Database, command: string) =>
+const clusterOf = (failover: Option.Option<number>, db: Settings.Database, command: string) =>
   Effect.gen(function*() {
     if (!db.postgres) {
       return yield* new UsageError({
         message: `${command} needs the Postgres log of the cluster: --db postgres://USER:PASSWORD@HOST/DB (or RX_DB), the same for every worker and rx serve --cluster`
       })
     }
-    const seconds = yield* Settings.count("failover", failover, 1, 3_600, 15)
+    const seconds = Option.getOrElse(failover, () => defaultFailover)
     return { ...(yield* Postgres.cluster), failoverMs: seconds * 1_000 }
   })
 
@@ -131,8 +131,8 @@ export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError 
     }
     // With a cluster the workers' model runs the goals: this one is not needed.
     const model = Option.isSome(cluster) ? (v.model ?? "the workers'") : yield* Setup.modelName(v)
-    const port = yield* Settings.count("port", request.port, 0, 65_535, 7_433)
-    const concurrency = yield* Settings.count("concurrency", request.concurrency, 1, 1_000, 4)
+    const port = Option.getOrElse(request.port, () => 7_433)
+    const concurrency = Option.getOrElse(request.concurrency, () => 4)
     const host = Option.getOrElse(Option.map(request.host, (h) => h.trim()), () => "127.0.0.1")
     const volume = yield* Option.match(cluster, {
       onNone: () => Effect.succeed(Option.none<{ readonly id: string; readonly file: string }>()),
@@ -209,9 +209,9 @@ export const worker = (request: WorkerRequest) =>
     const { values: v, workspace } = yield* Setup.resolve(request.given, Settings.workerKeys)
     const model = yield* Setup.modelName(v)
     if (Option.isNone(request.port)) return yield* new UsageError({ message: "rx worker needs --port N: the port it listens on, which the other workers reach it at" })
-    const port = yield* Settings.count("port", request.port, 1, 65_535, 0)
-    const concurrency = yield* Settings.count("concurrency", request.concurrency, 1, 1_000, 4)
-    const drain = yield* Settings.count("drain", request.drain, 0, 3_600, 15)
+    const port = request.port.value
+    const concurrency = Option.getOrElse(request.concurrency, () => 4)
+    const drain = Option.getOrElse(request.drain, () => 15)
     const host = yield* workerHost(request)
     const volume = yield* Postgres.volume(Workspaces, workspace)
     const { workspace: _root, ...configured } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file, ...(yield* Setup.hidden(db, workspace))])

@@ -65,7 +65,8 @@ const numberText = <I>(pattern: RegExp, json: Schema.Schema<number, I & number>)
 
 const range = (min: number, max: number) => (max === Number.MAX_SAFE_INTEGER ? `from ${min} up` : `from ${min} to ${max}`)
 
-const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => {
+/** A whole number within bounds: the Schemas of a config file's number and of a flag's text. */
+export const integer = (min: number, max = Number.MAX_SAFE_INTEGER) => {
   const json = Schema.Int.pipe(Schema.between(min, max))
   const what = `a whole number ${range(min, max)}`
   return { json: json.annotations(expected(what)), text: numberText(/^\s*[+-]?\d+\s*$/, json).annotations(expected(what)) }
@@ -151,6 +152,9 @@ const setting = <A extends Value, I>(
 
 /** Where the log lives when neither `--db` nor `RX_DB` says, as `rx --help` tells it. */
 export const defaultDbText = "$XDG_STATE_HOME/rx/rx.db, or ~/.local/state/rx/rx.db without XDG_STATE_HOME"
+
+/** Seconds a dead worker keeps its goals before the others take them over, unless `--failover` says. */
+export const defaultFailover = 15
 
 /** The workspace config file's name, at the workspace root. */
 export const workspaceFile = "rx.config.json"
@@ -324,20 +328,18 @@ const parsed = (schema: Schema.Schema.AnyNoContext, raw: unknown, where: string)
   )
 
 /**
- * Values given as flags: text for settings that take one, `true` for a switch given. `given`
- * holds only the settings the command has.
+ * A flag's text decoded by a setting's (or any) text Schema: the value, or the one line saying
+ * why not, `--flag: expected <what>, got <text>`. The command line decodes each flag with it once.
  */
-export const fromFlags = (given: { readonly [K in Key]?: Option.Option<string> | boolean }): Effect.Effect<Found, UsageError> =>
-  Effect.gen(function*() {
-    const found: Record<string, { value: Value; source: Source }> = {}
-    for (const key of keys) {
-      const raw = given[key]
-      if (raw === undefined || raw === false) continue
-      if (raw === true) found[key] = { value: true, source: { _tag: "flag" } }
-      else if (Option.isSome(raw)) found[key] = { value: yield* parsed(table[key].text, raw.value, `--${table[key].flag}`), source: { _tag: "flag" } }
-    }
-    return found as Found
-  })
+export const decodeFlag = <A>(flag: string, schema: Schema.Schema<A, string>, raw: string): Either.Either<A, UsageError> =>
+  Either.mapLeft(Schema.decodeUnknownEither(schema)(raw), (error) => new UsageError({ message: `--${flag}: ${ParseResult.TreeFormatter.formatErrorSync(error)}` }))
+
+/** A setting's text Schema, as one of any setting's values (each row's Schema has its own type). */
+export const textOf = (key: Key): Schema.Schema<Value, string> => table[key].text as Schema.Schema<Value, string>
+
+/** The values given as flags, already typed (a switch given is `true`), each with where it came from. */
+export const fromGiven = (given: Given): Found =>
+  Object.fromEntries(keys.flatMap((key) => (given[key] === undefined || given[key] === false ? [] : [[key, { value: given[key], source: { _tag: "flag" } }]]))) as Found
 
 /** Values of the `RX_*` variables that are set and not empty, for the settings in `only`. */
 export const fromEnv = (only: ReadonlyArray<Key>): Effect.Effect<Found, UsageError> =>
@@ -520,6 +522,9 @@ export const fromRecorded = (r: Recorded, over: Found = {}, changeable: Readonly
       onRight: (value): Effect.Effect<readonly [Key, unknown], UsageError> => Effect.succeed([key, { value, source: { _tag: "recorded" } }])
     })).pipe(Effect.map((entries) => Object.fromEntries(entries) as Found))
 
+/** The server token of `RX_TOKEN`, trimmed, if set and not empty: read here alone, through the ConfigProvider. */
+export const token: Effect.Effect<Option.Option<string>> = Effect.map(env("RX_TOKEN"), (raw) => Option.filter(Option.some(raw.trim()), (t) => t !== ""))
+
 /** Who decides, when `--by` is not given: the OS user name (else `$USER`, else `unknown`). */
 export const userName: Effect.Effect<string> = Effect.try(() => os.userInfo().username).pipe(
   Effect.orElse(() => env("USER")),
@@ -573,23 +578,11 @@ export const serveKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "workspace", "
 /** The settings of `rx worker`. */
 export const workerKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "workspace", "tools", "noShell", "sandbox", "httpAllow"]
 
-/** The flags of a command's settings, as parsed: text, or `true` for a switch given. */
-export type Given = { readonly [K in Key]?: Option.Option<string> | boolean }
-
-/** A whole number flag within bounds, or its default. */
-export const count = (flag: string, value: Option.Option<string>, min: number, max: number, fallback: number) =>
-  Option.match(value, {
-    onNone: () => Effect.succeed(fallback),
-    onSome: (text) => {
-      const n = Number(text.trim())
-      return /^\s*\d+\s*$/.test(text) && n >= min && n <= max
-        ? Effect.succeed(n)
-        : new UsageError({ message: `--${flag}: expected a whole number from ${min} to ${max}, got ${JSON.stringify(text)}` })
-    }
-  })
+/** The settings given as flags, typed by the command line (absent: not given). */
+export type Given = { readonly [K in Key]?: Values[K] }
 
 /** A command's `--db`, if given. */
-export const dbFlag = (given: Given): Option.Option<string> => (given.db === undefined || typeof given.db === "boolean" ? Option.none() : given.db)
+export const dbFlag = (given: Given): Option.Option<string> => Option.fromNullable(given.db)
 
 /** `--mcp` and its companions do not apply against a server, which runs goals with its own tools. */
 export const noMcp = (flags: Partial<McpFlags.McpFlags>, command: string) =>
@@ -599,8 +592,7 @@ export const noMcp = (flags: Partial<McpFlags.McpFlags>, command: string) =>
 
 /** Flags given that are not in `allowed`: each is refused, as the server's own settings apply. */
 export const refuseOthers = (given: Given, allowed: ReadonlyArray<Key>, what: string, against = "--server") => {
-  const isGiven = (value: Option.Option<string> | boolean | undefined) => value === true || (typeof value === "object" && Option.isSome(value))
-  const other = keys.find((key) => !allowed.includes(key) && key !== "server" && key !== "db" && isGiven(given[key]))
+  const other = keys.find((key) => !allowed.includes(key) && key !== "server" && key !== "db" && given[key] !== undefined && given[key] !== false)
   return other === undefined
     ? Effect.void
     : new UsageError({ message: `--${table[other].flag} does not apply with ${against}: ${against === "--server" ? "the server runs goals with its own model, tools and sandbox" : "the workers run goals with their own model"} (${what})` })

@@ -78,7 +78,7 @@ const only = (found: Settings.Found, keys: ReadonlyArray<Settings.Key>): Setting
 export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorded: Settings.Recorded = {}) =>
   Effect.gen(function*() {
     const path = yield* Path.Path
-    const flags = yield* Settings.fromFlags(given)
+    const flags = Settings.fromGiven(given)
     const env = yield* Settings.fromEnv(keys.filter((key) => key !== "db"))
     // Everything the goal recorded applies (its tools and allow-list too), though not a flag of resume.
     const fromRecord = yield* Settings.fromRecorded(recorded, Settings.merge(flags, env), keys)

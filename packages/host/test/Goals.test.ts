@@ -5,10 +5,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { NodeContext } from "@effect/platform-node"
-import { Goals } from "@rx/host"
+import { Goals, Settings } from "@rx/host"
 import { type Event, Goal, State } from "@rx/kernel"
 import { OpenAiCompatible } from "@rx/llm"
-import { Effect, Either, Layer, Option, Stream } from "effect"
+import { ConfigProvider, Effect, Either, Layer, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -19,8 +19,8 @@ const call = (name: string, args: unknown) => FakeServer.completion({ toolCalls:
 
 const temp = (prefix: string) => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
 
-/** Flags as the command line gives them. */
-const flags = (values: Record<string, string>) => Object.fromEntries(Object.entries(values).map(([key, value]) => [key, Option.some(value)]))
+/** Settings as the command line gives them, typed. */
+const flags = (values: Settings.Given) => values
 
 /** Where the goals are: a new log here, or a new rx serve, each with a model that writes a file (asking first) and is done. */
 const places = {
@@ -28,13 +28,13 @@ const places = {
     const model = yield* FakeServer.make([call("write_file", { path: "a.txt", content: "approved" }), call("done", { summary: "wrote a.txt" })])
     const workspace = temp("rx-host-ws-")
     const db = path.join(temp("rx-host-db-"), "rx.db")
-    const given = flags({ db, workspace, baseUrl: model.baseUrl, model: "fake", sandbox: "none", ask: "write_file" })
+    const given = flags({ db, workspace, baseUrl: model.baseUrl, model: "fake", sandbox: "none", ask: ["write_file"] })
     return { goals: yield* Goals.make(given), given, workspace }
   }),
   "an rx serve": Effect.gen(function*() {
     const model = yield* FakeServer.make([call("write_file", { path: "a.txt", content: "approved" }), call("done", { summary: "wrote a.txt" })])
     const server = yield* startServer(Layer.orDie(OpenAiCompatible.layerNode({ baseUrl: model.baseUrl, model: "fake" })))
-    const given = flags({ server: server.url, ask: "write_file" })
+    const given = flags({ server: server.url, ask: ["write_file"] })
     return { goals: yield* Goals.make(given), given, workspace: server.root }
   })
 }
@@ -43,10 +43,6 @@ describe("Goals: the same answers from a local log and from an rx serve", () => 
   for (const [name, place] of Object.entries(places)) {
     it.scopedLive(`${name}: run until approval, decide, go on to the end; list, events, follow, cancel and decide say the same`, () =>
       Effect.gen(function*() {
-        const previous = { token: process.env["RX_TOKEN"], config: process.env["XDG_CONFIG_HOME"] }
-        process.env["RX_TOKEN"] = token
-        process.env["XDG_CONFIG_HOME"] = temp("rx-host-config-")
-        yield* Effect.addFinalizer(() => Effect.sync(() => Object.assign(process.env, previous)))
         const { given, goals, workspace } = yield* place
         const observed: Array<Event.Event> = []
         const observe = (event: Event.Event) => Effect.sync(() => void observed.push(event))
@@ -79,6 +75,10 @@ describe("Goals: the same answers from a local log and from an rx serve", () => 
         expect(Either.isLeft(nothing) && nothing.left.message).toMatch(/has terminated \(done\); there is nothing to decide/)
         const unknown = yield* Effect.either(goals.events("no-such-goal"))
         expect(Either.isLeft(unknown) && unknown.left.message).toMatch(/no goal with id no-such-goal/)
-      }).pipe(Effect.provide(NodeContext.layer)), 120_000)
+      }).pipe(
+        // The token and the config folder the host reads, given as a ConfigProvider: no variable of this process is read or changed.
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["RX_TOKEN", token], ["XDG_CONFIG_HOME", temp("rx-host-config-")]]))),
+        Effect.provide(NodeContext.layer)
+      ), 120_000)
   }
 })

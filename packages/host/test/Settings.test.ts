@@ -7,7 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { NodeContext } from "@effect/platform-node"
 import { Settings, Setup } from "@rx/host"
 import { Settings as Recorded } from "@rx/kernel"
-import { Effect, Either, Option, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -31,15 +31,18 @@ describe("the settings table", () => {
 
   it.effect("flags and variables decode through each setting's text Schema", () =>
     Effect.gen(function*() {
-      const flags = yield* Settings.fromFlags({ maxIterations: Option.some(" 12 "), mode: Option.some(" json "), noShell: true })
-      expect(Settings.values(flags)).toEqual({ maxIterations: 12, mode: "json", noShell: true })
+      const decoded = {
+        maxIterations: yield* Settings.decodeFlag("max-iterations", Settings.table.maxIterations.text, " 12 "),
+        mode: yield* Settings.decodeFlag("mode", Settings.table.mode.text, " json ")
+      }
+      expect(Settings.values(Settings.fromGiven({ ...decoded, noShell: true }))).toEqual({ maxIterations: 12, mode: "json", noShell: true })
       for (const [key, text, expected] of [
         ["temperature", "1e3", "--temperature: expected a number from 0 to 2, got \"1e3\""],
         ["retries", "100", "--retries: expected a whole number from 0 to 99, got \"100\""],
         ["baseUrl", "ftp://host", "--base-url: expected an http:// or https:// URL such as http://127.0.0.1:11434/v1, got \"ftp://host\""],
         ["deny", " , ", "--deny: expected names, comma-separated, got none"]
       ] as const) {
-        const refused = yield* Effect.flip(Settings.fromFlags({ [key]: Option.some(text) }))
+        const refused = yield* Effect.flip(Settings.decodeFlag(Settings.table[key].flag, Settings.textOf(key), text))
         expect(refused.message).toBe(expected)
       }
     }))
@@ -50,7 +53,7 @@ describe("the settings table", () => {
       const recorded = Recorded.Settings.make({ workspace, model: "m", threads: 0, sandbox: "none" })
       const refused = yield* Effect.flip(Setup.resolve({}, Settings.resumeKeys, recorded))
       expect(refused.message).toBe("the goal recorded threads: expected a whole number from 1 to 1024, got 0: give --threads to go on with another value")
-      const resolved = yield* Setup.resolve({ threads: Option.some("2") }, Settings.resumeKeys, recorded)
+      const resolved = yield* Setup.resolve({ threads: 2 }, Settings.resumeKeys, recorded)
       expect(resolved.values).toMatchObject({ threads: 2, model: "m", sandbox: "none", workspace })
       expect(resolved.found.model?.source).toEqual({ _tag: "recorded" })
       // A setting no resume flag replaces stays as recorded: a sub-goal delegated with no tools.

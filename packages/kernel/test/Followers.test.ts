@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber } from "effect"
-import { type Event, Followers, StoreConformance } from "@rx/kernel"
+import { type Event, Followers } from "@rx/kernel"
+import { StoreConformance } from "@rx/kernel/testing"
 
 /** A two-iteration log of `goalId`: seqs 0-4 as in the sample log, 5-8 the second iteration, 9 Terminated. */
 const twoIterations = (goalId: string): ReadonlyArray<Event.Event> => {

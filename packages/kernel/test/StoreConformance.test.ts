@@ -1,6 +1,7 @@
 import { describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { StateStore, StoreConformance } from "@rx/kernel"
+import { StateStore } from "@rx/kernel"
+import { StoreConformance } from "@rx/kernel/testing"
 
 describe("StoreConformance: memory store", () => {
   for (const c of StoreConformance.cases) {

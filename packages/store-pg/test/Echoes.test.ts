@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect } from "effect"
-import { type Event, Followers, StoreConformance } from "@rx/kernel"
+import { type Event, Followers } from "@rx/kernel"
+import { StoreConformance } from "@rx/kernel/testing"
 import * as Echoes from "../src/internal/echoes.js"
 
 const settle = Effect.repeatN(Effect.yieldNow(), 5)

@@ -5,7 +5,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, layer } from "@effect/vitest"
 import { Context, Effect, Either, Exit, Fiber, Layer, Schedule } from "effect"
-import { type Event, GoalSummary, StateStore, StoreConformance } from "@rx/kernel"
+import { type Event, GoalSummary, StateStore } from "@rx/kernel"
+import { StoreConformance } from "@rx/kernel/testing"
 import { Migrations, PgStore } from "@rx/store-pg"
 import * as TestDatabase from "./database.js"
 

@@ -1,6 +1,6 @@
 import { describe, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { StoreConformance } from "@rx/kernel"
+import { StoreConformance } from "@rx/kernel/testing"
 import { PgStore } from "@rx/store-pg"
 import * as TestDatabase from "./database.js"
 

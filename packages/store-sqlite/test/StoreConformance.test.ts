@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { StoreConformance } from "@rx/kernel"
+import { StoreConformance } from "@rx/kernel/testing"
 import { SqliteStore } from "@rx/store-sqlite"
 
 // One file per synchronous level, shared by all cases (each uses its own goal ids). A snapshot

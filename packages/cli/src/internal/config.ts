@@ -5,7 +5,7 @@ import * as Settings from "@rx/host/Settings"
 import * as Setup from "@rx/host/Setup"
 import { Sandbox } from "@rx/tools"
 import { Console, Effect, Option } from "effect"
-import type { Flags } from "../Commands.js"
+import type * as Usage from "../Usage.js"
 import * as Render from "../Render.js"
 import { say } from "./goal.js"
 
@@ -19,7 +19,7 @@ const showValue = (key: Settings.Key, value: Settings.Value) =>
     ? Settings.redactUserinfo(String(value))
     : String(value)
 
-export const config = (flags: Flags) =>
+export const config = (flags: Usage.Input<typeof Usage.config>) =>
   Effect.gen(function*() {
     const db = yield* Settings.database(Settings.dbFlag(flags.settings))
     const resolved = yield* Setup.resolve(flags.settings, Settings.runKeys)

@@ -4,7 +4,7 @@
 import type { FileSystem, Path } from "@effect/platform"
 import * as Serve from "@rx/host/Serve"
 import { Deferred, Effect, Either } from "effect"
-import type { Flags } from "../Commands.js"
+import type * as Usage from "../Usage.js"
 import { say } from "./goal.js"
 import { onTerminate, terminating } from "./interrupt.js"
 
@@ -31,7 +31,7 @@ const untilStopped = <A, E, R>(start: Effect.Effect<A, E, R>, started: (a: A) =>
     return up
   })
 
-export const serve = (flags: Flags): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path> =>
+export const serve = (flags: Usage.Input<typeof Usage.serve>): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
     let serving: Serve.Serving | undefined
     yield* Effect.scoped(Effect.gen(function*() {
@@ -63,7 +63,7 @@ export const serve = (flags: Flags): Effect.Effect<void, unknown, FileSystem.Fil
 /** What a command stopped by a signal while it started says. */
 const startStopped = (command: string, signal: NodeJS.Signals) => `${command}: stopped while it started (${signal}); what it had started is closed`
 
-export const worker = (flags: Flags): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path> =>
+export const worker = (flags: Usage.Input<typeof Usage.worker>): Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path> =>
   Effect.scoped(Effect.gen(function*() {
     const up = yield* untilStopped(Serve.worker({ ...flags, given: flags.settings }), (w) =>
       say([

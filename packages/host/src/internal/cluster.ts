@@ -5,10 +5,11 @@ import type { FileSystem, Path } from "@effect/platform"
 import { Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
 import { Builtins } from "@rx/tools"
 import { Context, Effect, Layer, Option } from "effect"
-import { type Hooks, makeLocal, observed, type Service } from "../Goals.js"
+import { makeLocal } from "./local.js"
+import { type Hooks, observed, type Service } from "./service.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
-import { UsageError } from "../Settings.js"
+import { defaultFailover, UsageError } from "../Settings.js"
 import * as Setup from "../Setup.js"
 import * as Postgres from "./postgres.js"
 
@@ -17,12 +18,12 @@ import * as Postgres from "./postgres.js"
  * goal and hand it to the workers (a persisted message, so it survives any process), then follow
  * its log to its end or until it waits; the rest reads and writes the log as `makeLocal` does.
  */
-export const makeCluster = (db: Settings.Database, failover: Option.Option<string>) =>
+export const makeCluster = (db: Settings.Database, failover: Option.Option<number>) =>
   Effect.gen(function*() {
     if (!db.postgres) {
       return yield* new UsageError({ message: "--cluster needs the cluster's Postgres log: --db postgres://USER:PASSWORD@HOST/DB (or RX_DB), the one its workers use" })
     }
-    const seconds = yield* Settings.count("failover", failover, 1, 3_600, 15)
+    const seconds = Option.getOrElse(failover, () => defaultFailover)
     const { Workers, Workspaces } = yield* Postgres.cluster
     const local = yield* makeLocal(db)
     const context = yield* Effect.context<FileSystem.FileSystem | Path.Path>()

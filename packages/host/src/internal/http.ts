@@ -7,7 +7,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { type ApiError, Client, Config as ServerConfig } from "@rx/server"
 import { Effect, Option, Stream } from "effect"
 import { resolve as resolvePath } from "node:path"
-import { type Followed, type Hooks, observed, type Service } from "../Goals.js"
+import { type Followed, type Hooks, observed, type Service } from "./service.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
@@ -20,8 +20,8 @@ import * as Setup from "../Setup.js"
  */
 const tokenFor = (url: string, given: Settings.Given) =>
   Effect.gen(function*() {
-    const env = (process.env["RX_TOKEN"] ?? "").trim()
-    if (env !== "") return env
+    const env = yield* Settings.token
+    if (Option.isSome(env)) return env.value
     const howTo = `set RX_TOKEN to the token of the server at ${url}`
     if (!ServerConfig.isLoopback(new URL(url).hostname)) return yield* new UsageError({ message: `${howTo} (rx serve prints where it keeps it)` })
     const file = yield* Log.tokenFile(yield* Settings.database(Settings.dbFlag(given)))
@@ -74,7 +74,7 @@ export const makeHttp = (url: string, given: Settings.Given) =>
         Effect.gen(function*() {
           yield* Settings.noMcp(request, "rx run --server")
           yield* Settings.refuseOthers(request.given, remoteRunKeys, "rx run --server takes the limits, --ask, --deny, --workspace (a folder inside the server's root) and --instructions")
-          const flags = yield* Settings.fromFlags(request.given)
+          const flags = Settings.fromGiven(request.given)
           // The limits and approvals of the environment apply as in a local run; a workspace only from the flag.
           const values = Settings.values(Settings.merge(flags, yield* Settings.fromEnv(remoteRunKeys.filter((key) => key !== "workspace" && key !== "instructions"))))
           const approval = yield* Settings.approval(values.ask ?? [], values.deny ?? [], Setup.builtinNames, Setup.builtinNames)

@@ -6,7 +6,7 @@
 import { Control, type Event, Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
 import { Delegate } from "@rx/tools"
 import { Effect } from "effect"
-import type { Hooks, ResumeRequest, RunRequest } from "../Goals.js"
+import type { Hooks, ResumeRequest, RunRequest } from "./service.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
@@ -77,7 +77,7 @@ export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hoo
     yield* Setup.existingWorkspace(workspace, found.workspace?.source._tag === "recorded")
     if (recorded.volume !== undefined) yield* Postgres.onVolume(goalId, recorded.volume, workspace)
     // The limits of a goal are in its options; only a flag changes them.
-    const limitFlags = Settings.values(yield* Settings.fromFlags(given))
+    const limitFlags = Settings.values(Settings.fromGiven(given))
     const limits = Setup.runOptions(limitFlags)
     const named = Settings.limitKeys.filter((key) => limitFlags[key] !== undefined).map((key) => `--${Settings.table[key].flag}`).join(", ")
     const changes = Object.entries(limits).filter(([key, value]) => state.options[key as keyof RunOptions.Options] !== value)

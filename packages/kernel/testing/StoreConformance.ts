@@ -6,11 +6,10 @@
  * Each case uses its own goal ids, so all may share one store.
  */
 import { Chunk, Effect, Either, Exit, Fiber, Option, Schema, Scope, Stream } from "effect"
-import * as Event from "./Event.js"
-import type * as GoalSummary from "./GoalSummary.js"
-import * as Options from "./Options.js"
-import * as State from "./State.js"
-import { first, follow, StateStore } from "./StateStore.js"
+import { Event, type GoalSummary, Options, State, StateStore as Store } from "../src/index.js"
+
+const { first, follow, StateStore } = Store
+type StateStore = Store.StateStore
 
 /** A store broke the contract. */
 export class ConformanceFailure extends Schema.TaggedError<ConformanceFailure>()("@rx/kernel/ConformanceFailure", {

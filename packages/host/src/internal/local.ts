@@ -1,0 +1,91 @@
+/** The goals of a log on this machine (`Goals.layerLocal`). */
+import type { FileSystem, Path } from "@effect/platform"
+import { Control, Goal, StateStore } from "@rx/kernel"
+import { Effect, Layer, Option, Schedule, Stream } from "effect"
+import * as Log from "../Log.js"
+import type * as Settings from "../Settings.js"
+import { UsageError } from "../Settings.js"
+import type { Failure, Followed, Service } from "./service.js"
+
+
+/** The goals of the log at `db`. Each operation opens the log as it needs it (only `run` creates one). */
+export const makeLocal = (db: Settings.Database) =>
+  Effect.map(Effect.context<FileSystem.FileSystem | Path.Path>(), (context): Service => {
+    const withLog = (access: Log.Access) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
+      body.pipe(Effect.provide(Log.layer(db, access)), Effect.provide(context))
+    const noGoal = (goalId: string) => Log.noGoal(goalId, db)
+    const load = (goalId: string) =>
+      Effect.gen(function*() {
+        const events = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId))
+        return events.length === 0 ? yield* noGoal(goalId) : events
+      })
+
+    const runs = Effect.promise(() => import("./runs.js"))
+    /** How often a follower checks that a runner still holds the goal. */
+    const watchEvery = "1 second"
+
+    const follow = (goalId: string, wait: boolean): Stream.Stream<Followed, Failure> =>
+      Stream.unwrap(Effect.gen(function*() {
+        const store = yield* StateStore.StateStore
+        if (Option.isNone(yield* store.goal(goalId))) return yield* noGoal(goalId)
+        // A watch on the goal's runner: twice in a row no runner holds an open goal (and no event
+        // came between), and it is said once; without `wait`, following stops there.
+        let quiet = 0
+        let told = false
+        const watch = Stream.repeatEffectWithSchedule(store.runner(goalId), Schedule.spaced(watchEvery)).pipe(
+          Stream.filterMap((holder) => {
+            quiet = Option.isNone(holder) ? quiet + 1 : 0
+            if (quiet < 2) told = false
+            if (quiet < 2 || told) return Option.none()
+            told = true
+            return Option.some<Followed>({ _tag: "Unattended" })
+          })
+        )
+        const events = Stream.map(store.changes(goalId, 0), (event): Followed => {
+          quiet = 0
+          return { _tag: "Event", event }
+        })
+        return Stream.merge(events, watch).pipe(
+          Stream.takeUntil((item) => (item._tag === "Event" ? item.event._tag === "Terminated" : !wait))
+        )
+      })).pipe(Stream.provideLayer(Layer.provide(Log.layer(db, "read"), Layer.succeedContext(context))))
+
+    return {
+      where: { _tag: "Log", db },
+      run: (request, hooks) => Effect.flatMap(runs, (m) => m.run(db, request, hooks)).pipe(Effect.provide(context)),
+      resume: (request, hooks) => Effect.flatMap(runs, (m) => m.resume(db, request, hooks)).pipe(Effect.provide(context)),
+      list: Effect.flatMap(StateStore.StateStore, (store) => store.goals()).pipe(withLog("read")),
+      children: (goalId) => Effect.flatMap(StateStore.StateStore, (store) => store.goals({ parent: goalId })).pipe(withLog("read")),
+      events: (goalId) => load(goalId).pipe(withLog("read")),
+      follow,
+      cancel: (goalId, reason) => Control.cancel(goalId, reason).pipe(withLog("write")),
+      decide: (d) =>
+        Effect.gen(function*() {
+          const callId = Option.getOrUndefined(d.callId)
+          const outcome = yield* (d.approve ? Control.approve(d.goalId, d.by, callId) : Control.deny(d.goalId, d.by, d.reason, callId)).pipe(
+            Effect.catchTags({
+              "@rx/kernel/GoalNotFound": () => noGoal(d.goalId),
+              "@rx/kernel/NothingToDecide": (error) =>
+                Effect.flatMap(Goal.restore(d.goalId), (state) => {
+                  const child = state.suspended?.child
+                  return new UsageError({
+                    message: child === undefined
+                      ? `${error.message} (rx inspect ${d.goalId} shows its approvals)`
+                      : `goal ${d.goalId} waits on its sub-goal ${child}, not on a call of its own: rx ${d.approve ? "approve" : "deny"} ${child} decides it, then rx resume ${d.goalId} goes on with both`
+                  })
+                })
+            })
+          )
+          const state = yield* Goal.restore(d.goalId)
+          if (outcome === "already_terminated") {
+            return yield* new UsageError({ message: `goal ${d.goalId} has terminated (${state.terminated?.reason ?? "?"}); there is nothing to decide` })
+          }
+          const awaited = state.awaiting
+          return {
+            callId: awaited?.callId ?? callId ?? "?",
+            call: awaited === null ? null : { tool: awaited.tool, input: awaited.input, iteration: state.iteration }
+          }
+        }).pipe(withLog("write"))
+    }
+  })
+
