@@ -64,6 +64,8 @@ export interface Decision {
 export interface Decided {
   readonly callId: string
   readonly call: { readonly tool: string; readonly input: unknown; readonly iteration: number } | null
+  /** Why the goal was cancelled, when it was before the decision: the decision is recorded, and the goal runs nothing more. */
+  readonly cancelled?: string
 }
 
 /** An event of a followed goal, or the note that no runner holds it (said once a time). */
@@ -190,7 +192,8 @@ export const makeLocal = (db: Settings.Database) =>
           const awaited = state.awaiting
           return {
             callId: awaited?.callId ?? callId ?? "?",
-            call: awaited === null ? null : { tool: awaited.tool, input: awaited.input, iteration: state.iteration }
+            call: awaited === null ? null : { tool: awaited.tool, input: awaited.input, iteration: state.iteration },
+            ...(state.cancelRequested === null ? {} : { cancelled: state.cancelRequested })
           }
         }).pipe(withLog("write"))
     }
