@@ -68,7 +68,9 @@ const decide = (flags: In<typeof Usage.approve>, approve: boolean, reason: strin
       yield* say([
         Render.terminal(`${approve ? "approved" : "denied"} call ${decided.callId} of goal ${id}${server === undefined ? `, by ${by}` : ""}${head === undefined ? "" : ":"}`),
         ...(head === undefined ? [] : [`  ${head}`, ...input.map((line) => `  ${line}`)]),
-        server === undefined
+        server === undefined && decided.cancelled !== undefined
+          ? Render.terminal(`recorded, but goal ${id} was cancelled (${decided.cancelled}): it runs nothing more, and rx resume ${id}${flag} records its end`)
+          : server === undefined
           ? `recorded, nothing run yet: rx resume ${id}${flag} ${approve ? "runs it exactly as requested" : "tells the model"}`
           : Render.terminal(`recorded at ${server}, which goes on with the goal ${approve ? "and runs the call exactly as requested" : "and tells the model"}`)
       ].join("\n"))

@@ -584,7 +584,9 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     ...treeLines(submitted, tree),
     `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}${
       o.maxTotalTokens === undefined ? "" : `, maxTotalTokens ${o.maxTotalTokens}`
-    }${o.maxDepth === undefined ? "" : `, maxDepth ${o.maxDepth}`}${o.maxChildren === undefined ? "" : `, maxChildren ${o.maxChildren}`}`,
+    }${o.maxDepth === undefined ? "" : `, maxDepth ${o.maxDepth}`}${o.maxChildren === undefined ? "" : `, maxChildren ${o.maxChildren}`}${
+      o.maxTreeGoals === undefined ? "" : `, maxTreeGoals ${o.maxTreeGoals}`
+    }${o.maxTreeIterations === undefined ? "" : `, maxTreeIterations ${o.maxTreeIterations}`}`,
     ...(approval === "" ? [] : [`approval  ${approval} (others auto)`]),
     ...(submitted.instructions === undefined ? [] : [`instructions ${oneLine(submitted.instructions, 200)} (${submitted.instructions.length} characters)`]),
     ...(metadata === "" ? [] : [`settings  ${metadata}`]),

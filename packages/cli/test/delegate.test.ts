@@ -266,6 +266,25 @@ describe("rx run with delegate", () => {
       expect(logs.get(root)?.filter((e) => e._tag === "ToolSucceeded" && e.callId === `${root}:1`)).toHaveLength(1)
     }))
 
+  it.scopedLive("rx approve of a sub-goal cancelled with its parent says the goal was cancelled and runs nothing; the resume ends both cancelled", () =>
+    Effect.gen(function*() {
+      const model = yield* treeModel(twoChildren)
+      const box = sandbox()
+      const ran = yield* rx(["run", "[P] delegate two tasks", "--ask", "shell", ...tools, ...at(box, model.baseUrl)])
+      expect(ran.code, ran.stderr).toBe(11)
+      const root = rootOf(yield* logOf(box.db))
+      const child = `${root}.1`
+      expect((yield* rx(["cancel", root, "--db", box.db])).code).toBe(0)
+      const approved = yield* rx(["approve", child, "--by", "ann", "--db", box.db])
+      expect(approved.code, approved.stderr).toBe(0)
+      expect(approved.stdout).toContain(`recorded, but goal ${child} was cancelled (its parent goal ${root} was cancelled): it runs nothing more`)
+      expect(approved.stdout).not.toContain("runs it exactly as requested")
+      const resumed = yield* rx(["resume", root, "--db", box.db, "--base-url", model.baseUrl, "--model", "fake"])
+      expect(resumed.code, resumed.stderr).toBe(7)
+      expect(existsSync(join(box.workspace, "ledger.txt"))).toBe(false)
+      for (const [id, events] of yield* logOf(box.db)) expect(events.at(-1), id).toMatchObject({ _tag: "Terminated", reason: "cancelled" })
+    }))
+
   it.scopedLive("limits hold across the tree with recorded reasons: --max-depth, and --max-total-tokens counting the sub-goals' tokens", () =>
     Effect.gen(function*() {
       const model = yield* treeModel({

@@ -159,7 +159,7 @@ export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError 
         Layer.merge(
           Builtins.layerWith(Toolbox.toolsConfig(toolsConfig, root, serving), source.tools),
           Layer.succeed(Toolbox.DefaultApproval, Object.fromEntries(source.ask.map((name) => [name, "ask" as const])))
-        )))
+        ))), { protection: { protectedPaths: toolsConfig.protectedPaths ?? [".git"], hiddenPaths: toolsConfig.hiddenPaths ?? [] } }
     )
     // The log is opened (or created) before the token file is written: a log that cannot be opened leaves nothing behind.
     const log = Option.isNone(cluster) ? yield* Layer.build(Log.layer(db, "create")) : undefined

@@ -222,6 +222,8 @@ export const table = {
   maxAnswerChars: setting("max-answer-chars", integer(1), { placeholder: "CHARS", description: "characters one model answer may hold; a longer one is rejected", shownDefault: "1000000" }),
   maxDepth: setting("max-depth", integer(0, 100), { placeholder: "N", description: "how deep sub-goals (delegate) may nest below the goal", shownDefault: "2" }),
   maxChildren: setting("max-children", integer(0, 10_000), { placeholder: "N", description: "sub-goals one goal may delegate", shownDefault: "8" }),
+  maxTreeGoals: setting("max-tree-goals", integer(1, 100_000), { placeholder: "N", description: "goals a tree of sub-goals may hold, its root included", shownDefault: "100" }),
+  maxTreeIterations: setting("max-tree-iterations", integer(1), { placeholder: "N", description: "iterations the goals of a tree may take together; no sub-goal starts past it", shownDefault: "1000" }),
   tools: setting("tools", list(), {
     placeholder: "LIST",
     description: "the tools offered, comma-separated: built-ins, and delegate (sub-goals), which is offered only when named",
@@ -564,7 +566,7 @@ export const approval = (
 /** The settings of the model. */
 export const modelKeys: ReadonlyArray<Key> = ["baseUrl", "model", "apiKey", "mode", "modelFile", "threads", "context", "seed", "temperature", "maxOutputTokens", "timeout", "retries"]
 /** A goal's limits (its options): only a flag changes them on resume. */
-export const limitKeys: ReadonlyArray<Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars", "maxDepth", "maxChildren"]
+export const limitKeys: ReadonlyArray<Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars", "maxDepth", "maxChildren", "maxTreeGoals", "maxTreeIterations"]
 /** The settings of the tools. */
 export const toolKeys: ReadonlyArray<Key> = ["workspace", "tools", "noShell", "sandbox", "httpAllow", "ask", "deny", "instructions", "agentsMd"]
 /** How MCP servers are started and bounded. */

@@ -248,7 +248,9 @@ export const runOptions = (v: Partial<Settings.Values>): RunOptions.Input => ({
   ...(v.maxCallsPerAnswer === undefined ? {} : { maxCallsPerAnswer: v.maxCallsPerAnswer }),
   ...(v.maxAnswerChars === undefined ? {} : { maxAnswerChars: v.maxAnswerChars }),
   ...(v.maxDepth === undefined ? {} : { maxDepth: v.maxDepth }),
-  ...(v.maxChildren === undefined ? {} : { maxChildren: v.maxChildren })
+  ...(v.maxChildren === undefined ? {} : { maxChildren: v.maxChildren }),
+  ...(v.maxTreeGoals === undefined ? {} : { maxTreeGoals: v.maxTreeGoals }),
+  ...(v.maxTreeIterations === undefined ? {} : { maxTreeIterations: v.maxTreeIterations })
 })
 
 /**
@@ -286,11 +288,13 @@ export const delegation = (
   hooks: { readonly observe?: Runner.Observer | undefined; readonly approve?: Runner.Approver | undefined } | undefined
 ): Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel, never, StateStore.StateStore> => {
   if (hooks === undefined) return layer
-  const workspaceTools = (workspace: string) =>
-    Effect.map(Layer.build(Builtins.layer({ ...tools, workspace })), (built) => Context.get(built, ToolRegistry.ToolRegistry)).pipe(
+  // A sub-goal's tools hold the ancestors' guards as absolute paths, never resolved again in its folder.
+  const workspaceTools = (workspace: string, protection: Sandbox.Entries) =>
+    Effect.map(Layer.build(Builtins.layer({ ...tools, workspace, ...protection })), (built) => Context.get(built, ToolRegistry.ToolRegistry)).pipe(
       Effect.mapError((error) => error.message)
     )
-  const delegate = Delegate.layer({ workspace: tools.workspace, workspaceTools, observe: hooks.observe, approve: hooks.approve }).pipe(
+  const protection = { protectedPaths: tools.protectedPaths ?? [".git"], hiddenPaths: tools.hiddenPaths ?? [] }
+  const delegate = Delegate.layer({ workspace: tools.workspace, protection, workspaceTools, observe: hooks.observe, approve: hooks.approve }).pipe(
     Layer.provide(layer),
     Layer.orDie
   )

@@ -64,7 +64,13 @@ export interface Rules {
    * is an echo, a `done` beside other prose is never taken, frames must close, and arguments
    * holding special tokens or U+FFFD are refused (native calls too). More families are read.
    */
-  readonly answerIsTheCall?: boolean
+  readonly answerIsTheCall: boolean
+  /**
+   * A tree of sub-goals is bounded as a whole: `delegate` refuses a sub-goal past the tree's goals
+   * or iterations (`Options.maxTreeGoals`, `maxTreeIterations`), and a waiting sub-goal's
+   * suspension names only the sub-goal it waits on, not every level below.
+   */
+  readonly treeLimits: boolean
 }
 
 const v1: Rules = {
@@ -79,7 +85,9 @@ const v1: Rules = {
   withheldRejected: false,
   sameResults: false,
   repairs: false,
-  subGoals: false
+  subGoals: false,
+  answerIsTheCall: false,
+  treeLimits: false
 }
 const v2: Rules = {
   answerCap: true,
@@ -93,11 +101,13 @@ const v2: Rules = {
   withheldRejected: false,
   sameResults: false,
   repairs: false,
-  subGoals: false
+  subGoals: false,
+  answerIsTheCall: false,
+  treeLimits: false
 }
 const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true, sameResults: true, repairs: true }
 const v4: Rules = { ...v3, subGoals: true }
-const v5: Rules = { ...v4, answerIsTheCall: true }
+const v5: Rules = { ...v4, answerIsTheCall: true, treeLimits: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
 export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : version === 3 ? v3 : version === 4 ? v4 : v5)

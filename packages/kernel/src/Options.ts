@@ -42,6 +42,10 @@ export const Options = Schema.Struct({
   maxDepth: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
   /** Sub-goals one goal may delegate, read by the `delegate` tool (default 8); a sub-goal inherits it. */
   maxChildren: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  /** Goals a tree may hold, its root included, read by the `delegate` tool (default 100); a sub-goal inherits it. */
+  maxTreeGoals: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  /** Iterations the goals of a tree may take together, read by the `delegate` tool (default 1,000); a sub-goal inherits it. */
+  maxTreeIterations: Schema.optional(Schema.Int.pipe(Schema.positive())),
   /** The settings the transport runs the goal with (workspace, sandbox, model): `Settings`. */
   settings: Schema.optional(Settings),
   /** Free-form data of the caller's, recorded for audit; rx reads none of it. */

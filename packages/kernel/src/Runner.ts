@@ -6,7 +6,7 @@
  * a goal that cannot go on now (the model unreachable, a call awaiting approval, a shutdown)
  * is suspended, recorded and open, rather than ended.
  */
-import { Clock, Deferred, Effect, Either, Option, Schedule, Schema, type Scope } from "effect"
+import { Clock, Deferred, Effect, Either, Fiber, Option, Schedule, Schema, type Scope } from "effect"
 import * as Action from "./Action.js"
 import * as Answer from "./Answer.js"
 import * as Behaviour from "./Behaviour.js"
@@ -436,10 +436,16 @@ const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.T
       Effect.ignore,
       Effect.forkScoped
     )
+    // The call runs in a fiber of its own that is interrupted and awaited however the race ends:
+    // interrupted from outside, a fiber of a race would end only with this one's fiber, after the
+    // scopes around the run closed (a sub-goal's lease released after the log was closed).
     const race = <A, E>(effect: Effect.Effect<A, E>) =>
-      Effect.raceFirst(Effect.map(effect, Option.some), Effect.as(Deferred.await(cancelled), Option.none<A>())).pipe(
-        Effect.tap((done) => (Option.isNone(done) ? sync : Effect.void))
-      )
+      Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(Effect.fork(restore(effect)), (fiber) =>
+          restore(Effect.raceFirst(Effect.map(Fiber.join(fiber), Option.some), Effect.as(Deferred.await(cancelled), Option.none<A>()))).pipe(
+            Effect.onExit(() => Fiber.interrupt(fiber))
+          ))
+      ).pipe(Effect.tap((done) => (Option.isNone(done) ? sync : Effect.void)))
 
     const now = () => clock.unsafeCurrentTimeMillis()
     const ask = (awaiting: State.Awaiting) =>

@@ -11,7 +11,7 @@
  * client of the server that runs it, whatever the allow-list says).
  */
 import { ToolRegistry } from "@rx/kernel"
-import { Builtins, type Config as ToolsConfig } from "@rx/tools"
+import { Builtins, type Config as ToolsConfig, type Sandbox } from "@rx/tools"
 import { Context, Duration, Effect, Exit, Layer, Option, Schema, type Scope, ScopedCache } from "effect"
 
 /** The tools for a workspace could not be set up (an invalid config, a sandbox that is required but unusable). */
@@ -32,6 +32,8 @@ export interface Service {
    * with `Serving` saying so, and their own cache, kept while the scope lasts.
    */
   readonly serving: (endpoints: ReadonlyArray<string>) => Effect.Effect<Service, never, Scope.Scope>
+  /** The protected and hidden entries the registries hold: a sub-goal's folder that holds one of their guards is refused (`Delegate.Config.protection`). */
+  readonly protection?: Sandbox.Entries | undefined
 }
 
 /** Where the server using the toolbox listens (`host:port` each): tools must never reach them. */
@@ -70,6 +72,8 @@ export class DefaultApproval extends Context.Tag("@rx/server/DefaultApproval")<D
 export interface Options {
   readonly capacity?: number
   readonly timeToLive?: Duration.DurationInput
+  /** The protected and hidden entries the registries hold (`Service.protection`). */
+  readonly protection?: Sandbox.Entries
 }
 
 /**
@@ -107,7 +111,8 @@ const makeServing = <E extends { readonly message: string }>(
         registry: (workspace) => Effect.map(cache.get(workspace), (tools) => tools.registry),
         approval: (workspace) => Effect.map(cache.get(workspace), (tools) => tools.approval),
         tools: (workspace) => cache.get(workspace),
-        serving: (endpoints) => makeServing(build, options, { endpoints: [...serving.endpoints, ...endpoints] })
+        serving: (endpoints) => makeServing(build, options, { endpoints: [...serving.endpoints, ...endpoints] }),
+        protection: options.protection
       })
   )
 
@@ -124,4 +129,7 @@ export const layerWith = <E extends { readonly message: string }>(
  * usable sandbox in mode `auto`) is not offered.
  */
 export const layer = (config: Omit<ToolsConfig.Input, "workspace"> = {}, options: Options = {}): Layer.Layer<Toolbox> =>
-  layerWith((workspace, serving) => Builtins.layer(toolsConfig(config, workspace, serving)), options)
+  layerWith((workspace, serving) => Builtins.layer(toolsConfig(config, workspace, serving)), {
+    protection: { protectedPaths: config.protectedPaths ?? [".git"], hiddenPaths: config.hiddenPaths ?? [] },
+    ...options
+  })

@@ -130,6 +130,31 @@ describe.skipIf(!available)("web inspector", () => {
       yield* Effect.promise(() => page.screenshot({ path: shot, fullPage: true }))
     }), 60_000)
 
+  it.scopedLive("a goal waiting on its sub-goal's approval offers the way to that approval, not Resume; approving it there finishes both", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const server = yield* startServer(modelByGoal((goal, turn) =>
+        Effect.succeed(
+          goal.startsWith("parent")
+            ? turn === 0 ? LanguageModel.callTool("delegate", { goal: "child: list the files" }) : LanguageModel.done("delegated")
+            : turn === 0 ? LanguageModel.callTool("list_dir", {}) : LanguageModel.done("listed")
+        )
+      ), { delegate: true })
+      const { page } = yield* login(b, server)
+      const parent = yield* submit(server, { goal: "parent: delegate the listing", options: { approval: { list_dir: "ask" } } })
+      const child = `${parent}.1`
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${parent}`))
+      yield* Effect.promise(() => page.locator("#resume-panel").getByText("Waits for a decision in its sub-goal").waitFor({ timeout: 30_000 }))
+      expect(yield* Effect.promise(() => page.locator("#resume").count())).toBe(0)
+      yield* Effect.promise(() => page.click("#to-approval"))
+      yield* Effect.promise(() => page.waitForSelector("#approval"))
+      expect(decodeURIComponent(/#\/goals\/(.+)$/.exec(page.url())?.[1] ?? "")).toBe(child)
+      yield* Effect.promise(() => page.fill("#approver-name", "ann"))
+      yield* Effect.promise(() => page.click("#approve"))
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${parent}`))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor({ timeout: 30_000 }))
+    }), 60_000)
+
   it.scopedLive("a running goal's steps appear as they happen", () =>
     Effect.gen(function*() {
       const b = yield* browser

@@ -20,11 +20,12 @@
  *   has left, and what it spends (its own and its sub-goals' tokens) is counted in the parent's
  *   (`ToolSucceeded.usage`). A call past a limit fails, recorded with the limit, and runs nothing.
  */
-import { Control, Event, Goal, LanguageModel, Options, Runner, type State, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { Behaviour, Control, Event, Goal, LanguageModel, Options, Runner, type State, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { Context, Data, Effect, Either, Layer, Option, Schedule, Schema, type Scope } from "effect"
 import { realpathSync, statSync } from "node:fs"
 import * as NodePath from "node:path"
 import * as Confinement from "./Confinement.js"
+import * as Sandbox from "./Sandbox.js"
 
 /** The tool's name. */
 export const name = "delegate"
@@ -33,6 +34,18 @@ export const name = "delegate"
 export const defaultMaxDepth = 2
 /** Sub-goals one goal may delegate when it does not say (`Options.maxChildren`). */
 export const defaultMaxChildren = 8
+/**
+ * Goals a tree may hold, its root included, when it does not say (`Options.maxTreeGoals`): above
+ * the 73 that the default depth and sub-goals per goal allow (1 + 8 + 64), so it binds only when
+ * those are raised, where a tree would otherwise grow by a factor at each level.
+ */
+export const defaultMaxTreeGoals = 100
+/**
+ * Iterations the goals of a tree may take together when it does not say
+ * (`Options.maxTreeIterations`): twenty goals' default iterations, a bound on the model requests
+ * (and so the cost) of one tree whatever its shape.
+ */
+export const defaultMaxTreeIterations = 1_000
 
 const Count = Schema.Int.pipe(Schema.positive())
 
@@ -79,10 +92,17 @@ export interface Config {
   /** The folder the parent's tools act in: a sub-goal in another folder gets tools made by `workspaceTools`. */
   readonly workspace?: string | undefined
   /**
-   * The tools of a sub-goal confined to `workspace` (a folder inside the parent's), for the
-   * scope; without it, a sub-goal runs only in the parent's folder.
+   * The protected and hidden entries of the tools at `workspace` (default: `.git` protected). A
+   * folder that is, lies inside or holds one of their guards is refused to a sub-goal.
    */
-  readonly workspaceTools?: ((workspace: string) => Effect.Effect<ToolRegistry.Service, string, Scope.Scope>) | undefined
+  readonly protection?: Sandbox.Entries | undefined
+  /**
+   * The tools of a sub-goal confined to `workspace` (a folder inside the parent's), for the
+   * scope; without it, a sub-goal runs only in the parent's folder. `protection` is what they
+   * must hold: the ancestors' guards as absolute paths (`Sandbox.inherited`), plus the entries of
+   * `Config.protection`, which hold in the sub-goal's own folder.
+   */
+  readonly workspaceTools?: ((workspace: string, protection: Sandbox.Entries) => Effect.Effect<ToolRegistry.Service, string, Scope.Scope>) | undefined
   /** Each event a sub-goal commits (a transport's live output). */
   readonly observe?: Runner.Observer | undefined
   /** A person's decision on a sub-goal's call that needs one; without it, the sub-goal (and its parent) waits. */
@@ -158,12 +178,30 @@ type Services = StateStore.StateStore | LanguageModel.LanguageModel
 const make = (config: Config, base: ToolRegistry.Service, services: Context.Context<Services>): Tool.Tool => {
   const decoding = Tool.make({ name, description, input: Input, output: Output, idempotent: true, execute: () => Effect.die("unused") })
 
+  const protection = config.protection ?? defaultProtection
+
+  /**
+   * What the tools of a sub-goal in `workspace` (a real folder inside the root's) hold: the root's
+   * guards as absolute paths plus its own entries; checked again here, as the folder may have
+   * been replaced (by a link into a guarded folder) since the sub-goal was submitted.
+   */
+  const guarded = (workspace: string): Effect.Effect<Sandbox.Entries, string> =>
+    Effect.suspend(() => {
+      const root = config.workspace
+      if (root === undefined) return Effect.succeed(protection)
+      const real = Sandbox.realPathOf(workspace)
+      const why = real === workspace ? Sandbox.refusedFolder(root, real, protection) : `it is now a link to ${real}`
+      return why === undefined
+        ? Effect.succeed(Sandbox.inherited(root, protection))
+        : Effect.fail(`its folder ${workspace} cannot hold a sub-goal: ${why}`)
+    })
+
   /** The registry a goal with these tools, in this folder, runs with. */
   const registryFor = (names: ReadonlyArray<string>, workspace: string | undefined): Effect.Effect<ToolRegistry.Service, string, Scope.Scope> => {
     const own = names.includes(name) ? Effect.orDie(ToolRegistry.make([tool])) : Effect.succeed(undefined)
     const tools = workspace === undefined || workspace === config.workspace || config.workspaceTools === undefined
       ? Effect.succeed(base)
-      : config.workspaceTools(workspace)
+      : Effect.flatMap(guarded(workspace), (protection) => config.workspaceTools === undefined ? Effect.succeed(base) : config.workspaceTools(workspace, protection))
     return Effect.zipWith(tools, own, (tools, delegating) => {
       const chosen = only(tools, names.filter((n) => n !== name))
       return delegating === undefined ? chosen : combine(chosen, delegating)
@@ -184,9 +222,12 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
     }))
 
   /** What the call gives once the sub-goal has run: its end, or the wait it is in. */
-  const outcomeOf = (id: string, result: Goal.Result): Tool.Outcome => {
+  const outcomeOf = (id: string, result: Goal.Result, rules: Behaviour.Rules): Tool.Outcome => {
     if (result.status === "suspended") {
-      return { _tag: "Waiting", reason: result.reason, detail: `sub-goal ${id} waits: ${result.detail}`, child: id }
+      // Waiting on its own sub-goal: name that one only, so the text does not hold every level below.
+      const below = rules.treeLimits ? result.state.suspended?.child : undefined
+      const detail = below === undefined ? `sub-goal ${id} waits: ${result.detail}` : `sub-goal ${id} waits on its sub-goal ${below} (${result.reason.replaceAll("_", " ")})`
+      return { _tag: "Waiting", reason: result.reason, detail, child: id }
     }
     const { usage } = result.state
     const output: Output = {
@@ -198,6 +239,9 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
     }
     return { _tag: "Success", output: encodeOutput(output), usage }
   }
+
+  /** The rules of the behaviour version goal `goalId` runs under. */
+  const rulesOf = (goalId: string) => Effect.map(Goal.restore(goalId), (state) => Behaviour.rules(state.behaviour))
 
   /** The sub-goal `id`, if it exists and is this call's; an error if a goal not made by it holds the id. */
   const existing = (id: string, parentId: string, callId: string) =>
@@ -230,6 +274,20 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
       if (children.length >= maxChildren) {
         return yield* (refuse(`goal ${parentId} has delegated ${children.length} sub-goals, its limit (maxChildren ${maxChildren}): do this work yourself`))
       }
+      const tree = Behaviour.rules(parent.behaviour).treeLimits ? yield* treeOf(parentId) : undefined
+      const maxTreeGoals = o.maxTreeGoals ?? defaultMaxTreeGoals
+      if (tree !== undefined && tree.goals >= maxTreeGoals) {
+        return yield* (refuse(
+          `the tree of goal ${tree.root} holds ${tree.goals} goals, its limit (maxTreeGoals ${maxTreeGoals}; rx run --max-tree-goals N raises it for a new goal): do this work yourself`
+        ))
+      }
+      const maxTreeIterations = o.maxTreeIterations ?? defaultMaxTreeIterations
+      const treeLeft = tree === undefined ? undefined : maxTreeIterations - tree.iterations
+      if (tree !== undefined && treeLeft !== undefined && treeLeft <= 0) {
+        return yield* (refuse(
+          `the goals of the tree of goal ${tree.root} have taken ${tree.iterations} iterations, its limit (maxTreeIterations ${maxTreeIterations}; rx run --max-tree-iterations N raises it for a new goal): do this work yourself`
+        ))
+      }
       const spent = parent.usage.inputTokens + parent.usage.outputTokens
       const left = o.maxTotalTokens === undefined ? undefined : o.maxTotalTokens - spent
       if (left !== undefined && left <= 0) {
@@ -241,13 +299,13 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
       if (unknown.length > 0) {
         return yield* (refuse(`${unknown.map((n) => JSON.stringify(n)).join(", ")} ${unknown.length === 1 ? "is not one of your tools" : "are not your tools"}; yours: ${offered.join(", ")}`))
       }
-      const workspace = input.folder === undefined ? o.settings?.workspace : yield* folderOf(o.settings?.workspace, input.folder)
+      const workspace = input.folder === undefined ? o.settings?.workspace : yield* folderOf(o.settings?.workspace, input.folder, [config.workspace, o.settings?.workspace], protection)
       const budget = left === undefined ? input.max_total_tokens : Math.min(input.max_total_tokens ?? left, left)
       const settings = o.settings === undefined && workspace === undefined
         ? {}
         : { settings: { ...o.settings, ...(workspace === undefined ? {} : { workspace }), tools: names } }
       const options: Options.Input = {
-        maxIterations: Math.min(input.max_iterations ?? o.maxIterations, o.maxIterations),
+        maxIterations: Math.min(input.max_iterations ?? o.maxIterations, o.maxIterations, treeLeft ?? o.maxIterations),
         maxConsecutiveFailures: o.maxConsecutiveFailures,
         maxMalformed: o.maxMalformed,
         maxRepeats: o.maxRepeats,
@@ -258,6 +316,8 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
         ...(budget === undefined ? {} : { maxTotalTokens: budget }),
         ...(o.maxDepth === undefined ? {} : { maxDepth: o.maxDepth }),
         ...(o.maxChildren === undefined ? {} : { maxChildren: o.maxChildren }),
+        ...(o.maxTreeGoals === undefined ? {} : { maxTreeGoals: o.maxTreeGoals }),
+        ...(o.maxTreeIterations === undefined ? {} : { maxTreeIterations: o.maxTreeIterations }),
         // The parent's approval policy holds for its sub-goals: a call it asks about, they ask about.
         approval: o.approval,
         ...settings
@@ -301,7 +361,7 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
       const found = yield* existing(id, parentId, context.callId)
       if (Option.isSome(found)) yield* follow(id, parentId)
       const state = Option.isSome(found) ? found.value : yield* submit(input, id, parentId, context.callId)
-      return outcomeOf(id, yield* drive(id, state))
+      return outcomeOf(id, yield* drive(id, state), yield* rulesOf(parentId))
     }).pipe(
       Effect.catchAll((error) => Effect.succeed(error._tag === "Stop" ? error.outcome : failed(id, error))),
       Effect.provide(services)
@@ -322,7 +382,7 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
       if ((yield* Goal.restore(parentId)).cancelRequested !== null && found.value.terminated === null) {
         yield* Control.cancel(id, `its parent goal ${parentId} was cancelled`)
       }
-      const outcome = outcomeOf(id, yield* drive(id, found.value))
+      const outcome = outcomeOf(id, yield* drive(id, found.value), yield* rulesOf(parentId))
       return outcome._tag === "Waiting" ? Option.none() : Option.some(outcome)
     }).pipe(
       Effect.catchAll((error) => Effect.succeed(Option.some(error._tag === "Stop" ? error.outcome : failed(id, error)))),
@@ -339,12 +399,53 @@ const make = (config: Config, base: ToolRegistry.Service, services: Context.Cont
   return tool
 }
 
+/**
+ * The tree goal `goalId` is in: its root (the goal with no parent above it), how many goals it
+ * holds and the iterations they have taken or begun (an open goal's next one counts: a chain of
+ * goals each delegating in its first iteration has completed none), from the store's summaries.
+ */
+const treeOf = (goalId: string) =>
+  Effect.gen(function*() {
+    const store = yield* StateStore.StateStore
+    let root = goalId
+    for (const seen = new Set<string>(); !seen.has(root);) {
+      seen.add(root)
+      const parent = Option.flatMap(yield* store.goal(root), (summary) => Option.fromNullable(summary.parent))
+      if (Option.isNone(parent)) break
+      root = parent.value
+    }
+    const taken = (summary: { readonly iterations: number; readonly status: string }) => summary.iterations + (summary.status === "open" ? 1 : 0)
+    let goals = 1
+    let iterations = Option.match(yield* store.goal(root), { onNone: () => 0, onSome: taken })
+    const queue = [root]
+    for (let next = queue.pop(); next !== undefined; next = queue.pop()) {
+      for (const child of yield* store.goals({ parent: next })) {
+        goals++
+        iterations += taken(child)
+        queue.push(child.goalId)
+      }
+    }
+    return { root, goals, iterations }
+  })
+
 /** The sub-goal could not be run: the log failed, or it holds what this rx cannot run; the parent stops, so no second sub-goal is made. */
 const failed = (id: string, error: { readonly message: string }): Tool.Outcome =>
   Tool.failure("fatal", `sub-goal ${id} could not be run: ${error.message}`)
 
-/** `folder` inside `workspace`, as an absolute real path: relative, no `..`, an existing folder, not leaving it through a link. */
-const folderOf = (workspace: string | undefined, folder: string): Effect.Effect<string, Stop> =>
+/** `.git` protected, nothing hidden (`Workspace.defaultProtection`): what a transport that says nothing holds. */
+const defaultProtection: Sandbox.Entries = { protectedPaths: [".git"], hiddenPaths: [] }
+
+/**
+ * `folder` inside `workspace`, as an absolute real path: relative, no `..`, an existing folder,
+ * not leaving it through a link, and not one that is, lies inside or holds a guard of any of
+ * `ancestors` (the root's folder and the parent's) by `protection` (`Sandbox.refusedFolder`).
+ */
+const folderOf = (
+  workspace: string | undefined,
+  folder: string,
+  ancestors: ReadonlyArray<string | undefined>,
+  protection: Sandbox.Entries
+): Effect.Effect<string, Stop> =>
   Effect.suspend(() => {
     if (workspace === undefined) return Effect.fail(refuse(`"folder" needs a goal with a workspace; this one has none`))
     const normal = NodePath.normalize(folder)
@@ -361,5 +462,11 @@ const folderOf = (workspace: string | undefined, folder: string): Effect.Effect<
     if (Either.isLeft(real)) return Effect.fail(refuse(`folder "${folder}": ${real.left}`))
     if (!Confinement.inside(real.right.root, real.right.path)) return Effect.fail(refuse(`folder "${folder}": it leads outside your workspace`))
     const folderish = Either.try(() => statSync(real.right.path).isDirectory())
-    return Either.getOrElse(folderish, () => false) ? Effect.succeed(real.right.path) : Effect.fail(refuse(`folder "${folder}": it is not a folder`))
+    if (!Either.getOrElse(folderish, () => false)) return Effect.fail(refuse(`folder "${folder}": it is not a folder`))
+    for (const ancestor of new Set(ancestors)) {
+      if (ancestor === undefined) continue
+      const why = Sandbox.refusedFolder(ancestor, real.right.path, protection)
+      if (why !== undefined) return Effect.fail(refuse(`folder "${folder}": ${why}; give a folder that holds none of these`))
+    }
+    return Effect.succeed(real.right.path)
   })

@@ -229,6 +229,67 @@ export const guardsOf = (
   ]
 }
 
+/** Protected and hidden entries, as a tools config holds them (`Config.protectedPaths`, `hiddenPaths`). */
+export interface Entries {
+  readonly protectedPaths: ReadonlyArray<string>
+  readonly hiddenPaths: ReadonlyArray<string>
+}
+
+/** The real path of `path` (absolute), which may not exist: its nearest existing folder resolved, the rest as given. */
+export const realPathOf = (path: string): string => {
+  const rest: Array<string> = []
+  let current = NodePath.resolve(path)
+  for (;;) {
+    const real = Either.try(() => realpathSync.native(current))
+    if (Either.isRight(real)) return NodePath.join(real.right, ...rest)
+    const parent = NodePath.dirname(current)
+    if (parent === current) return NodePath.join(current, ...rest)
+    rest.unshift(NodePath.basename(current))
+    current = parent
+  }
+}
+
+/**
+ * The guards a sub-goal's tools hold when the goal that delegates it works in `workspace` with
+ * `entries`: every guard of that workspace (`guardsOf`) as an absolute real path, so none is
+ * resolved again against the sub-goal's folder, plus the entries themselves (not absolute), which
+ * the sub-goal holds in its own folder as every goal does.
+ */
+export const inherited = (workspace: string, entries: Entries): Entries => {
+  const root = realPathOf(workspace)
+  const guards = guardsOf(root, entries.protectedPaths, entries.hiddenPaths)
+  const own = (list: ReadonlyArray<string>) => list.filter((entry) => !NodePath.isAbsolute(entry))
+  const held = (kind: Guard["kind"]) => guards.filter((guard) => guard.kind === kind).map((guard) => realPathOf(guard.path))
+  const absolute = (list: ReadonlyArray<string>) => list.filter((entry) => NodePath.isAbsolute(entry))
+  return {
+    protectedPaths: [...new Set([...own(entries.protectedPaths), ...absolute(entries.protectedPaths), ...held("read-only")])],
+    hiddenPaths: [...new Set([...own(entries.hiddenPaths), ...absolute(entries.hiddenPaths), ...held("hidden")])]
+  }
+}
+
+/**
+ * Why a sub-goal may not work in `folder` (a real path inside `workspace`, the real folder of the
+ * goal that delegates it), or `undefined`: the folder is, lies inside, or holds a guard of that
+ * workspace (`inherited`), or one of its folders is named like a bare entry (`.git`, compared
+ * case-insensitively). Its tools would be rooted there, so such a guard could not hold.
+ */
+export const refusedFolder = (workspace: string, folder: string, entries: Entries): string | undefined => {
+  const root = realPathOf(workspace)
+  if (folder === root) return undefined
+  const names = new Set([...entries.protectedPaths, ...entries.hiddenPaths].filter((entry) => !entry.includes("/")).map((entry) => entry.toLowerCase()))
+  const named = (Confinement.segments(root, folder) ?? []).find((segment) => names.has(segment.toLowerCase()))
+  if (named !== undefined) return `it is inside "${named}", which the agent may not change`
+  const guards = inherited(root, entries)
+  const all = [...guards.protectedPaths.map((path) => ({ path, kind: "read-only" })), ...guards.hiddenPaths.map((path) => ({ path, kind: "hidden" }))]
+    .filter((guard) => NodePath.isAbsolute(guard.path))
+  const what = (guard: { readonly path: string; readonly kind: string }) =>
+    `"${NodePath.relative(root, guard.path) || "."}", which ${guard.kind === "hidden" ? "is hidden from the agent" : "the agent may not change"}`
+  const within = all.find((guard) => Confinement.inside(guard.path, folder))
+  if (within !== undefined) return `it is inside ${what(within)}`
+  const holds = all.find((guard) => Confinement.below(folder, guard.path))
+  return holds === undefined ? undefined : `it holds ${what(holds)}`
+}
+
 /**
  * How a sandbox holds the workspace's guards. Nothing is ever created in the workspace to hold
  * them: a mount needs an existing mount point, so only what exists is held by a mount; a

@@ -403,6 +403,13 @@ export const make = (
     if (rootInfo.type !== "Directory") {
       return yield* new InvalidWorkspace({ root, reason: "it is not a directory" })
     }
+    // A guard given as an absolute path (a sub-goal's, inherited) that is or holds the root would not hold: refused.
+    const covering = [...guarded.protectedPaths, ...guarded.hiddenPaths].find((entry) =>
+      NodePath.isAbsolute(entry) && Confinement.inside(NodePath.normalize(entry), realRoot)
+    )
+    if (covering !== undefined) {
+      return yield* new InvalidWorkspace({ root, reason: `it lies inside ${covering}, which its tools must not change` })
+    }
     // The root is held open for the tools' life, so its inode cannot be reused by another folder.
     const held = yield* Effect.acquireRelease(
       Effect.try({

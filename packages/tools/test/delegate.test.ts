@@ -8,7 +8,7 @@ import { Control, type Event, LanguageModel, Replay, Runner, State, StateStore, 
 import { Cause, Context, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Builtins, Delegate } from "../src/index.js"
+import { Builtins, Delegate, Sandbox } from "../src/index.js"
 import { makeDirs } from "./helpers.js"
 
 const answer = (response: LanguageModel.Response): LanguageModel.Response => ({ ...response, usage: { inputTokens: 10, outputTokens: 5 } })
@@ -375,5 +375,177 @@ describe("delegate", () => {
         error: { message: expect.stringContaining("note cannot be confined to the folder sub (a sub-goal there has the tools made for that folder: write_file)") }
       })
       expect(yield* store.goals({ parent: "p" })).toHaveLength(1)
+    }))
+
+  it.live("a folder that is, lies inside or holds a protected or hidden path is refused, however it is spelled; nothing is written there", () =>
+    Effect.gen(function*() {
+      const dirs = makeDirs()
+      const git = path.join(dirs.ws, ".git")
+      fs.mkdirSync(path.join(git, "hooks"), { recursive: true })
+      fs.writeFileSync(path.join(git, "config"), "[core]\n")
+      fs.mkdirSync(path.join(dirs.ws, "sub"))
+      fs.mkdirSync(path.join(dirs.ws, "state"))
+      fs.mkdirSync(path.join(dirs.ws, "docs", "keep"), { recursive: true })
+      fs.symlinkSync(".git", path.join(dirs.ws, "link"))
+      fs.symlinkSync(".git/hooks", path.join(dirs.ws, "hooklink"))
+      const before = fs.readFileSync(path.join(git, "config"), "utf8")
+      const store = yield* StateStore.makeMemory
+      const built: Array<string> = []
+      const workspaceTools = (workspace: string, protection: Sandbox.Entries) =>
+        Effect.map(
+          Layer.build(Builtins.layer({ workspace, sandbox: "none", tools: ["write_file"], ...protection })),
+          (context) => (built.push(workspace), Context.get(context, ToolRegistry.ToolRegistry))
+        ).pipe(Effect.mapError((error) => error.message))
+      const spellings = [".git", ".git/hooks", "./.git", "sub/../.git", "link", "hooklink", "state", "docs"]
+      const scripts = {
+        "[P]": [...spellings.map((folder) => call("delegate", { goal: `[A] write in ${folder}`, folder, tools: ["write_file"] })), done("p")],
+        "[A]": [call("write_file", { path: "pre-commit", content: "touch /tmp/pwned\n" }), done("a")]
+      }
+      const protection = { protectedPaths: [".git", "docs/keep"], hiddenPaths: [path.join(dirs.ws, "state", "rx.db")] }
+      yield* Runner.run({ goal: "[P] folders", goalId: "p", options: { maxConsecutiveFailures: 20, settings: { workspace: dirs.ws } } }).pipe(
+        Effect.provide(host(store, dirs.ws, treeModel(scripts), [], new Map(), { workspaceTools, protection }))
+      )
+      const parent = yield* store.load("p")
+      const failures = spellings.map((_, i) => parent.find((e) => e._tag === "ToolFailed" && e.callId === `p:${i + 1}`))
+      expect(failures.map((f) => f?._tag === "ToolFailed" ? f.error.message : "ran")).toEqual([
+        expect.stringContaining(`folder ".git": it is inside ".git"`),
+        expect.stringContaining(`folder ".git/hooks": it is inside ".git"`),
+        expect.stringContaining(`folder "./.git": it is inside ".git"`),
+        expect.stringContaining(`folder "sub/../.git": it is inside ".git"`),
+        expect.stringContaining(`folder "link": it is inside ".git"`),
+        expect.stringContaining(`folder "hooklink": it is inside ".git"`),
+        expect.stringContaining(`folder "state": it holds "state/rx.db", which is hidden from the agent`),
+        expect.stringContaining(`folder "docs": it holds "docs/keep", which the agent may not change`)
+      ])
+      expect(yield* store.goals({ parent: "p" })).toHaveLength(0)
+      expect(built).toEqual([])
+      expect(fs.readdirSync(path.join(git, "hooks"))).toEqual([])
+      expect(fs.readFileSync(path.join(git, "config"), "utf8")).toBe(before)
+    }))
+
+  it.live("a sub-goal's tools hold its ancestors' guards as absolute paths, never resolved again in its folder", () =>
+    Effect.gen(function*() {
+      const dirs = makeDirs()
+      fs.mkdirSync(path.join(dirs.ws, "sub", "conf"), { recursive: true })
+      fs.mkdirSync(path.join(dirs.ws, "conf"), { recursive: true })
+      const store = yield* StateStore.makeMemory
+      const workspaceTools = (workspace: string, protection: Sandbox.Entries) =>
+        Effect.map(
+          Layer.build(Builtins.layer({ workspace, sandbox: "none", tools: ["write_file"], ...protection })),
+          (context) => Context.get(context, ToolRegistry.ToolRegistry)
+        ).pipe(Effect.mapError((error) => error.message))
+      // The root protects "sub/conf/rules" (a path, not a name): resolved in "sub" it would name sub/sub/conf/rules.
+      const protection = { protectedPaths: [".git", "sub/conf/rules"], hiddenPaths: [] }
+      const scripts = {
+        "[P]": [call("delegate", { goal: "[A] write", folder: "sub/conf", tools: ["write_file"] }), call("delegate", { goal: "[B] write", folder: "sub", tools: ["write_file"] }), done("p")],
+        "[A]": [call("write_file", { path: "x.txt", content: "x\n" }), done("a")],
+        "[B]": [call("write_file", { path: "conf/rules", content: "pwned\n" }), call("write_file", { path: "sub/conf/rules", content: "fine\n" }), done("b")]
+      }
+      yield* Runner.run({ goal: "[P] guards", goalId: "p", options: { settings: { workspace: dirs.ws } } }).pipe(
+        Effect.provide(host(store, dirs.ws, treeModel(scripts), [], new Map(), { workspaceTools, protection }))
+      )
+      const parent = yield* store.load("p")
+      expect(parent.find((e) => e._tag === "ToolFailed" && e.callId === "p:1")).toMatchObject({ error: { message: expect.stringContaining(`it holds "sub/conf/rules"`) } })
+      // "sub" holds the guard too: refused; its guard checked directly below.
+      expect(parent.find((e) => e._tag === "ToolFailed" && e.callId === "p:2")).toMatchObject({ error: { message: expect.stringContaining(`it holds "sub/conf/rules"`) } })
+      const held = Sandbox.inherited(dirs.ws, protection)
+      expect(held.protectedPaths).toEqual(expect.arrayContaining([".git", "sub/conf/rules", path.join(dirs.ws, ".git"), path.join(dirs.ws, "sub", "conf", "rules")]))
+      // The tools of "sub" made with what it inherits refuse the guard by its absolute path.
+      const refused = yield* Effect.scoped(Effect.flatMap(workspaceTools(path.join(dirs.ws, "sub"), held), (registry) =>
+        ToolRegistry.invoke(registry, { callId: "t:1", tool: "write_file", input: { path: "conf/rules", content: "pwned\n" } })))
+      expect(refused).toMatchObject({ _tag: "Failure", error: { message: expect.stringContaining("may read but not change") } })
+      expect(fs.existsSync(path.join(dirs.ws, "sub", "conf", "rules"))).toBe(false)
+      // Tools rooted inside an inherited guard (a folder swapped for a link into .git after the check) refuse to start.
+      fs.mkdirSync(path.join(dirs.ws, ".git", "hooks"), { recursive: true })
+      const inside = yield* Effect.scoped(Effect.either(workspaceTools(path.join(dirs.ws, ".git", "hooks"), Sandbox.inherited(dirs.ws, protection))))
+      expect(inside).toMatchObject({ _tag: "Left", left: expect.stringContaining(`lies inside ${path.join(dirs.ws, ".git")}`) })
+    }))
+
+  it.live("a tree is bounded as a whole: past its goals or its iterations a delegate call is refused, saying which limit and how to raise it", () =>
+    Effect.gen(function*() {
+      const dirs = makeDirs()
+      const failures = (events: ReadonlyArray<Event.Event>) =>
+        events.filter((e): e is Event.Of<"ToolFailed"> => e._tag === "ToolFailed").map((e) => e.error.message)
+      // Every goal delegates at each step, forever.
+      const forever = { "[X]": [call("delegate", { goal: "[X] again" })] }
+
+      // Goals: the tree holds at most 5, however deep it may grow.
+      const goalsStore = yield* StateStore.makeMemory
+      yield* Runner.run({ goal: "[X] grow", goalId: "p", options: { maxDepth: 100, maxChildren: 100, maxIterations: 3, maxTreeGoals: 5 } }).pipe(
+        Effect.provide(host(goalsStore, dirs.ws, treeModel(forever), []))
+      )
+      const all = yield* goalsStore.goals()
+      expect(all).toHaveLength(5)
+      expect(all.every((g) => g.status === "terminated")).toBe(true)
+      const refused = (yield* Effect.forEach(all, (g) => goalsStore.load(g.goalId))).flatMap(failures)
+      expect(refused.length).toBeGreaterThan(0)
+      expect(refused.every((m) => m.includes("holds 5 goals, its limit (maxTreeGoals 5; rx run --max-tree-goals N raises it for a new goal)"))).toBe(true)
+      // The limit is recorded with every sub-goal, as the parent's other limits are.
+      expect((yield* goalsStore.load("p.1"))[0]).toMatchObject({ options: { maxTreeGoals: 5 } })
+
+      // Iterations: each sub-goal gets at most what the tree has left, and none starts past it.
+      const iterationsStore = yield* StateStore.makeMemory
+      yield* Runner.run({ goal: "[X] grow", goalId: "p", options: { maxDepth: 100, maxIterations: 10, maxTreeIterations: 4 } }).pipe(
+        Effect.provide(host(iterationsStore, dirs.ws, treeModel(forever), []))
+      )
+      expect((yield* iterationsStore.load("p.1"))[0]).toMatchObject({ options: { maxIterations: 3 } })
+      expect((yield* iterationsStore.load("p.1.1"))[0]).toMatchObject({ options: { maxIterations: 2 } })
+      expect((yield* iterationsStore.load("p.1.1.1"))[0]).toMatchObject({ options: { maxIterations: 1 } })
+      expect(failures(yield* iterationsStore.load("p.1.1.1"))).toEqual([
+        expect.stringContaining("the goals of the tree of goal p have taken 4 iterations, its limit (maxTreeIterations 4; rx run --max-tree-iterations N raises it for a new goal)")
+      ])
+      expect(yield* iterationsStore.goals()).toHaveLength(4)
+      for (const g of yield* iterationsStore.goals()) expect((yield* Replay.verify(yield* iterationsStore.load(g.goalId))).reason).toBeDefined()
+    }))
+
+  it.live("a goal waiting on a sub-goal that waits on its own names only the sub-goal it waits on, not every level below", () =>
+    Effect.gen(function*() {
+      const dirs = makeDirs()
+      const notes = ledger()
+      const store = yield* StateStore.makeMemory
+      const scripts = {
+        "[P]": [call("delegate", { goal: "[A] go deeper" }), done("p")],
+        "[A]": [call("delegate", { goal: "[B] go deeper" }), done("a")],
+        "[B]": [call("note", { line: "x" }), done("b")]
+      }
+      const result = yield* Runner.run({ goal: "[P] wait", goalId: "p", options: { approval: { note: "ask" } } }).pipe(
+        Effect.provide(host(store, dirs.ws, treeModel(scripts), [notes.tool]))
+      )
+      expect(result).toMatchObject({ status: "suspended", reason: "awaiting_approval", detail: "sub-goal p.1 waits on its sub-goal p.1.1 (awaiting approval)" })
+      expect((yield* store.load("p.1")).at(-1)).toMatchObject({ _tag: "Suspended", detail: expect.stringMatching(/^sub-goal p\.1\.1 waits: /), child: "p.1.1" })
+    }))
+
+  it.live("a shutdown while sub-goals of sub-goals run releases every lease before the log closes, and records each one's Suspended(shutdown)", () =>
+    Effect.gen(function*() {
+      const dirs = makeDirs()
+      const started = yield* Deferred.make<void>()
+      const inner = yield* StateStore.makeMemory
+      const order: Array<string> = []
+      let open = false
+      const store = StateStore.StateStore.of({
+        ...inner,
+        lease: (goalId) =>
+          // Letting go takes a moment, as a write to a database does.
+          Effect.zipRight(inner.lease(goalId), Effect.addFinalizer(() => Effect.zipRight(Effect.sleep("20 millis"), Effect.sync(() => order.push(open ? `released ${goalId}` : `released ${goalId} after the log closed`)))))
+      })
+      // The log, opened and closed around the run as a transport's Layer is.
+      const log = Layer.scoped(StateStore.StateStore, Effect.acquireRelease(Effect.sync(() => ((open = true), store)), () => Effect.sync(() => ((open = false), order.push("closed")))))
+      const scripts = {
+        "[P]": [call("delegate", { goal: "[A] go deeper" }), done("p")],
+        "[A]": [call("delegate", { goal: "[B] go deeper" }), done("a")],
+        "[B]": [call("delegate", { goal: "[C] block" }), done("b")],
+        "[C]": [call("block", {}), done("c")]
+      }
+      const model = treeModel(scripts)
+      const base = Builtins.layerWith({ workspace: dirs.ws, sandbox: "none", tools: ["read_file"] }, [blocking(started)])
+      const tools = Delegate.layer({ workspace: dirs.ws }).pipe(Layer.provide(Layer.merge(base, model)))
+      const fiber = yield* Effect.fork(
+        Runner.run({ goal: "[P] go", goalId: "p", options: { maxDepth: 3 } }).pipe(Effect.provide(Layer.merge(tools, model)), Effect.provide(log))
+      )
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      expect(order.at(-1)).toBe("closed")
+      expect(order.filter((line) => line.startsWith("released")).sort()).toEqual(["released p", "released p.1", "released p.1.1", "released p.1.1.1"])
+      for (const id of ["p", "p.1", "p.1.1", "p.1.1.1"]) expect((yield* inner.load(id)).at(-1), id).toMatchObject({ _tag: "Suspended", reason: "shutdown" })
     }))
 })

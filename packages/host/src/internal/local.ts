@@ -83,7 +83,8 @@ export const makeLocal = (db: Settings.Database) =>
           const awaited = state.awaiting
           return {
             callId: awaited?.callId ?? callId ?? "?",
-            call: awaited === null ? null : { tool: awaited.tool, input: awaited.input, iteration: state.iteration }
+            call: awaited === null ? null : { tool: awaited.tool, input: awaited.input, iteration: state.iteration },
+            ...(state.cancelRequested === null ? {} : { cancelled: state.cancelRequested })
           }
         }).pipe(withLog("write"))
     }

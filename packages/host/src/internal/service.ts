@@ -58,6 +58,8 @@ export interface Decision {
 export interface Decided {
   readonly callId: string
   readonly call: { readonly tool: string; readonly input: unknown; readonly iteration: number } | null
+  /** Why the goal was cancelled, when it was before the decision: the decision is recorded, and the goal runs nothing more. */
+  readonly cancelled?: string
 }
 
 /** An event of a followed goal, or the note that no runner holds it (said once a time). */

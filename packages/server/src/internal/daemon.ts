@@ -68,7 +68,7 @@ export const here: Run<StateStore.StateStore | LanguageModel.LanguageModel | Too
     const tools = yield* toolbox.registry(workspace)
     // A goal offered `delegate` runs its sub-goals in this run, each with the tools of its workspace.
     const registry = Delegate.offered(state.tools)
-      ? yield* Delegate.extend(tools, { workspace, workspaceTools: (folder) => Effect.mapError(toolbox.registry(folder), (error) => error.message) })
+      ? yield* Delegate.extend(tools, { workspace, protection: toolbox.protection, workspaceTools: (folder) => Effect.mapError(toolbox.registry(folder), (error) => error.message) })
       : tools
     const result = yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
     yield* Effect.logInfo(`goal ${goalId} ${result.status} (${result.reason})`)

@@ -253,6 +253,14 @@ const approvalPanel = (model: Model, refresh: () => void) => {
 const resumePanel = (model: Model, refresh: () => void) => {
   const g = model.goal
   if (g === undefined || g.status !== "open" || g.activity !== "idle") return null
+  // Waiting on a sub-goal's call that asks for approval: resuming would only wait again, so the way to that call is offered.
+  const asking = g.suspended?.reason === "awaiting_approval" ? g.suspended.child : undefined
+  const below = model.children.find((c) => c.goalId === asking)
+  if (asking !== undefined && (below === undefined || below.status === "waiting" || below.suspended?.reason === "awaiting_approval")) {
+    return h("section", { class: "idle", id: "resume-panel" },
+      h("p", {}, h("b", {}, "Waits for a decision in its sub-goal"), ": ", goalLink(asking), " has a call waiting for approval. Decide it there; this goal then goes on by itself."),
+      h("div", { class: "actions" }, h("a", { class: "primary", id: "to-approval", href: `#/goals/${encodeURIComponent(asking)}` }, "Go to the approval")))
+  }
   const status = h("span", { class: "muted" })
   const resume = async () => {
     fill(status, "resuming…")
