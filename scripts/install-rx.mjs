@@ -16,7 +16,6 @@
 // Not included: node-llama-cpp, which only `--model-file` needs (hundreds of MB); install it
 // beside rx when wanted: npm install -g [--prefix DIR] node-llama-cpp@3
 import { execFileSync } from "node:child_process"
-import { createRequire } from "node:module"
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
@@ -77,21 +76,28 @@ const sqlite = located("better-sqlite3", cli)
 const bindings = located("bindings", dirname(sqlite).replace(/\/node_modules$/, ""))
 const fileUri = located("file-uri-to-path", dirname(bindings).replace(/\/node_modules$/, ""))
 const addon = join(sqlite, "build", "Release", "better_sqlite3.node")
-/** Why this Node cannot load the addon (missing, or built for another Node), or undefined. */
+/**
+ * Why this Node cannot load the addon (missing, or built for another Node), or undefined. Tried in
+ * a child process: a process keeps an addon it once tried to load, whatever is rebuilt after.
+ */
 const unloadable = () => {
   if (!existsSync(addon)) return "it is missing"
   try {
-    createRequire(import.meta.url)(addon)
+    execFileSync(process.execPath, ["-e", `require(${JSON.stringify(addon)})`], { env, stdio: ["ignore", "ignore", "pipe"] })
     return undefined
   } catch (error) {
-    return String(error instanceof Error ? error.message : error).split("\n")[0]
+    const message = String(error?.stderr ?? error)
+    const built = /NODE_MODULE_VERSION (\d+)/.exec(message)
+    return built !== null ? `it was built for another Node, ABI ${built[1]}` : message.trim().split("\n")[0]
   }
 }
 const node = `Node ${process.version} (${process.platform}-${process.arch}, ABI ${process.versions.modules})`
 const before = unloadable()
 if (before !== undefined) {
-  say(`better-sqlite3's addon does not load on ${node} (${before}): rebuilding it for this Node (pnpm rebuild better-sqlite3)`)
-  pnpm(["rebuild", "better-sqlite3"])
+  // Its own build script (node-gyp, which npm provides), run in its folder: `pnpm rebuild` takes
+  // the build pnpm cached for another Node.
+  say(`better-sqlite3's addon does not load on ${node} (${before}): rebuilding it for this Node (npm run build-release in ${sqlite})`)
+  run("npm", ["run", "build-release"], sqlite)
   const after = unloadable()
   if (after !== undefined) fail(`better-sqlite3's addon still does not load on ${node}: ${after}`)
 }
