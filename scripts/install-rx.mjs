@@ -8,8 +8,10 @@
 // builds (pnpm build), then packs ONE self-contained tarball: the bundled binary (dist/rx.mjs)
 // and its native part, better-sqlite3, already built for this machine, with the two small
 // modules it loads its addon with. `npm install -g` of that tarball needs no registry: nothing
-// in it is fetched or compiled. The tarball fits this platform, CPU and Node major version
-// (its name says which); on another machine, run this script there.
+// in it is fetched or compiled. The tarball is for the Node that runs this script (Node 22 or
+// later): its platform, CPU and major version (its name says which), and better-sqlite3's addon
+// is built for that Node (rebuilt first when the workspace's was built by another). For another
+// Node or machine, run this script with that Node.
 //
 // Not included: node-llama-cpp, which only `--model-file` needs (hundreds of MB); install it
 // beside rx when wanted: npm install -g [--prefix DIR] node-llama-cpp@3
@@ -18,6 +20,12 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync,
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+
+const major = Number(process.versions.node.split(".")[0])
+if (major < 22) {
+  console.error(`install-rx: rx needs Node 22 or later, and this is Node ${process.version}: run this script with Node 22 or 24`)
+  process.exit(1)
+}
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const cli = join(root, "packages", "cli")
@@ -39,7 +47,9 @@ for (const arg of args) if (arg.startsWith("--") && !known.has(arg)) fail(`unkno
 const prefix = option("--prefix")
 const packOnly = option("--pack")
 
-const run = (file, argv, cwd = root) => execFileSync(file, argv, { cwd, stdio: ["ignore", "inherit", "inherit"] })
+// What this script runs (pnpm, npm, node-gyp through them) runs on this Node: its folder first on PATH.
+const env = { ...process.env, PATH: [dirname(process.execPath), process.env.PATH ?? ""].join(":") }
+const run = (file, argv, cwd = root) => execFileSync(file, argv, { cwd, env, stdio: ["ignore", "inherit", "inherit"] })
 const say = (text) => console.log(`install-rx: ${text}`)
 
 /** pnpm: the one running this script, else PATH's (corepack provides it: corepack enable). */
@@ -66,7 +76,32 @@ const sqlite = located("better-sqlite3", cli)
 const bindings = located("bindings", dirname(sqlite).replace(/\/node_modules$/, ""))
 const fileUri = located("file-uri-to-path", dirname(bindings).replace(/\/node_modules$/, ""))
 const addon = join(sqlite, "build", "Release", "better_sqlite3.node")
-if (!existsSync(addon)) fail(`${addon} is missing: better-sqlite3 was not built (pnpm rebuild better-sqlite3)`)
+/**
+ * Why this Node cannot load the addon (missing, or built for another Node), or undefined. Tried in
+ * a child process: a process keeps an addon it once tried to load, whatever is rebuilt after.
+ */
+const unloadable = () => {
+  if (!existsSync(addon)) return "it is missing"
+  try {
+    execFileSync(process.execPath, ["-e", `require(${JSON.stringify(addon)})`], { env, stdio: ["ignore", "ignore", "pipe"] })
+    return undefined
+  } catch (error) {
+    const message = String(error?.stderr ?? error)
+    const built = /NODE_MODULE_VERSION (\d+)/.exec(message)
+    return built !== null ? `it was built for another Node, ABI ${built[1]}` : message.trim().split("\n")[0]
+  }
+}
+const node = `Node ${process.version} (${process.platform}-${process.arch}, ABI ${process.versions.modules})`
+const before = unloadable()
+if (before !== undefined) {
+  // Its own build script (node-gyp, which npm provides), run in its folder: `pnpm rebuild` takes
+  // the build pnpm cached for another Node.
+  say(`better-sqlite3's addon does not load on ${node} (${before}): rebuilding it for this Node (npm run build-release in ${sqlite})`)
+  run("npm", ["run", "build-release"], sqlite)
+  const after = unloadable()
+  if (after !== undefined) fail(`better-sqlite3's addon still does not load on ${node}: ${after}`)
+}
+say(`packing for ${node}: better-sqlite3's native addon is built for it`)
 
 const versionOf = (dir) => JSON.parse(readFileSync(join(dir, "package.json"), "utf8")).version
 /** A dependency's package.json without scripts or gyp file: npm must neither run nor compile anything. */
@@ -112,7 +147,7 @@ writeFileSync(join(stage, "package.json"), `${JSON.stringify({
 // 3. One tarball.
 const destination = packOnly ?? mkdtempSync(join(tmpdir(), "rx-tarball-"))
 mkdirSync(destination, { recursive: true })
-const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--pack-destination", destination], { cwd: stage, encoding: "utf8" }))[0]
+const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--pack-destination", destination], { cwd: stage, env, encoding: "utf8" }))[0]
 const named = join(destination, `rx-${pkg.version}-${process.platform}-${process.arch}-node${abi}.tgz`)
 cpSync(join(destination, packed.filename), named)
 rmSync(join(destination, packed.filename))
@@ -126,9 +161,9 @@ if (packOnly !== undefined) {
 // 4. Install it, and check the installed command runs.
 say(`installing ${named} into ${prefix ?? "npm's global prefix"}`)
 run("npm", ["install", "--global", "--offline", "--no-audit", "--no-fund", ...(prefix === undefined ? [] : ["--prefix", prefix]), named])
-const binDir = prefix === undefined ? join(execFileSync("npm", ["prefix", "--global"], { encoding: "utf8" }).trim(), "bin") : join(prefix, "bin")
-const version = execFileSync(join(binDir, "rx"), ["--version"], { encoding: "utf8" }).trim()
+const binDir = prefix === undefined ? join(execFileSync("npm", ["prefix", "--global"], { env, encoding: "utf8" }).trim(), "bin") : join(prefix, "bin")
+const version = execFileSync(join(binDir, "rx"), ["--version"], { env, encoding: "utf8" }).trim()
 rmSync(destination, { recursive: true, force: true })
-say(`installed ${version}: ${join(binDir, "rx")}`)
+say(`installed ${version} for ${node}: ${join(binDir, "rx")}`)
 if (!(process.env.PATH ?? "").split(":").includes(binDir)) say(`add it to your PATH: export PATH="${binDir}:$PATH"`)
 say("try it: rx demo")

@@ -13,9 +13,11 @@
  * every command once, in turn, so drift hits them all. Beside them, the floor of any command on
  * Effect (`SnapshotFloor`): a process starting from a V8 startup snapshot of Effect's runtime,
  * and of the runtime with `Schema` and @effect/cli's `Command`. Each process gets a fresh HOME and XDG
- * folders of its own and none of the caller's `RX_*` variables. The folders are the same for
- * every command: rx's code cache (`$XDG_CACHE_HOME/rx`, on Node 20) is filled by the first ones,
- * so the figures are those of a person who runs rx often.
+ * folders of its own and none of the caller's `RX_*` or `NODE_*` variables. The folders are the
+ * same for every command: rx's compile cache (`$XDG_CACHE_HOME/rx`, Node 22.1 and later) is
+ * filled by the first ones, so the figures are those of a person who runs rx often (from the
+ * second run). Beside them, in the same rounds, `rx list` and `rx inspect` as a first run: each
+ * with an empty cache folder of its own (Node compiles everything, and fills it).
  */
 import { Effect, Schema } from "effect"
 import { execFileSync, spawn } from "node:child_process"
@@ -153,6 +155,9 @@ export interface Figures {
   readonly version: number
   readonly list: number
   readonly inspect: number
+  /** `rx list` and `rx inspect` with an empty compile cache (a first run). */
+  readonly listFirst: number
+  readonly inspectFirst: number
   /** To the first model request. */
   readonly runFirstRequest: number
   /** To the end of that run (one iteration, `done`). */
@@ -189,6 +194,14 @@ export const measure = (runs: number, log: (line: string) => void): Effect.Effec
       catch: (error) => new StartupError({ message: `building the startup snapshots failed: ${error instanceof Error ? error.message : String(error)}` })
     })
     const rx = (...args: Array<string>) => exec(process.execPath, [join(copy, "rx.mjs"), ...args], { env, cwd: workspace })
+    // A first run: a cache folder no run has used (removed with the box).
+    let fresh = 0
+    const rxFirst = (...args: Array<string>) =>
+      Effect.suspend(() => {
+        const cache = join(box, `first-cache-${fresh++}`)
+        mkdirSync(cache)
+        return exec(process.execPath, [join(copy, "rx.mjs"), ...args], { env: { ...env, XDG_CACHE_HOME: cache }, cwd: workspace })
+      })
     const checked = (what: string, ran: Ran) =>
       ran.code === 0 ? Effect.succeed(ran) : Effect.fail(new StartupError({ message: `${what} exited ${ran.code}: ${ran.stderr.trim().slice(0, 500)}` }))
     const runGoal = Effect.gen(function*() {
@@ -208,6 +221,8 @@ export const measure = (runs: number, log: (line: string) => void): Effect.Effec
       version: [] as Array<number>,
       list: [] as Array<number>,
       inspect: [] as Array<number>,
+      listFirst: [] as Array<number>,
+      inspectFirst: [] as Array<number>,
       toFirst: [] as Array<number>,
       run: [] as Array<number>,
       effect: [] as Array<number>,
@@ -221,6 +236,8 @@ export const measure = (runs: number, log: (line: string) => void): Effect.Effec
       const version = yield* checked("rx --version", yield* rx("--version"))
       const list = yield* checked("rx list", yield* rx("list", "--db", db))
       const inspect = yield* checked("rx inspect", yield* rx("inspect", "--db", db, goalId))
+      const listFirst = yield* checked("rx list (first run)", yield* rxFirst("list", "--db", db))
+      const inspectFirst = yield* checked("rx inspect (first run)", yield* rxFirst("inspect", "--db", db, goalId))
       const run = yield* runGoal
       if (r === 0) continue
       samples.node.push(plain.ms)
@@ -229,6 +246,8 @@ export const measure = (runs: number, log: (line: string) => void): Effect.Effec
       samples.version.push(version.ms)
       samples.list.push(list.ms)
       samples.inspect.push(inspect.ms)
+      samples.listFirst.push(listFirst.ms)
+      samples.inspectFirst.push(inspectFirst.ms)
       samples.toFirst.push(run.toFirst)
       samples.run.push(run.whole)
     }
@@ -237,6 +256,8 @@ export const measure = (runs: number, log: (line: string) => void): Effect.Effec
       version: median(samples.version),
       list: median(samples.list),
       inspect: median(samples.inspect),
+      listFirst: median(samples.listFirst),
+      inspectFirst: median(samples.inspectFirst),
       runFirstRequest: median(samples.toFirst),
       run: median(samples.run),
       effectSnapshot: median(samples.effect),

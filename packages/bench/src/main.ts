@@ -182,12 +182,22 @@ const startup = {
   version: round(started.version),
   list: round(started.list),
   inspect: round(started.inspect),
+  list_first: round(started.listFirst),
+  inspect_first: round(started.inspectFirst),
   run_first_request: round(started.runFirstRequest),
   run: round(started.run),
   effect_snapshot: round(started.effectSnapshot),
   effect_cli_snapshot: round(started.effectCliSnapshot)
 }
+// Each over `node -e 0` of the same rounds: the target means the same on any machine.
+const startupRatios = {
+  list: round(started.list / started.node, 2),
+  inspect: round(started.inspect / started.node, 2),
+  list_first: round(started.listFirst / started.node, 2),
+  inspect_first: round(started.inspectFirst / started.node, 2)
+}
 log(`  node -e 0 ${startup.node} ms; rx --version ${startup.version}, list ${startup.list}, inspect ${startup.inspect}, run to its first model request ${startup.run_first_request} ms`)
+log(`  first run (empty compile cache): list ${startup.list_first}, inspect ${startup.inspect_first} ms`)
 log(`  floor of a command on Effect (startup snapshots): Effect ${startup.effect_snapshot} ms, Effect + Schema + @effect/cli ${startup.effect_cli_snapshot} ms`)
 
 log("floors")
@@ -196,6 +206,8 @@ const floors = {
   sqlite_commit_full_us: round(median([0, 1, 2].map((r) => Floors.sqliteCommit(join(dir, `floor-f-${r}.db`), "FULL", 500))), 1),
   effect_loop_us_per_iteration: round(median([0, 1, 2, 3, 4].map(() => Floors.effectLoop(10_000))), 2)
 }
+/** The kernel's figure over the Effect loop it is made of (same run): a target that means the same on any machine. */
+const kernelOverEffectLoop = round((kernel[1000] ?? Number.NaN) / floors.effect_loop_us_per_iteration, 2)
 
 /** The peers beside rx (`--peers`): rx's figures at N = 100 and 1,000 and each peer's, each peer over its rx reference. */
 const peers = withPeers ? await run(Effect.gen(function*() {
@@ -249,6 +261,7 @@ const peers = withPeers ? await run(Effect.gen(function*() {
 
 const result = {
   kernel_memory_us_per_iteration: kernel,
+  kernel_over_effect_loop: kernelOverEffectLoop,
   sqlite_normal_us_per_iteration: sqliteNormal,
   sqlite_full_us_per_iteration: sqliteFull,
   sqlite_400_goals_cpu_us_per_iteration: sqliteConcurrentCpu,
@@ -266,6 +279,8 @@ const result = {
   server_same_process_us_per_iteration: serve.sameProcess,
   sse_latency_ms: serve.sse,
   startup_ms: startup,
+  startup_over_node: startupRatios,
+  node_version: process.version,
   floors,
   ...(peers === undefined ? {} : { peers: { rx: peers.rx, ...peers.byKey, ratios: peers.ratios, versions: peers.versions, installed_in: peers.installed_in } })
 }
@@ -276,7 +291,7 @@ if (json) {
 } else {
   const k = kernel
   const rows: ReadonlyArray<readonly [string, string, string]> = [
-    ["kernel, memory store, N=100 / 1000 / 10000", `${k[100]} / ${k[1000]} / ${k[10000]} us/it`, `<= 20 us/it; floor ${floors.effect_loop_us_per_iteration} us/it`],
+    ["kernel, memory store, N=100 / 1000 / 10000", `${k[100]} / ${k[1000]} / ${k[10000]} us/it`, `<= 20 us/it; floor ${floors.effect_loop_us_per_iteration} us/it (N=1000 at ${kernelOverEffectLoop}x the Effect loop)`],
     ["growth, N=10000 over N=100", `${round((k[10000] ?? 0) / (k[100] ?? 1), 2)}x`, "<= 1.3x"],
     ["SQLite NORMAL, N=1000", `${sqliteNormal} us/it`, `<= 2x floor: ${round(2 * sqliteFloorEffect)} us (the store's 2 commits, raw: ${sqliteFloorEffect} us; one bare commit ${floors.sqlite_commit_normal_us} us)`],
     ["SQLite, 400 goals x 20 it at once", `${sqliteConcurrentCpu} us CPU/it`, "(none; the cost of many goals on one log)"],
@@ -288,7 +303,8 @@ if (json) {
     ["rx serve, 100 goals x 10 it at once", `${serve.goalsPerSecond} goals/s, ${serve.http} us/it`, `<= 3x in-process: ${round(3 * serve.inProcess)} us/it (in-process ${serve.inProcess}; ${round(serve.http / serve.inProcess, 2)}x)`],
     ["rx serve: server / clients CPU", `${serve.serverCpu} / ${serve.clientCpu} us/it`, `server ${round(serve.serverCpu / serve.inProcess, 2)}x in-process; server in the clients' process: ${serve.sameProcess} us/it`],
     ["SSE, commit to client, p50 / p99", `${serve.sse.p50} / ${serve.sse.p99} ms`, "(none)"],
-    ["rx --version / list / inspect", `${startup.version} / ${startup.list} / ${startup.inspect} ms`, `<= 2x node -e 0: ${round(2 * startup.node)} ms (node -e 0 ${startup.node} ms)`],
+    ["rx --version / list / inspect", `${startup.version} / ${startup.list} / ${startup.inspect} ms`, `<= 2x node -e 0: ${round(2 * startup.node)} ms (node -e 0 ${startup.node} ms; list ${startupRatios.list}x, inspect ${startupRatios.inspect}x)`],
+    ["rx list / inspect, first run", `${startup.list_first} / ${startup.inspect_first} ms`, `empty compile cache: list ${startupRatios.list_first}x, inspect ${startupRatios.inspect_first}x node -e 0`],
     ["Effect alone / + Schema, @effect/cli", `${startup.effect_snapshot} / ${startup.effect_cli_snapshot} ms`, `the floor of any rx command, from a startup snapshot (${round(startup.effect_cli_snapshot / startup.node, 2)}x node -e 0)`],
     ["rx run to its first model request", `${startup.run_first_request} ms`, `node -e 0 ${startup.node} ms (${round(startup.run_first_request / startup.node, 2)}x)`]
   ]

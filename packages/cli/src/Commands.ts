@@ -8,7 +8,7 @@ import * as Goals from "@rx/host/Goals"
 import * as Log from "@rx/host/Log"
 import * as Settings from "@rx/host/Settings"
 import { Doctor } from "@rx/store-sqlite"
-import { Console, Effect, Option, Schema, Stream } from "effect"
+import { Console, Effect, Either, Option, Schema, Stream } from "effect"
 import * as ExitCode from "./ExitCode.js"
 import { ExitStatus, note, runGoal, say, sayJson, setExit, whereOf } from "./internal/goal.js"
 import * as Render from "./Render.js"
@@ -92,15 +92,15 @@ export const replay = (flags: In<typeof Usage.replay>) =>
       const outcome = yield* Effect.either(Replay.check(events))
       if (flags.json) {
         // One object: identical (with how the goal ended, or null while it is open), or where it diverged.
-        const verdict = outcome._tag === "Right"
+        const verdict = Either.isRight(outcome)
           ? { goalId, identical: true, events: events.length, complete: outcome.right._tag === "Complete", reason: outcome.right._tag === "Complete" ? outcome.right.result.reason : null }
           : outcome.left._tag === "@rx/kernel/NonDeterminism"
           ? { goalId, identical: false, events: events.length, divergedAt: outcome.left.seq, expected: outcome.left.expected, actual: outcome.left.actual, message: outcome.left.message }
           : { goalId, identical: false, events: events.length, divergedAt: null, message: outcome.left.message }
         yield* Console.log(Render.jsonLine(JSON.stringify(verdict)))
-        return yield* setExit(outcome._tag === "Right" ? 0 : ExitCode.diverged)
+        return yield* setExit(Either.isRight(outcome) ? 0 : ExitCode.diverged)
       }
-      if (outcome._tag === "Right") {
+      if (Either.isRight(outcome)) {
         const verified = outcome.right
         yield* say(
           verified._tag === "Complete"

@@ -7,7 +7,7 @@
 import { Args, CliConfig, Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect, Layer } from "effect"
+import { Console, Effect, Either, Layer } from "effect"
 
 const model = Options.text("model").pipe(Options.withDescription("model name"), Options.optional)
 const json = Options.boolean("json").pipe(Options.withDescription("json"))
@@ -29,7 +29,7 @@ const parse = (argv: ReadonlyArray<string>) =>
       Effect.withConsole(quiet),
       Effect.either
     )
-    if (outcome._tag === "Right") return `ok ${seen}`
+    if (Either.isRight(outcome)) return `ok ${seen}`
     const error = outcome.left
     return ValidationError.isValidationError(error) ? `refused: ${HelpDoc.toAnsiText(error.error).replace(/\u001b\[[0-9;]*m/g, "").trim().split("\n")[0]}` : `failed: ${String(error)}`
   }).pipe(Effect.provide(Layer.mergeAll(NodeContext.layer, CliConfig.layer({ showBuiltIns: false, isCaseSensitive: true }))))

@@ -12,9 +12,19 @@ import { dirname, join } from "node:path"
 import { exec } from "./helpers.js"
 
 const repo = join(import.meta.dirname, "..", "..", "..")
+const nodeMajor = Number(process.versions.node.split(".")[0])
 
 describe("installing rx from a clone", () => {
-  it.live("node scripts/install-rx.mjs --prefix DIR: a fresh clone, an empty prefix, then rx demo from another folder", () =>
+  it.live.skipIf(nodeMajor >= 22)("on a Node older than 22, install-rx refuses in one line and does nothing", () =>
+    Effect.gen(function*() {
+      const ran = yield* exec(process.execPath, [join(repo, "scripts", "install-rx.mjs"), "--pack", join(tmpdir(), "rx-install-refused")], {})
+      expect(ran.code).toBe(1)
+      expect(ran.stdout).toBe("")
+      expect(ran.stderr).toBe(`install-rx: rx needs Node 22 or later, and this is Node ${process.version}: run this script with Node 22 or 24\n`)
+      expect(existsSync(join(tmpdir(), "rx-install-refused"))).toBe(false)
+    }))
+
+  it.live.skipIf(nodeMajor < 22)("node scripts/install-rx.mjs --prefix DIR: a fresh clone, an empty prefix, then rx demo from another folder", () =>
     Effect.gen(function*() {
       const root = mkdtempSync(join(tmpdir(), "rx-install-test-"))
       const clone = join(root, "clone")
@@ -31,7 +41,11 @@ describe("installing rx from a clone", () => {
       })
       expect(installed.stderr.split("\n").filter((l) => /error|ERR!/i.test(l))).toEqual([])
       expect(installed.code).toBe(0)
+      // Packed for the Node that ran it, with the native addon built for that Node.
+      const node = `Node ${process.version} (${process.platform}-${process.arch}, ABI ${process.versions.modules})`
+      expect(installed.stdout).toContain(`install-rx: packing for ${node}: better-sqlite3's native addon is built for it`)
       expect(installed.stdout).toContain(`install-rx: installed rx `)
+      expect(installed.stdout).toContain(` for ${node}: `)
       expect(readdirSync(join(prefix, "bin"))).toEqual(["rx"])
 
       // Only the prefix's bin and Node: nothing of the clone or of pnpm is reachable.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Arbitrary, Effect, FastCheck as fc, Schema } from "effect"
+import { Arbitrary, Effect, Either, FastCheck as fc, Schema } from "effect"
 import { Event, Options, State } from "@rx/kernel"
 import { record, script } from "./scripts.js"
 
@@ -100,7 +100,7 @@ describe("Event decoding", () => {
     const fast = Event.decode(value)
     const slow = decodeSchema(value)
     expect(fast._tag).toBe(slow._tag)
-    if (fast._tag === "Right" && slow._tag === "Right") expect(fast.right).toEqual(slow.right)
+    if (Either.isRight(fast) && Either.isRight(slow)) expect(fast.right).toEqual(slow.right)
   }, { fastCheck: { numRuns: 2_000 } })
 
   it.prop("every valid event takes the fast path", [anyEvent], ([event]) => {
@@ -110,8 +110,8 @@ describe("Event decoding", () => {
   it("a stored event round-trips through its JSON", () => {
     const event = { _tag: "CancelRequested", goalId: "g", seq: 3, iteration: 1, at: 5, reason: "stop" } as const
     const decoded = Event.decodeJson(Event.encodeJson(event))
-    expect(decoded._tag === "Right" && decoded.right).toEqual(event)
-    expect(Event.decodeJson("{\"_tag\":\"CancelRequested\"}")._tag).toBe("Left")
-    expect(Event.decodeJson("not json")._tag).toBe("Left")
+    expect(Either.isRight(decoded) && decoded.right).toEqual(event)
+    expect(Either.isLeft(Event.decodeJson("{\"_tag\":\"CancelRequested\"}"))).toBe(true)
+    expect(Either.isLeft(Event.decodeJson("not json"))).toBe(true)
   })
 })

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Tool, ToolRegistry } from "@rx/kernel"
-import { Context, Effect, Fiber, Layer, Schema } from "effect"
+import { Context, Effect, Either, Fiber, Layer, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Builtins, Config, Workspace } from "../src/index.js"
@@ -69,16 +69,16 @@ describe("Builtins", () => {
       expect(specs).toContain("read_file")
       expect(specs).toContain("count_bytes")
       const clash = yield* Effect.either(Layer.build(Builtins.layerWith({ workspace: ws, sandbox: "none" }, [{ ...wordCount, spec: { ...wordCount.spec, name: "done" } }])).pipe(Effect.scoped))
-      expect(clash._tag).toBe("Left")
+      expect(Either.isLeft(clash)).toBe(true)
       cleanup()
     }))
 
   it.effect("an invalid config or workspace fails to build, naming the problem", () =>
     Effect.gen(function*() {
       const missing = yield* Effect.either(Layer.build(Builtins.layer({ workspace: "/nonexistent/rx-ws" })).pipe(Effect.scoped))
-      expect(missing._tag === "Left" && missing.left._tag).toBe("@rx/tools/InvalidWorkspace")
+      expect(Either.isLeft(missing) && missing.left._tag).toBe("@rx/tools/InvalidWorkspace")
       const bad = yield* Effect.either(Layer.build(Builtins.layer({ workspace: ".", sandbox: "docker" as "none" })).pipe(Effect.scoped))
-      expect(bad._tag === "Left" && bad.left._tag).toBe("@rx/tools/InvalidConfig")
+      expect(Either.isLeft(bad) && bad.left._tag).toBe("@rx/tools/InvalidConfig")
       // The decoded config encodes to JSON for a goal's metadata.
       const decoded = yield* Config.decode({ workspace: "/w", sandbox: "none" })
       expect(JSON.parse(JSON.stringify(Config.encode(decoded)))).toMatchObject({ workspace: "/w", sandbox: "none", shellGraceMs: 2000 })

@@ -64,8 +64,8 @@ describe("shell, sandbox none", () => {
       const result = yield* withTools({ workspace: ws, sandbox: "bwrap", bwrapPath: "/nonexistent/bwrap" }, invoke("shell", { command: "echo hi" })).pipe(
         Effect.either
       )
-      expect(result._tag).toBe("Left")
-      if (result._tag === "Left") expect(result.left._tag).toBe("@rx/tools/SandboxUnavailable")
+      expect(Either.isLeft(result)).toBe(true)
+      if (Either.isLeft(result)) expect(result.left._tag).toBe("@rx/tools/SandboxUnavailable")
       cleanup()
     }))
 })

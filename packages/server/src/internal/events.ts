@@ -16,7 +16,7 @@
 import * as Sse from "@effect/experimental/Sse"
 import { HttpServerResponse } from "@effect/platform"
 import { Event, StateStore } from "@rx/kernel"
-import { Chunk, Effect, Option, type Scope } from "effect"
+import { Chunk, Effect, Either, Option, type Scope } from "effect"
 import type { ServerResponse } from "node:http"
 import { InternalError, NotFound, Unavailable } from "../ApiError.js"
 import { acquireSync } from "./release.js"
@@ -227,7 +227,7 @@ const write = (
         return connection.writableEnded ? Effect.void : Effect.interrupt
       })
       const outcome = yield* Effect.either(reading)
-      if (outcome._tag === "Right") return yield* finish
+      if (Either.isRight(outcome)) return yield* finish
       if (outcome.left !== "stalled") {
         yield* Effect.logError(`the events of goal ${follow.goalId} could not be read: ${outcome.left.message}`)
         return yield* finish
