@@ -23,9 +23,10 @@ const option = (f: Usage.Flag) => {
 }
 
 /** The command's argument, if it takes one. */
-const argument = (spec: Usage.Spec): Args.Args<Option.Option<string>> => {
+const argument = (spec: Usage.Spec): Args.Args<Option.Option<string> | ReadonlyArray<string>> => {
   if (spec.arg === undefined) return Args.map(Args.none, () => Option.none())
   const arg = Args.text({ name: spec.arg.name }).pipe(Args.withDescription(spec.arg.description))
+  if (spec.arg.repeated === true) return Args.repeated(arg)
   return spec.arg.optional === true ? Args.optional(arg) : Args.map(arg, Option.some)
 }
 
@@ -133,7 +134,7 @@ export const main = (argv: ReadonlyArray<string>) => {
     new Commands.UsageError({
       message: spec === undefined
         ? `there is no command ${JSON.stringify(args[0])}${Settings.suggest(args[0] ?? "", Usage.specs.map((s) => s.name))} (rx --help lists the commands)`
-        : positionals.length > (arg === undefined ? 0 : 1)
+        : positionals.length > (arg === undefined ? 0 : arg.repeated === true ? Infinity : 1)
         ? arg === undefined
           ? `rx ${spec.name} takes no arguments (got ${JSON.stringify(positionals[0])}; rx ${spec.name} --help)`
           : spec.name === "run"

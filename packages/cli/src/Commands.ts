@@ -25,6 +25,8 @@ export interface Flags extends Omit<Serve.ServeRequest, "given">, Omit<Serve.Wor
   readonly settings: Settings.Given
   /** The argument of a command that takes a goal id. */
   readonly goalId: string
+  /** Every argument of a command that takes several goal ids (`rx eval`). */
+  readonly goalIds: ReadonlyArray<string>
   readonly goal: Option.Option<string>
   readonly goalFile: Option.Option<string>
   readonly call: Option.Option<string>
@@ -40,7 +42,7 @@ export interface Flags extends Omit<Serve.ServeRequest, "given">, Omit<Serve.Wor
 /** What @effect/cli parsed for a command (`Cli`): each option by its flag (a text if given, a switch, or each value of a repeatable one), and the argument. */
 export interface Parsed {
   readonly options: Readonly<Record<string, Option.Option<string> | boolean | ReadonlyArray<string>>>
-  readonly arg: Option.Option<string>
+  readonly arg: Option.Option<string> | ReadonlyArray<string>
 }
 
 export const flagsOf = (spec: Usage.Spec, parsed: Parsed): Flags => {
@@ -53,10 +55,12 @@ export const flagsOf = (spec: Usage.Spec, parsed: Parsed): Flags => {
     const value = parsed.options[flag]
     return Array.isArray(value) ? value : []
   }
+  const arg = Option.isOption(parsed.arg) ? parsed.arg : Option.fromNullable(parsed.arg[0])
   return {
     settings: Object.fromEntries(spec.settings.map((key) => [key, Settings.isSwitch(key) ? on(Settings.table[key].flag) : text(Settings.table[key].flag)])),
-    goalId: Option.getOrElse(parsed.arg, () => ""),
-    goal: parsed.arg,
+    goalId: Option.getOrElse(arg, () => ""),
+    goalIds: Option.isOption(parsed.arg) ? Option.toArray(parsed.arg) : parsed.arg,
+    goal: arg,
     goalFile: text("goal-file"),
     call: text("call"),
     by: text("by"),
@@ -248,6 +252,7 @@ const doctor = (flags: Flags) =>
 const later = <K extends string>(load: () => Promise<{ readonly [k in K]: (flags: Flags) => Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus> }>, name: K) =>
 (flags: Flags) => Effect.flatMap(Effect.promise(load), (module) => module[name](flags))
 
+const evaluate = later(() => import("./internal/evaluate.js"), "evaluate")
 const config = later(() => import("./internal/config.js"), "config")
 const serve = later(() => import("./internal/serving.js"), "serve")
 const worker = later(() => import("./internal/serving.js"), "worker")
@@ -265,6 +270,7 @@ export const commands: Record<string, (flags: Flags) => Effect.Effect<void, unkn
   list,
   cancel,
   doctor,
+  eval: evaluate,
   config,
   serve,
   worker,

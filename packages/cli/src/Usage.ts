@@ -28,7 +28,7 @@ export interface Spec {
   readonly usage: ReadonlyArray<string>
   readonly description: string
   /** The positional argument it takes (`goal-id`), if any; run's may be left out (`--goal-file`). */
-  readonly arg?: { readonly name: string; readonly description: string; readonly optional?: boolean }
+  readonly arg?: { readonly name: string; readonly description: string; readonly optional?: boolean; readonly repeated?: boolean }
   readonly settings: ReadonlyArray<Settings.Key>
   readonly flags: ReadonlyArray<Flag>
 }
@@ -219,6 +219,21 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
       flag("concurrency", "N", "goals run at once on this worker (default 4)"),
       failoverFlag,
       flag("drain", "SECONDS", "when stopped, how long its running goals may go on before they are stopped and go on elsewhere (default 15)")
+    ]
+  },
+  {
+    name: "eval",
+    summary: "ask each recorded model decision again of another model, and compare; no tool runs",
+    usage: ["[flags] [goal-id...]"],
+    description: [
+      "Rebuilds every request the goals' model received from the log, exactly (with other instructions if --instructions names a file), asks the model of --model (--base-url) or --model-file, decodes its answer as a run does, and compares it with the recorded decision: same (the same calls: tools and input), same_tools (other input), other_tools, no_action (no valid call), failed (the request failed; the others go on). No tool runs: the recorded results stand in. A call a person approved or denied is marked. Without goal ids, every terminated goal of the log.",
+      `Prints a table per goal and a summary (agreement, tokens, time per request); progress on stderr. With --min-agreement X, exit ${ExitCode.belowAgreement} when the share of same decisions is below X.`
+    ].join("\n\n"),
+    arg: { name: "goal-id", description: "the goals to evaluate, as rx list shows them (default: every terminated goal)", optional: true, repeated: true },
+    settings: Settings.evalKeys,
+    flags: [
+      flag("concurrency", "N", "requests in flight at once (default 1)"),
+      flag("json", "", "the comparison as one JSON object (per goal, per step, and the summary), for CI")
     ]
   },
   {
