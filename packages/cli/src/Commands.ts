@@ -33,6 +33,8 @@ export interface Flags extends Omit<Serve.ServeRequest, "given">, Omit<Serve.Wor
   readonly by: Option.Option<string>
   readonly reason: Option.Option<string>
   readonly step: Option.Option<string>
+  /** `rx fork --at N`: the last step of the old goal the fork keeps. */
+  readonly at: Option.Option<string>
   readonly json: boolean
   readonly follow: boolean
   readonly wait: boolean
@@ -66,6 +68,7 @@ export const flagsOf = (spec: Usage.Spec, parsed: Parsed): Flags => {
     by: text("by"),
     reason: text("reason"),
     step: text("step"),
+    at: text("at"),
     json: on("json"),
     follow: on("follow"),
     wait: on("wait"),
@@ -182,7 +185,21 @@ const inspect = (flags: Flags) =>
       return yield* new UsageError({ message: `goal ${flags.goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
     }
     const tree = { children }
-    yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.inspectJson(events, step, tree)))) : say(Render.inspect(events, step, tree).join("\n"))
+    const linked = step === undefined ? yield* withGoals(flags, (goals) => Effect.flatMap(Effect.flatMap(goals.list, (all) => Effect.flatMap(forking, (m) => m.links(goals, all.map((g) => g.goalId)))), (l) => Effect.succeed(l))) : undefined
+    const first = events[0]
+    const forkedFrom = first?._tag === "GoalSubmitted" ? first.forkedFrom ?? null : null
+    const forks = linked?.forks.get(flags.goalId) ?? []
+    if (flags.json) {
+      const json = Render.inspectJson(events, step, tree)
+      return yield* Console.log(Render.jsonLine(JSON.stringify(step === undefined && typeof json === "object" && json !== null ? { ...json, forkedFrom, forks } : json)))
+    }
+    const forkLines = step === undefined
+      ? [
+        ...(forkedFrom === null ? [] : [`forked from ${forkedFrom.goalId} at step ${forkedFrom.iteration} (its steps 1 to ${forkedFrom.iteration} are copied here): rx inspect ${forkedFrom.goalId}`]),
+        ...(forks.length === 0 ? [] : [`forks     ${forks.map((f) => `${f.goalId} (at step ${f.iteration})`).join(", ")}`])
+      ]
+      : []
+    yield* say([...Render.inspect(events, step, tree), ...forkLines].join("\n"))
   })
 
 const events = (flags: Flags) =>
@@ -206,8 +223,10 @@ const events = (flags: Flags) =>
 const list = (flags: Flags) =>
   withGoals(flags, (goals) =>
     Effect.gen(function*() {
-      // Each summary says why an open goal waits: no log is read.
-      const found = yield* goals.list
+      // Each summary says why an open goal waits; of each goal's log, only its first event is read (whether it is a fork).
+      const listed = yield* goals.list
+      const { origins } = yield* Effect.flatMap(forking, (m) => m.links(goals, listed.map((g) => g.goalId)))
+      const found = listed.map((g) => ({ ...g, forkedFrom: origins.get(g.goalId) ?? null }))
       if (flags.json) return yield* Effect.forEach(found, (g) => Console.log(Render.jsonLine(JSON.stringify(g))), { discard: true })
       yield* say(
         found.length > 0
@@ -248,10 +267,14 @@ const doctor = (flags: Flags) =>
     yield* setExit(report.healthy ? 0 : ExitCode.unhealthy)
   })
 
+/** The fork links (`rx fork`), loaded when a command shows them. */
+const forking = Effect.promise(() => import("./internal/links.js"))
+
 /** A command whose module is loaded when it runs: `rx list` loads no server, no model adapter, no tools. */
 const later = <K extends string>(load: () => Promise<{ readonly [k in K]: (flags: Flags) => Effect.Effect<void, unknown, FileSystem.FileSystem | Path.Path | ExitStatus> }>, name: K) =>
 (flags: Flags) => Effect.flatMap(Effect.promise(load), (module) => module[name](flags))
 
+const fork = later(() => import("./internal/fork.js"), "fork")
 const evaluate = later(() => import("./internal/evaluate.js"), "evaluate")
 const config = later(() => import("./internal/config.js"), "config")
 const serve = later(() => import("./internal/serving.js"), "serve")
@@ -271,6 +294,7 @@ export const commands: Record<string, (flags: Flags) => Effect.Effect<void, unkn
   cancel,
   doctor,
   eval: evaluate,
+  fork,
   config,
   serve,
   worker,

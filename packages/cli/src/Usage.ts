@@ -222,6 +222,16 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
     ]
   },
   {
+    name: "fork",
+    summary: "a new goal that starts with a goal's steps up to step N, then goes on live",
+    usage: ["[flags] <goal-id> --at N"],
+    description:
+      "Copies the goal's events up to the end of step N into a new goal (its first event names the goal and step it was forked from; the old log is never written), then goes on live as rx resume does, with any flag changed: the model, the limits, the workspace, --instructions. Nothing of the first N steps runs again. It runs in the old goal's workspace unless --workspace names another; either way its files are as they are now, not as they were at step N. rx list and rx inspect show the forks of a goal.",
+    arg: goalId,
+    settings: [...resumeSettings, "instructions"],
+    flags: [flag("at", "N", "the last step of the goal the fork keeps (required)"), mcpEnvFlag, json]
+  },
+  {
     name: "eval",
     summary: "ask each recorded model decision again of another model, and compare; no tool runs",
     usage: ["[flags] [goal-id...]"],

@@ -4,6 +4,7 @@
  * (the log a setting names, as a Layer), `Goals` (one service over a local log or an rx serve).
  */
 export * as Eval from "./Eval.js"
+export * as Fork from "./Fork.js"
 export * as Goals from "./Goals.js"
 export * as Log from "./Log.js"
 export * as Notes from "./Notes.js"
