@@ -297,7 +297,7 @@ const settingFlag = (key: Settings.Key): Flag => {
   return flag(s.flag, s.placeholder, `${s.description} (${notes.join("; ")})`)
 }
 
-const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["MCP servers", mcp], ["log", ["db"]], ["server", ["server"]]]
+const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["MCP servers", mcp], ["log", ["db"]], ["server", ["server"]], ["gate", ["minAgreement"]]]
 
 /** `rx <command> --help`. */
 export const commandHelp = (s: Spec, style: Style): string => {

@@ -83,6 +83,7 @@ describe("rx eval", () => {
 
       // No tool ran: the workspace (the ledger) is as the run left it.
       expect(files(box.workspace)).toEqual(before)
+      expect((yield* rx(["eval", "--help"])).stdout).toMatch(/\n  --min-agreement X +rx eval: the least share/)
       const unknown = yield* rx(["eval", "nothing-such", ...at(same)])
       expect(unknown.code).toBe(1)
       expect(unknown.stderr).toContain("no goal with id nothing-such")
