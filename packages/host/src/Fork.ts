@@ -91,9 +91,10 @@ export const forks = (goalIds: ReadonlyArray<string>): Effect.Effect<ReadonlyMap
     const store = yield* StateStore.StateStore
     const byOrigin = new Map<string, Array<{ readonly goalId: string; readonly iteration: number }>>()
     for (const goalId of goalIds) {
-      const first = yield* StateStore.first(store, goalId, 0, ["GoalSubmitted"]).pipe(Effect.timeoutOption("1 second"))
-      if (Option.isNone(first) || first.value._tag !== "GoalSubmitted" || first.value.forkedFrom === undefined) continue
-      const from = first.value.forkedFrom
+      // Every listed goal's log starts with its GoalSubmitted: this never waits.
+      const first = yield* StateStore.first(store, goalId, 0, ["GoalSubmitted"])
+      if (first._tag !== "GoalSubmitted" || first.forkedFrom === undefined) continue
+      const from = first.forkedFrom
       byOrigin.set(from.goalId, [...(byOrigin.get(from.goalId) ?? []), { goalId, iteration: from.iteration }])
     }
     return byOrigin
