@@ -180,6 +180,7 @@ const block = (text: string, lang: string, after = "") => {
 const example = () => block(section("Using the kernel"), "ts")
 const tsconfig = () => block(section("Use rx in your app"), "json")
 const testExample = () => block(section("Use rx in your app"), "ts", "### Test it")
+const evalExample = () => block(section("Use rx in your app"), "ts", "### Evaluate another model")
 
 // ---------------------------------------------------------------------------------------------
 // Apps
@@ -453,14 +454,14 @@ describe("rx installed from its tarballs", () => {
       const packages = all().filter((p) => p.manifest.name !== "@rx/llama")
       const app = yield* makeApp("all-highest", packages, "highest", {
         dev: ["typescript", "@types/node", "vitest", "@effect/vitest"],
-        files: { "all.ts": allPackages(packages), "main.test.ts": testExample() },
+        files: { "all.ts": allPackages(packages), "main.test.ts": testExample(), "eval.test.ts": evalExample() },
         ignoreScripts: true,
         without: ["node-llama-cpp"]
       })
       yield* compileAndRun(app)
       yield* loadAll(app, packages)
-      const { stdout } = yield* run(join(app.dir, "node_modules", ".bin", "vitest"), ["run", "main.test.ts"], app.dir, userEnv())
-      expect(stdout).toMatch(/Tests\s+\d+ passed/)
+      const { stdout } = yield* run(join(app.dir, "node_modules", ".bin", "vitest"), ["run", "main.test.ts", "eval.test.ts"], app.dir, userEnv())
+      expect(stdout).toMatch(/Test Files\s+2 passed/)
     }))
 
   for (const pick of ["lowest", "highest"] as const) {

@@ -53,6 +53,8 @@ export const commands = Command.make("rx", {}, () => Console.log(Usage.help(styl
     make(Usage.list, Commands.list),
     make(Usage.cancel, Commands.cancel),
     make(Usage.doctor, Commands.doctor),
+    make(Usage.fork, Commands.fork),
+    make(Usage.evaluate, Commands.evaluate),
     make(Usage.config, Commands.config),
     make(Usage.serve, Commands.serve),
     make(Usage.worker, Commands.worker),
@@ -136,7 +138,7 @@ const explain = (line: Extract<Checked, { _tag: "Parse" }>, error: ValidationErr
   return new UsageError({
     message: doc === undefined
       ? `there is no command ${JSON.stringify(args[0])}${Settings.suggest(args[0] ?? "", Usage.docs.map((d) => d.name))} (rx --help lists the commands)`
-      : positionals.length > (arg === undefined ? 0 : 1)
+      : positionals.length > (arg === undefined ? 0 : arg.repeated === true ? Infinity : 1)
       ? arg === undefined
         ? `rx ${doc.name} takes no arguments (got ${JSON.stringify(positionals[0])}; rx ${doc.name} --help)`
         : doc.name === "run"

@@ -125,7 +125,21 @@ export const inspect = (flags: In<typeof Usage.inspect>) =>
       return yield* new UsageError({ message: `goal ${goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
     }
     const tree = { children }
-    yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.inspectJson(events, step, tree)))) : say(Render.inspect(events, step, tree).join("\n"))
+    const linked = step === undefined ? yield* withGoals(flags, (goals) => Effect.flatMap(goals.list, (all) => Effect.flatMap(forking, (m) => m.links(goals, all.map((g) => g.goalId))))) : undefined
+    const first = events[0]
+    const forkedFrom = first?._tag === "GoalSubmitted" ? first.forkedFrom ?? null : null
+    const forks = linked?.forks.get(goalId) ?? []
+    if (flags.json) {
+      const json = Render.inspectJson(events, step, tree)
+      return yield* Console.log(Render.jsonLine(JSON.stringify(step === undefined && typeof json === "object" && json !== null ? { ...json, forkedFrom, forks } : json)))
+    }
+    const forkLines = step === undefined
+      ? [
+        ...(forkedFrom === null ? [] : [`forked from ${forkedFrom.goalId} at step ${forkedFrom.iteration} (its steps 1 to ${forkedFrom.iteration} are copied here): rx inspect ${forkedFrom.goalId}`]),
+        ...(forks.length === 0 ? [] : [`forks     ${forks.map((f) => `${f.goalId} (at step ${f.iteration})`).join(", ")}`])
+      ]
+      : []
+    yield* say([...Render.inspect(events, step, tree), ...forkLines].join("\n"))
   })
 
 export const events = (flags: In<typeof Usage.events>) =>
@@ -150,8 +164,10 @@ export const events = (flags: In<typeof Usage.events>) =>
 export const list = (flags: In<typeof Usage.list>) =>
   withGoals(flags, (goals) =>
     Effect.gen(function*() {
-      // Each summary says why an open goal waits: no log is read.
-      const found = yield* goals.list
+      // Each summary says why an open goal waits; of each goal's log, only its first event is read (whether it is a fork).
+      const listed = yield* goals.list
+      const { origins } = yield* Effect.flatMap(forking, (m) => m.links(goals, listed.map((g) => g.goalId)))
+      const found = listed.map((g) => ({ ...g, forkedFrom: origins.get(g.goalId) ?? null }))
       if (flags.json) return yield* Effect.forEach(found, (g) => Console.log(Render.jsonLine(JSON.stringify(g))), { discard: true })
       yield* say(
         found.length > 0
@@ -200,6 +216,11 @@ export type Env = FileSystem.FileSystem | Path.Path | ExitStatus
 const later = <D extends Usage.Doc, K extends string>(load: () => Promise<{ readonly [k in K]: (input: In<D>) => Effect.Effect<void, unknown, Env> }>, name: K) =>
 (input: In<D>) => Effect.flatMap(Effect.promise(load), (module) => module[name](input))
 
+/** The fork links (`rx fork`), loaded when a command shows them. */
+const forking = Effect.promise(() => import("./internal/links.js"))
+
+export const fork = later<typeof Usage.fork, "fork">(() => import("./internal/fork.js"), "fork")
+export const evaluate = later<typeof Usage.evaluate, "evaluate">(() => import("./internal/evaluate.js"), "evaluate")
 export const config = later<typeof Usage.config, "config">(() => import("./internal/config.js"), "config")
 export const serve = later<typeof Usage.serve, "serve">(() => import("./internal/serving.js"), "serve")
 export const worker = later<typeof Usage.worker, "worker">(() => import("./internal/serving.js"), "worker")

@@ -24,6 +24,8 @@ export const failure = 1
 export const diverged = 8
 /** `rx doctor` found problems in the database. */
 export const unhealthy = 10
+/** `rx eval --min-agreement X`: the model agreed with fewer recorded decisions than X. */
+export const belowAgreement = 12
 /** A second Ctrl-C: stopped at once, the goal left open for `rx resume`. */
 export const interrupted = 130
 
@@ -33,6 +35,7 @@ export const table = [
   [failure, "error (bad flags, unknown goal, unusable database)"] as const,
   [diverged, "replay diverged"] as const,
   [unhealthy, "rx doctor found problems in the database"] as const,
+  [belowAgreement, "rx eval: agreement below --min-agreement"] as const,
   [suspended, "suspended: the goal is open and waits (model unreachable, a call awaiting approval, stopped by SIGTERM or SIGHUP); rx resume continues it"] as const,
   [interrupted, "interrupted by a second Ctrl-C (the goal stays open)"] as const
 ].sort(([a], [b]) => a - b).map(([code, what]) => `${code}  ${what}`).join("\n")

@@ -360,7 +360,12 @@ export type Listed = Pick<GoalSummary.GoalSummary, "goalId" | "goal" | "iteratio
   readonly status: string
   /** The goal that delegated it, for a sub-goal. */
   readonly parent?: string | null | undefined
+  /** The goal and step it was forked from, for a fork (`rx fork`). */
+  readonly forkedFrom?: { readonly goalId: string; readonly iteration: number } | null | undefined
 }
+
+/** The goal a goal is listed under: the one that delegated it, else the one it was forked from. */
+const above = (g: Listed): string | null => g.parent ?? g.forkedFrom?.goalId ?? null
 
 /** A goal's status: `open`, `suspended(reason)` or `terminated(reason)`. */
 export const status = (g: Listed) =>
@@ -375,27 +380,31 @@ export const tree = <G extends Listed>(goals: ReadonlyArray<G>): ReadonlyArray<r
   const ids = new Set(goals.map((g) => g.goalId))
   const children = new Map<string, Array<G>>()
   for (const g of goals) {
-    if (g.parent == null || !ids.has(g.parent)) continue
-    children.set(g.parent, [g, ...(children.get(g.parent) ?? [])])
+    const up = above(g)
+    if (up === null || !ids.has(up)) continue
+    children.set(up, [g, ...(children.get(up) ?? [])])
   }
   const out: Array<readonly [G, number]> = []
   const visit = (g: G, depth: number) => {
     out.push([g, depth])
     for (const child of children.get(g.goalId) ?? []) visit(child, depth + 1)
   }
-  for (const g of goals) if (g.parent == null || !ids.has(g.parent)) visit(g, 0)
+  for (const g of goals) if (above(g) === null || !ids.has(above(g) ?? "")) visit(g, 0)
   return out
 }
 
-/** The goal column of `rx list`: a sub-goal marked `└`, indented by its depth. */
-const listedId = (g: Listed, depth: number) => (depth === 0 ? g.goalId : `${"  ".repeat(depth - 1)}└ ${g.goalId}`)
+/** The goal column of `rx list`: a sub-goal marked `└`, a fork `⑂`, indented by its depth. */
+const listedId = (g: Listed, depth: number) => (depth === 0 ? g.goalId : `${"  ".repeat(depth - 1)}${g.parent == null && g.forkedFrom != null ? "⑂" : "└"} ${g.goalId}`)
+
+/** The text column: a fork says where it was forked. */
+const listedText = (g: Listed) => (g.forkedFrom == null ? g.goal : `(fork of ${g.forkedFrom.goalId} at step ${g.forkedFrom.iteration}) ${g.goal}`)
 
 /** How wide the goal column of these goals is: 18, or more for longer ids. */
 export const listWidth = (goals: ReadonlyArray<readonly [Listed, number]>) => Math.max(18, ...goals.map(([g, depth]) => listedId(g, depth).length + 1))
 
 /** `rx list`: one line per goal, saying why an open goal waits, if it does; a sub-goal marked `└`, under the goal that delegated it. */
 export const listLine = (g: Listed, depth = 0, width = 18) =>
-  `${pad(listedId(g, depth), width)} ${pad(status(g), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(g.goal, 60)}`
+  `${pad(listedId(g, depth), width)} ${pad(status(g), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(listedText(g), 60)}`
 
 export const listHeaderOf = (width: number) => `${pad("GOAL", width)} ${pad("STATUS", 28)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
 export const listHeader = listHeaderOf(18)

@@ -91,20 +91,21 @@ export interface Doc {
   readonly usage: ReadonlyArray<string>
   readonly description: string
   /** The positional argument it takes (`goal-id`), if any; run's may be left out (`--goal-file`). */
-  readonly arg?: { readonly name: string; readonly description: string; readonly optional?: boolean }
+  readonly arg?: { readonly name: string; readonly description: string; readonly optional?: boolean; readonly repeated?: boolean }
   readonly settings: ReadonlyArray<Settings.Key>
   readonly flags: Readonly<Record<string, Flag<unknown>>>
 }
 
 /** What a command's body is given: its settings, typed; its argument; each of its flags by its key, typed. */
 export type Input<D extends Doc> =
-  & { readonly settings: Settings.Given; readonly arg: Option.Option<string> }
+  & { readonly settings: Settings.Given; readonly arg: D["arg"] extends { readonly repeated: true } ? ReadonlyArray<string> : Option.Option<string> }
   & { readonly [K in keyof D["flags"]]: D["flags"][K] extends Flag<infer A> ? A : never }
 
 /** The command's argument as @effect/cli reads it, if it takes one. */
-export const argument = (doc: Doc): Args.Args<Option.Option<string>> => {
+export const argument = (doc: Doc): Args.Args<Option.Option<string> | ReadonlyArray<string>> => {
   if (doc.arg === undefined) return Args.map(Args.none, () => Option.none())
   const arg = Args.text({ name: doc.arg.name }).pipe(Args.withDescription(doc.arg.description))
+  if (doc.arg.repeated === true) return Args.repeated(arg)
   return doc.arg.optional === true ? Args.optional(arg) : Args.map(arg, Option.some)
 }
 
@@ -301,6 +302,33 @@ export const worker = {
   }
 } satisfies Doc
 
+export const fork = {
+  name: "fork",
+  summary: "a new goal that starts with a goal's steps up to step N, then goes on live",
+  usage: ["[flags] <goal-id> --at N"],
+  description:
+    "Copies the goal's events up to the end of step N into a new goal (its first event names the goal and step it was forked from; the old log is never written), then goes on live as rx resume does, with any flag changed: the model, the limits, the workspace, --instructions. Nothing of the first N steps runs again. It runs in the old goal's workspace unless --workspace names another; either way its files are as they are now, not as they were at step N. rx list and rx inspect show the forks of a goal.",
+  arg: goalId,
+  settings: [...resumeSettings, "instructions"],
+  flags: { at: count("at", "N", "the last step of the goal the fork keeps (required)", 1, Number.MAX_SAFE_INTEGER), mcpEnv: mcpEnvFlag, json }
+} satisfies Doc
+
+export const evaluate = {
+  name: "eval",
+  summary: "ask each recorded model decision again of another model, and compare; no tool runs",
+  usage: ["[flags] [goal-id...]"],
+  description: [
+    "Rebuilds every request the goals' model received from the log, exactly (with other instructions if --instructions names a file), asks the model of --model (--base-url) or --model-file, decodes its answer as a run does, and compares it with the recorded decision: same (the same calls: tools and input), same_tools (other input), other_tools, no_action (no valid call), failed (the request failed; the others go on). No tool runs: the recorded results stand in. A call a person approved or denied is marked. Without goal ids, every terminated goal of the log.",
+    `Prints a table per goal and a summary (agreement, tokens, time per request); progress on stderr. With --min-agreement X, exit ${ExitCode.belowAgreement} when the share of same decisions is below X.`
+  ].join("\n\n"),
+  arg: { name: "goal-id", description: "the goals to evaluate, as rx list shows them (default: every terminated goal)", optional: true, repeated: true },
+  settings: Settings.evalKeys,
+  flags: {
+    concurrency: count("concurrency", "N", "requests in flight at once (default 1)", 1, 256),
+    json: toggle("json", "the comparison as one JSON object (per goal, per step, and the summary), for CI")
+  }
+} satisfies Doc
+
 export const demo = {
   name: "demo",
   summary: "a complete goal with a scripted model, real tools and a real SQLite log",
@@ -311,7 +339,7 @@ export const demo = {
 } satisfies Doc
 
 /** Every command, in the order `rx --help` lists them. */
-export const docs: Arr.NonEmptyReadonlyArray<Doc> = [run, resume, approve, deny, replay, inspect, events, list, cancel, doctor, config, serve, worker, demo]
+export const docs: Arr.NonEmptyReadonlyArray<Doc> = [run, resume, approve, deny, replay, inspect, events, list, cancel, doctor, fork, evaluate, config, serve, worker, demo]
 
 /** The declaration of a command. */
 export const doc = (name: string): Doc | undefined => docs.find((d) => d.name === name)
@@ -347,7 +375,7 @@ const rows = (entries: ReadonlyArray<readonly [string, string]>, width = Math.mi
     return left.length + 2 > width ? `  ${left}\n${text}` : `  ${left.padEnd(width)}${text.trimStart()}`
   }).join("\n")
 
-const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["MCP servers", mcp], ["log", ["db"]], ["server", ["server"]]]
+const groups: ReadonlyArray<readonly [string, ReadonlyArray<Settings.Key>]> = [["model", model], ["limits", limits], ["tools", tools], ["MCP servers", mcp], ["log", ["db"]], ["server", ["server"]], ["gate", ["minAgreement"]]]
 
 /** `rx <command> --help`. */
 export const commandHelp = (s: Doc, style: Style): string => {

@@ -268,6 +268,10 @@ export const table = {
     inWorkspaceFile: false
   }),
   agentsMd: setting("agents-md", onOff(), { placeholder: "", description: "also use AGENTS.md at the workspace root as instructions" }),
+  minAgreement: setting("min-agreement", decimal(0, 1), {
+    placeholder: "X",
+    description: "rx eval: the least share of recorded decisions (0 to 1) the model must make again the same; below it, rx eval exits 12"
+  }),
   server: setting("server", httpUrl(), {
     placeholder: "URL",
     description: "run the command against the rx serve at this URL; its token from RX_TOKEN or, for a server on this machine, the token file next to the log",
@@ -578,6 +582,9 @@ export const resumeKeys: ReadonlyArray<Key> = ["db", ...modelKeys, ...limitKeys,
 /** The settings of `rx serve`: the goals' model and tools. */
 export const serveKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "workspace", "tools", "noShell", "sandbox", "httpAllow", ...mcpKeys]
 /** The settings of `rx worker`. */
+/** The settings of `rx eval`: the log, the model asked, other instructions, the gate. */
+export const evalKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "instructions", "minAgreement"]
+
 export const workerKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "workspace", "tools", "noShell", "sandbox", "httpAllow"]
 
 /** The settings given as flags, typed by the command line (absent: not given). */

@@ -3,6 +3,8 @@
  * comes from), `Setup` (settings resolved, recorded with a goal, and made into Layers), `Log`
  * (the log a setting names, as a Layer), `Goals` (one service over a local log or an rx serve).
  */
+export * as Eval from "./Eval.js"
+export * as Fork from "./Fork.js"
 export * as Goals from "./Goals.js"
 export * as Log from "./Log.js"
 export * as Notes from "./Notes.js"

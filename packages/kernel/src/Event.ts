@@ -101,7 +101,9 @@ export const GoalSubmitted = Schema.TaggedStruct("GoalSubmitted", {
   /** The kernel behaviour version whose rules run this goal (`Behaviour`). */
   behaviour: Schema.Int.pipe(Schema.positive()),
   /** For a sub-goal: the goal and call that delegated it. */
-  parent: Schema.optional(Parent)
+  parent: Schema.optional(Parent),
+  /** For a fork: the goal whose events up to the end of `iteration` this log starts with (copied, never run again). */
+  forkedFrom: Schema.optional(Schema.Struct({ goalId: Schema.String, iteration: Schema.NonNegativeInt }))
 })
 export const ModelResponded = Schema.TaggedStruct("ModelResponded", {
   ...Base,

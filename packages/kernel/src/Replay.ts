@@ -258,6 +258,12 @@ export const verify = (
 const stopped = (exit: Exit.Exit<Goal.Result, unknown>): boolean =>
   Exit.isSuccess(exit) ? exit.value.status === "suspended" : Cause.isInterruptedOnly(exit.cause)
 
+/** The answer of the `ModelResponded` at `events[i]` as the model gave it (see `withArguments`). */
+export const answerAt = (events: ReadonlyArray<Event.Event>, i: number): LanguageModel.Response | undefined => {
+  const event = events[i]
+  return event?._tag === "ModelResponded" ? withArguments(event.response, batchAfter(events, i)) : undefined
+}
+
 /** The answer as the model gave it: arguments the log keeps only in a `ToolStarted` of the same batch put back. */
 const withArguments = (response: LanguageModel.Response, after: ReadonlyArray<Event.Event>): LanguageModel.Response => {
   if (!response.toolCalls.some((call) => call.argumentsInToolStarted === true)) return response
