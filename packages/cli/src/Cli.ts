@@ -29,17 +29,21 @@ const argument = (spec: Usage.Spec): Args.Args<Option.Option<string>> => {
   return spec.arg.optional === true ? Args.optional(arg) : Args.map(arg, Option.some)
 }
 
+/** The command's second argument, if it takes one. */
+const more = (spec: Usage.Spec): Args.Args<Option.Option<string>> =>
+  spec.more === undefined ? Args.map(Args.none, () => Option.none()) : Args.map(Args.text({ name: spec.more.name }).pipe(Args.withDescription(spec.more.description)), Option.some)
+
 /** The console `main` muted while @effect/cli parses, by the muted one: a command prints with it again. */
 const muted = new WeakMap<Console.Console, Console.Console>()
 
 const make = (spec: Usage.Spec) =>
   Command.make(
     spec.name,
-    { options: Object.fromEntries(Usage.accepted(spec).map((f) => [f.flag, option(f)])), arg: argument(spec) },
-    ({ arg, options }) => {
+    { options: Object.fromEntries(Usage.accepted(spec).map((f) => [f.flag, option(f)])), arg: Args.all([argument(spec), more(spec)]) },
+    ({ arg: [arg, second], options }) => {
       const body = Commands.commands[spec.name]
       if (body === undefined) return new Commands.UsageError({ message: `there is no command ${spec.name}` })
-      const flags = Commands.flagsOf(spec, { options, arg })
+      const flags = Commands.flagsOf(spec, { options, arg, more: second })
       return Effect.consoleWith((console) => Effect.withConsole(body(flags), muted.get(console) ?? console))
     }
   ).pipe(Command.withDescription(spec.summary))
@@ -133,12 +137,14 @@ export const main = (argv: ReadonlyArray<string>) => {
     new Commands.UsageError({
       message: spec === undefined
         ? `there is no command ${JSON.stringify(args[0])}${Settings.suggest(args[0] ?? "", Usage.specs.map((s) => s.name))} (rx --help lists the commands)`
-        : positionals.length > (arg === undefined ? 0 : 1)
+        : positionals.length > (arg === undefined ? 0 : spec.more === undefined ? 1 : 2)
         ? arg === undefined
           ? `rx ${spec.name} takes no arguments (got ${JSON.stringify(positionals[0])}; rx ${spec.name} --help)`
           : spec.name === "run"
           ? "rx run takes one goal: put it in quotes (rx run \"fix the failing test\"), or use --goal-file FILE"
           : `rx ${spec.name} takes one ${arg.name} (got ${positionals.length}: ${positionals.map((a) => JSON.stringify(a)).join(" ")})`
+        : arg !== undefined && spec.more !== undefined && positionals.length === 1 && ValidationError.isMissingValue(error)
+        ? `rx ${spec.name} needs a ${spec.more.name}: rx ${spec.name} <${arg.name}> "<${spec.more.name}>"`
         : arg !== undefined && ValidationError.isMissingValue(error)
         ? `rx ${spec.name} needs a ${arg.name}: rx ${spec.name} <${arg.name}>${arg.name === "goal-id" ? " (rx list shows the goals)" : ""}`
         : `rx ${spec.name}: ${HelpDoc.toAnsiText(error.error).replace(/\u001b\[[0-9;]*m/g, "").trim().split("\n")[0]} (rx ${spec.name} --help)`

@@ -27,6 +27,8 @@ export interface Flags extends Omit<Serve.ServeRequest, "given">, Omit<Serve.Wor
   readonly goalId: string
   readonly goal: Option.Option<string>
   readonly goalFile: Option.Option<string>
+  /** The second argument of a command that takes one (`rx say`'s text). */
+  readonly text: Option.Option<string>
   readonly call: Option.Option<string>
   readonly by: Option.Option<string>
   readonly reason: Option.Option<string>
@@ -41,6 +43,8 @@ export interface Flags extends Omit<Serve.ServeRequest, "given">, Omit<Serve.Wor
 export interface Parsed {
   readonly options: Readonly<Record<string, Option.Option<string> | boolean | ReadonlyArray<string>>>
   readonly arg: Option.Option<string>
+  /** The second argument of a command that takes one (`rx say`'s text). */
+  readonly more?: Option.Option<string>
 }
 
 export const flagsOf = (spec: Usage.Spec, parsed: Parsed): Flags => {
@@ -58,6 +62,7 @@ export const flagsOf = (spec: Usage.Spec, parsed: Parsed): Flags => {
     goalId: Option.getOrElse(parsed.arg, () => ""),
     goal: parsed.arg,
     goalFile: text("goal-file"),
+    text: parsed.more ?? Option.none(),
     call: text("call"),
     by: text("by"),
     reason: text("reason"),
@@ -231,6 +236,14 @@ const cancel = (flags: Flags) =>
       )
     }))
 
+const sayTo = (flags: Flags) =>
+  withGoals(flags, (goals) =>
+    Effect.gen(function*() {
+      const by = yield* Settings.userName
+      yield* goals.say(flags.goalId, Option.getOrElse(flags.text, () => ""), by)
+      yield* say(`message sent: goal ${flags.goalId} reads it at its next model request`)
+    }))
+
 const doctor = (flags: Flags) =>
   Effect.gen(function*() {
     const db = yield* Log.database(Settings.dbFlag(flags.settings))
@@ -264,6 +277,7 @@ export const commands: Record<string, (flags: Flags) => Effect.Effect<void, unkn
   events,
   list,
   cancel,
+  say: sayTo,
   doctor,
   config,
   serve,

@@ -163,6 +163,8 @@ export const stepLine = (
       return `${String(event.iteration).padStart(4)}  ${pad("(model)", 12)} failed: ${oneLine(event.message, 400)}`
     case "CancelRequested":
       return `      cancel requested: ${oneLine(event.reason, 100)}`
+    case "TurnsSummarised":
+      return `      ${summaryLine(event)}`
     default:
       return undefined
   }
@@ -404,25 +406,51 @@ export const listHeader = listHeaderOf(18)
 export interface Step {
   readonly iteration: number
   readonly events: ReadonlyArray<Event.Event>
+  /** A summary of earlier steps (`TurnsSummarised`), shown as a step of its own. */
+  readonly summary?: true
 }
 
 export const steps = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Step> => {
   const byIteration = new Map<number, Array<Event.Event>>()
+  const all: Array<Step> = []
   for (const event of events) {
     if (event.iteration === 0) continue
-    const list = byIteration.get(event.iteration) ?? []
-    list.push(event)
-    byIteration.set(event.iteration, list)
+    if (event._tag === "TurnsSummarised") {
+      all.push({ iteration: event.iteration, events: [event], summary: true })
+      continue
+    }
+    const list = byIteration.get(event.iteration)
+    if (list !== undefined) {
+      list.push(event)
+      continue
+    }
+    const fresh = [event]
+    byIteration.set(event.iteration, fresh)
+    all.push({ iteration: event.iteration, events: fresh })
   }
-  return [...byIteration.entries()].map(([iteration, list]) => ({ iteration, events: list }))
+  return all
 }
+
+/** The tokens summaries spent, as the usage line adds them ("" when none was asked). */
+const summariesUsage = (events: ReadonlyArray<Event.Event>) => {
+  const asked = events.filter((e): e is Event.Of<"TurnsSummarised"> => e._tag === "TurnsSummarised")
+  if (asked.length === 0) return ""
+  const tokens = asked.reduce((n, e) => n + e.usage.inputTokens + e.usage.outputTokens, 0)
+  return ` (${tokens} of them in ${plural(asked.length, "summary", "summaries")})`
+}
+
+/** What a summary says of itself in one line. */
+export const summaryLine = (e: Event.Of<"TurnsSummarised">) =>
+  e.failed === undefined
+    ? `summarised steps ${e.from} to ${e.to}${e.cut === true ? " (cut to fit)" : ""}, ${e.usage.inputTokens} tokens in, ${e.usage.outputTokens} out`
+    : `no summary of steps ${e.from} to ${e.to} (${oneLine(e.failed, 100)}): they are only counted`
 
 /**
  * A step in full: decision, tool, input, output or error, approvals, suspensions, state summary.
  * `changes` holds what each `OptionsChanged` changed, by seq.
  */
 export const step = (s: Step, width: number, changes: ReadonlyMap<number, string> = new Map()): ReadonlyArray<string> => {
-  const lines: Array<string> = [`step ${s.iteration}`]
+  const lines: Array<string> = [s.summary === true ? "summary" : `step ${s.iteration}`]
   const cut = (text: string) => (width === Infinity ? cap(text) : oneLine(text, width))
   // Which call of the answer an event is about, said only when the answer made several.
   const several = s.events.some((e) => e._tag === "ModelResponded" && e.response.toolCalls.length > 1)
@@ -497,6 +525,9 @@ export const step = (s: Step, width: number, changes: ReadonlyMap<number, string
         break
       case "Terminated":
         lines.push(`  end       ${e.reason}: ${cut(e.detail)}`)
+        break
+      case "TurnsSummarised":
+        lines.push(`  ${summaryLine(e)}`, ...(e.failed === undefined ? [`  text      ${cut(e.text)}`] : []))
         break
       case "GoalSubmitted":
         break
@@ -584,13 +615,13 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     ...treeLines(submitted, tree),
     `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}${
       o.maxTotalTokens === undefined ? "" : `, maxTotalTokens ${o.maxTotalTokens}`
-    }${o.maxDepth === undefined ? "" : `, maxDepth ${o.maxDepth}`}${o.maxChildren === undefined ? "" : `, maxChildren ${o.maxChildren}`}`,
+    }${o.compact === false ? ", compact off" : ""}${o.maxDepth === undefined ? "" : `, maxDepth ${o.maxDepth}`}${o.maxChildren === undefined ? "" : `, maxChildren ${o.maxChildren}`}`,
     ...(approval === "" ? [] : [`approval  ${approval} (others auto)`]),
     ...(submitted.instructions === undefined ? [] : [`instructions ${oneLine(submitted.instructions, 200)} (${submitted.instructions.length} characters)`]),
     ...(metadata === "" ? [] : [`settings  ${metadata}`]),
     ...changes.map((c, i) => `${i === 0 ? "changed  " : "         "} ${c}`),
     `tools     ${oneLine(submitted.tools.map((t) => t.name).join(", "), 2_000)}`,
-    `usage     ${state.usage.inputTokens} tokens in, ${state.usage.outputTokens} out`,
+    `usage     ${state.usage.inputTokens} tokens in, ${state.usage.outputTokens} out${summariesUsage(events)}`,
     "",
     ...all.flatMap((s) => [...step(s, 120, diffs), ""]),
     ...(asked.length === 0 ? [] : ["approvals", ...asked, ""]),

@@ -29,6 +29,8 @@ export interface Spec {
   readonly description: string
   /** The positional argument it takes (`goal-id`), if any; run's may be left out (`--goal-file`). */
   readonly arg?: { readonly name: string; readonly description: string; readonly optional?: boolean }
+  /** A second positional argument after `arg` (`rx say <goal-id> <text>`), if any. */
+  readonly more?: { readonly name: string; readonly description: string }
   readonly settings: ReadonlyArray<Settings.Key>
   readonly flags: ReadonlyArray<Flag>
 }
@@ -157,6 +159,16 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
     usage: ["[flags] <goal-id>"],
     description: "Recorded as CancelRequested: the goal stops within one step (a goal no process runs is cancelled when resumed).",
     arg: goalId,
+    settings: ["db", "server"],
+    flags: []
+  },
+  {
+    name: "say",
+    summary: "tell a running goal something",
+    usage: ["[flags] <goal-id> \"<text>\""],
+    description: "Recorded as MessageSent (who, when, what): the model reads it at its next request, once, as your message; a call in flight runs on. A suspended goal reads it when resumed; a goal that has ended is refused (rx run --continue starts a new goal from it).",
+    arg: goalId,
+    more: { name: "text", description: "the message, in quotes" },
     settings: ["db", "server"],
     flags: []
   },

@@ -87,6 +87,8 @@ export interface Service {
   readonly cancel: (goalId: string, reason: string) => Effect.Effect<"requested" | "already_terminated", Failure>
   /** Record a decision; it runs nothing. */
   readonly decide: (decision: Decision) => Effect.Effect<Decided, Failure>
+  /** Send an open goal a message for its next model request (`by` is recorded; a server records its own); an ended goal refuses it. */
+  readonly say: (goalId: string, text: string, by: string) => Effect.Effect<void, Failure>
 }
 
 export class Goals extends Context.Tag("@rx/host/Goals")<Goals, Service>() {}
@@ -166,6 +168,15 @@ export const makeLocal = (db: Settings.Database) =>
       events: (goalId) => load(goalId).pipe(withLog("read")),
       follow,
       cancel: (goalId, reason) => Control.cancel(goalId, reason).pipe(withLog("write")),
+      say: (goalId, text, by) =>
+        Control.say(goalId, { text, by }).pipe(
+          Effect.catchTags({
+            "@rx/kernel/GoalNotFound": () => noGoal(goalId),
+            "@rx/kernel/MessageRefused": (error) => new UsageError({ message: error.message })
+          }),
+          Effect.asVoid,
+          withLog("write")
+        ),
       decide: (d) =>
         Effect.gen(function*() {
           const callId = Option.getOrUndefined(d.callId)

@@ -8,7 +8,7 @@
 import { Schema } from "effect"
 
 /** The version this rx writes. 1 is rx 0.1 (logs without the field). */
-export const current = 4
+export const current = 5
 
 /** What a version decides differently. */
 export interface Rules {
@@ -57,6 +57,13 @@ export interface Rules {
    * parent, and its end recorded as the call's outcome).
    */
   readonly subGoals: boolean
+  /**
+   * Compaction: before the turns about to leave the prompt are dropped, the model is asked for a
+   * plain-text summary of them (with the previous one), recorded as `TurnsSummarised` before any
+   * prompt shows it; prompts then show the goal, the summary, and the newest turns (`Prompt`).
+   * Off for a goal whose options say `compact: false`.
+   */
+  readonly compaction: boolean
 }
 
 const v1: Rules = {
@@ -71,7 +78,8 @@ const v1: Rules = {
   withheldRejected: false,
   sameResults: false,
   repairs: false,
-  subGoals: false
+  subGoals: false,
+  compaction: false
 }
 const v2: Rules = {
   answerCap: true,
@@ -85,13 +93,15 @@ const v2: Rules = {
   withheldRejected: false,
   sameResults: false,
   repairs: false,
-  subGoals: false
+  subGoals: false,
+  compaction: false
 }
 const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true, sameResults: true, repairs: true }
 const v4: Rules = { ...v3, subGoals: true }
+const v5: Rules = { ...v4, compaction: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
-export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : version === 3 ? v3 : v4)
+export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : version === 3 ? v3 : version === 4 ? v4 : v5)
 
 /** A log written by a newer rx than this one. */
 export class UnsupportedBehaviour extends Schema.TaggedError<UnsupportedBehaviour>()("@rx/kernel/UnsupportedBehaviour", {

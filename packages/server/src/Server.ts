@@ -192,6 +192,21 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         return yield* view(goalId)
       })
 
+    /** A message for the goal's next request; a goal that is not running here stays as it is (a suspended one gets it when resumed). */
+    const say = (goalId: string, message: Api.Message, key: string | undefined) =>
+      Effect.gen(function*() {
+        if (key !== undefined) yield* Idempotency.keyOf({ [Idempotency.header]: key })
+        const by = message.by === undefined ? config.approver : `${message.by} (via ${config.approver})`
+        yield* Control.say(goalId, { text: message.text, by, key }).pipe(
+          Effect.catchTags({
+            "@rx/kernel/GoalNotFound": () => Effect.fail(notFound(goalId)),
+            "@rx/kernel/MessageRefused": (error) => Effect.fail(new Conflict({ goalId, message: error.message })),
+            "@rx/kernel/StoreError": (error) => Effect.fail(storeFailed(error))
+          })
+        )
+        return yield* view(goalId)
+      })
+
     const resume = (goalId: string) =>
       Effect.gen(function*() {
         const summary = yield* summaryOf(goalId)
@@ -245,6 +260,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
       .handle("cancel", ({ path }) => cancel(path.id))
       .handleRaw("decide", ({ path, request }) => decide(path.id, path.callId, request))
       .handle("resume", ({ path }) => resume(path.id))
+      .handle("say", ({ headers, path, payload }) => say(path.id, payload, headers["idempotency-key"]))
   }))
 
 const healthHandlers = HttpApiBuilder.group(Api.Api, "health", (handlers) =>

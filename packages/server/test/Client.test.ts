@@ -6,7 +6,7 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { LanguageModel } from "@rx/kernel"
 import { Client } from "@rx/server"
-import { Chunk, Deferred, Effect, Exit, Fiber, Scope, Stream } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { listThenDone, modelByGoal, type Running, startServer, tempDir, token, until } from "./helpers.js"
@@ -70,6 +70,39 @@ describe("Client", () => {
       const stranger = yield* clientOf(server, "not-the-token-0123456789")
       expect(yield* Effect.flip(stranger.goal(goalId))).toMatchObject({ _tag: "@rx/server/Unauthorized" })
       expect(yield* Effect.flip(Stream.runDrain(stranger.events(goalId)))).toMatchObject({ _tag: "@rx/server/Unauthorized" })
+    }))
+
+  it.scopedLive("a message to a running goal reaches its next request once, a retry with the same Idempotency-Key included; an ended goal refuses one", () =>
+    Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const requests: Array<LanguageModel.Request> = []
+      const model = Layer.succeed(LanguageModel.LanguageModel, {
+        generate: (request) =>
+          Effect.suspend(() => {
+            requests.push(request)
+            const turn = request.messages.filter((m) => m.role === "assistant").length
+            return turn === 0
+              ? Effect.succeed(LanguageModel.callTool("list_dir", {}))
+              : turn === 1
+              ? Effect.as(Deferred.await(gate), LanguageModel.callTool("list_dir", { depth: 2 }))
+              : Effect.succeed(LanguageModel.done("twice"))
+          })
+      })
+      const server = yield* startServer(model)
+      const rx = yield* clientOf(server)
+      const { goalId } = yield* rx.submit({ goal: "hold" })
+      yield* until(server.db, goalId, (events) => events.filter((e) => e._tag === "ModelResponded").length === 1 && events.some((e) => e._tag === "IterationCompleted"), "the first step")
+      // Sent twice with one key (a retried request): recorded once, by whom the server says.
+      yield* rx.say(goalId, { text: "use the blue folder", by: "ann" }, { idempotencyKey: "m-1" })
+      yield* rx.say(goalId, { text: "use the blue folder", by: "ann" }, { idempotencyKey: "m-1" })
+      yield* Deferred.succeed(gate, undefined)
+      const events = yield* all(rx.events(goalId))
+      expect(events[events.length - 1]).toMatchObject({ _tag: "Terminated", reason: "done" })
+      expect(events.filter((e) => e._tag === "MessageSent")).toMatchObject([{ text: "use the blue folder", by: expect.stringContaining("ann (via ") }])
+      expect(requests.map((r) => r.messages.filter((m) => m.content.includes("blue folder")).length)).toEqual([0, 0, 1])
+      const refused = yield* Effect.flip(rx.say(goalId, { text: "more" }))
+      expect(refused).toMatchObject({ _tag: "@rx/server/Conflict", goalId })
+      expect(refused.message).toContain(`rx run --continue ${goalId}`)
     }))
 
   it.scopedLive("a server that cannot be reached, or goes away under a follower, is a ClientError naming its URL", () =>

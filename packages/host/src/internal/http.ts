@@ -6,6 +6,7 @@ import { FileSystem } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { type ApiError, Client, Config as ServerConfig } from "@rx/server"
 import { Effect, Option, Stream } from "effect"
+import { randomUUID } from "node:crypto"
 import { resolve as resolvePath } from "node:path"
 import { type Followed, type Hooks, observed, type Service } from "../Goals.js"
 import * as Log from "../Log.js"
@@ -118,6 +119,12 @@ export const makeHttp = (url: string, given: Settings.Given) =>
             Effect.as("requested" as const),
             Effect.catchTag("@rx/server/Conflict", () => Effect.succeed("already_terminated" as const)),
             Effect.mapError(explain(url))
+          )),
+      say: (goalId, text) =>
+        Effect.flatMap(rx, (client) =>
+          client.say(goalId, { text }, { idempotencyKey: `say-${randomUUID()}` }).pipe(
+            Effect.mapError((error) => (error._tag === "@rx/server/Conflict" ? new UsageError({ message: error.message }) : explain(url)(error))),
+            Effect.asVoid
           )),
       decide: (d) =>
         Effect.gen(function*() {
