@@ -27,6 +27,8 @@ export interface Flags extends Omit<Serve.ServeRequest, "given">, Omit<Serve.Wor
   readonly goalId: string
   readonly goal: Option.Option<string>
   readonly goalFile: Option.Option<string>
+  /** `rx run --continue`: the ended goal the new one continues. */
+  readonly continues: Option.Option<string>
   /** The second argument of a command that takes one (`rx say`'s text). */
   readonly text: Option.Option<string>
   readonly call: Option.Option<string>
@@ -62,6 +64,7 @@ export const flagsOf = (spec: Usage.Spec, parsed: Parsed): Flags => {
     goalId: Option.getOrElse(parsed.arg, () => ""),
     goal: parsed.arg,
     goalFile: text("goal-file"),
+    continues: text("continue"),
     text: parsed.more ?? Option.none(),
     call: text("call"),
     by: text("by"),
@@ -92,7 +95,7 @@ const withGoals = <A, E, R>(flags: Flags, body: (goals: Goals.Service) => Effect
 const run = (flags: Flags) =>
   withGoals(flags, (goals) =>
     runGoal(goals, (hooks) =>
-      goals.run({ goal: flags.goal, goalFile: flags.goalFile, given: flags.settings, mcp: flags.mcp, mcpEnv: flags.mcpEnv, mcpSandbox: flags.mcpSandbox }, hooks), {
+      goals.run({ goal: flags.goal, goalFile: flags.goalFile, continues: flags.continues, given: flags.settings, mcp: flags.mcp, mcpEnv: flags.mcpEnv, mcpSandbox: flags.mcpSandbox }, hooks), {
       json: flags.json
     }))
 
@@ -176,13 +179,17 @@ const inspect = (flags: Flags) =>
     if (step !== undefined && !(Number.isSafeInteger(step) && step >= 1)) {
       return yield* new UsageError({ message: `--step: expected a step number from 1 up, got ${JSON.stringify(Option.getOrElse(flags.step, () => ""))}` })
     }
-    const { children, events } = yield* withGoals(flags, (goals) =>
-      Effect.all({ events: goals.events(flags.goalId), children: step === undefined ? goals.children(flags.goalId) : Effect.succeed([]) }))
+    const { children, continuedBy, events } = yield* withGoals(flags, (goals) =>
+      Effect.all({
+        events: goals.events(flags.goalId),
+        children: step === undefined ? goals.children(flags.goalId) : Effect.succeed([]),
+        continuedBy: step === undefined ? goals.continuedBy(flags.goalId) : Effect.succeed([])
+      }))
     const last = Render.steps(events).length
     if (step !== undefined && step > last) {
       return yield* new UsageError({ message: `goal ${flags.goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
     }
-    const tree = { children }
+    const tree = { children, continuedBy }
     yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.inspectJson(events, step, tree)))) : say(Render.inspect(events, step, tree).join("\n"))
   })
 
@@ -210,11 +217,18 @@ const list = (flags: Flags) =>
       // Each summary says why an open goal waits: no log is read.
       const found = yield* goals.list
       if (flags.json) return yield* Effect.forEach(found, (g) => Console.log(Render.jsonLine(JSON.stringify(g))), { discard: true })
+      // A continuation keeps its goal's text: only ended goals whose text a newer goal has are looked up.
+      const texts = new Map<string, number>()
+      for (const g of found) texts.set(g.goal, (texts.get(g.goal) ?? 0) + 1)
+      const continued = new Map<string, ReadonlyArray<string>>()
+      for (const g of found) {
+        if (g.status === "terminated" && (texts.get(g.goal) ?? 0) > 1) continued.set(g.goalId, yield* goals.continuedBy(g.goalId))
+      }
       yield* say(
         found.length > 0
           ? ((ordered) => {
             const width = Render.listWidth(ordered)
-            return [Render.listHeaderOf(width), ...ordered.map(([g, depth]) => Render.listLine(g, depth, width))].join("\n")
+            return [Render.listHeaderOf(width), ...ordered.map(([g, depth]) => Render.listLine(g, depth, width, continued.get(g.goalId)))].join("\n")
           })(Render.tree(found))
           : goals.where._tag === "Server"
           ? `no goals yet at ${goals.where.url}`

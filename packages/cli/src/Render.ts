@@ -219,9 +219,14 @@ export type Where = { readonly db: string } | { readonly server: string } | unde
  * continue it.
  */
 export const nextSteps = (result: { readonly status: "terminated" | "suspended"; readonly reason: string; readonly goalId: string; readonly state: State.State }, where: Where): string | undefined => {
-  if (result.status !== "suspended") return undefined
   const id = result.goalId
   const flag = where === undefined ? "" : "db" in where ? ` --db ${shellWord(where.db)}` : ` --server ${shellWord(where.server)}`
+  // A goal stopped by a limit goes on as a new goal that starts from what it did.
+  if (result.status !== "suspended") {
+    return result.reason === "max_iterations" || result.reason === "token_budget"
+      ? `rx run --continue ${id}${flag} "<what next>" goes on from where it stopped, as a new goal`
+      : undefined
+  }
   const awaiting = result.state.awaiting
   const child = result.state.suspended?.child
   if (child !== undefined) {
@@ -396,8 +401,10 @@ const listedId = (g: Listed, depth: number) => (depth === 0 ? g.goalId : `${"  "
 export const listWidth = (goals: ReadonlyArray<readonly [Listed, number]>) => Math.max(18, ...goals.map(([g, depth]) => listedId(g, depth).length + 1))
 
 /** `rx list`: one line per goal, saying why an open goal waits, if it does; a sub-goal marked `└`, under the goal that delegated it. */
-export const listLine = (g: Listed, depth = 0, width = 18) =>
-  `${pad(listedId(g, depth), width)} ${pad(status(g), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(g.goal, 60)}`
+export const listLine = (g: Listed, depth = 0, width = 18, continuedBy: ReadonlyArray<string> = []) =>
+  `${pad(listedId(g, depth), width)} ${pad(status(g), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(g.goal, 60)}${
+    continuedBy.length === 0 ? "" : `  (continued by ${continuedBy.map((id) => oneLine(id, 200)).join(", ")})`
+  }`
 
 export const listHeaderOf = (width: number) => `${pad("GOAL", width)} ${pad("STATUS", 28)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
 export const listHeader = listHeaderOf(18)
@@ -574,6 +581,8 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
 /** Where a goal is in its tree: the goal that delegated it (from its `GoalSubmitted`), and its own sub-goals. */
 export interface Tree {
   readonly children: ReadonlyArray<Listed>
+  /** The goals that continue this one (`rx run --continue`), from their own first events. */
+  readonly continuedBy?: ReadonlyArray<string>
 }
 
 /** The lines of `rx inspect` that place a goal in its tree: its parent and call, and each sub-goal with its status. */
@@ -582,6 +591,10 @@ const treeLines = (submitted: Event.Of<"GoalSubmitted">, tree: Tree | undefined)
   const sorted = [...(tree?.children ?? [])].sort((a, b) => a.submittedAt - b.submittedAt || (a.goalId < b.goalId ? -1 : 1))
   return [
     ...(parent === undefined ? [] : [`parent    ${oneLine(parent.goalId, 200)} (its call ${oneLine(parent.callId, 200)}, depth ${parent.depth}): rx inspect ${shellWord(parent.goalId)}`]),
+    ...(submitted.continues === undefined
+      ? []
+      : [`continues ${oneLine(submitted.continues.goalId, 200)} (ended ${submitted.continues.reason}), with: ${oneLine(submitted.continues.text, 200)}: rx inspect ${shellWord(submitted.continues.goalId)}`]),
+    ...(tree?.continuedBy ?? []).map((id) => `continued by ${oneLine(id, 200)}: rx inspect ${shellWord(id)}`),
     ...sorted.map((c, i) => `${i === 0 ? "sub-goals" : "         "} ${pad(oneLine(c.goalId, 200), 18)} ${pad(status(c), 28)} ${oneLine(c.goal, 60)}`)
   ]
 }
@@ -718,6 +731,8 @@ export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | u
     events: events.length,
     usage: state.usage,
     parent: submitted.parent ?? null,
+    continues: submitted.continues?.goalId ?? null,
+    continuedBy: tree?.continuedBy ?? [],
     children: [...(tree?.children ?? [])].sort((a, b) => a.submittedAt - b.submittedAt).map((c) => ({
       goalId: c.goalId,
       goal: c.goal,

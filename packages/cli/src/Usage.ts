@@ -54,6 +54,11 @@ const failoverFlag = flag(
 const callFlag = flag("call", "CALL", "the call to decide, as rx inspect names it (default: the call the goal waits on)")
 const byFlag = flag("by", "NAME", "who decides, as recorded (default: your user name)")
 const goalFile = flag("goal-file", "FILE", "read the goal from a text file (a long goal cannot be an argument)")
+const continueFlag = flag(
+  "continue",
+  "GOAL-ID",
+  "start a new goal that continues this ended one: its goal, what it did (how it ended, its summary, its last steps), and the argument as the new instruction (default \"continue\"); fresh limits"
+)
 const mcpFlag: Flag = {
   ...flag(
     "mcp",
@@ -81,14 +86,14 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
   {
     name: "run",
     summary: "run a goal until it terminates or must wait",
-    usage: ["[flags] \"<goal>\"", "[flags] --goal-file FILE", "[flags] -          (the goal from standard input)"],
+    usage: ["[flags] \"<goal>\"", "[flags] --goal-file FILE", "[flags] -          (the goal from standard input)", "[flags] --continue <goal-id> [\"<instruction>\"]"],
     description: [
       "Runs the goal to its end, or until it must wait (suspended, exit 11: rx resume continues it). One line per step, the model's thoughts, and on a terminal a live line saying what runs.",
       "Ctrl-C cancels the goal (recorded, exit 7); SIGTERM, or SIGHUP (the terminal closed), stops it gracefully and leaves it open (exit 11). A call of a tool in --ask waits for approval: asked in place at a terminal (y, n, or a = always for that tool), otherwise the goal suspends until rx approve or rx deny, then rx resume."
     ].join("\n\n"),
     arg: { name: "goal", description: "what to achieve, in quotes; - reads it from standard input", optional: true },
     settings: [...runSettings, "server"],
-    flags: [goalFile, mcpFlag, mcpEnvFlag, mcpSandboxFlag, clusterRun, failoverFlag, json]
+    flags: [goalFile, continueFlag, mcpFlag, mcpEnvFlag, mcpSandboxFlag, clusterRun, failoverFlag, json]
   },
   {
     name: "resume",

@@ -7,7 +7,7 @@
  * Layers of a run) is loaded when used.
  */
 import type { FileSystem, Path } from "@effect/platform"
-import { Control, type Event, Goal, type GoalSummary, type Options as RunOptions, type Runner, State, StateStore } from "@rx/kernel"
+import { Continuation, Control, type Event, Goal, type GoalSummary, type Options as RunOptions, type Runner, State, StateStore } from "@rx/kernel"
 import type * as McpFlags from "@rx/mcp/Flags"
 import type { Api } from "@rx/server"
 import { Context, Effect, Layer, Option, Schedule, Stream } from "effect"
@@ -39,8 +39,11 @@ export interface Hooks {
 
 /** A new goal, as the command line gives it. */
 export interface RunRequest extends McpFlags.McpFlags {
+  /** The goal; with `continues`, the new instruction (default "continue"). */
   readonly goal: Option.Option<string>
   readonly goalFile: Option.Option<string>
+  /** An ended goal to continue as a new goal (`rx run --continue`), on this log. */
+  readonly continues?: Option.Option<string> | undefined
   readonly given: Settings.Given
 }
 
@@ -79,6 +82,8 @@ export interface Service {
   readonly list: Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
   /** The sub-goals a goal delegated, newest first. */
   readonly children: (goalId: string) => Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
+  /** The goals that continue `goalId` (`rx run --continue`), from their own first events. */
+  readonly continuedBy: (goalId: string) => Effect.Effect<ReadonlyArray<string>, Failure>
   /** A goal's events as far as they are recorded; a goal that does not exist is an error. */
   readonly events: (goalId: string) => Effect.Effect<ReadonlyArray<Event.Event>, Failure>
   /** A goal's events as they are appended, until it terminates (or, without `wait`, nothing runs it). */
@@ -165,6 +170,7 @@ export const makeLocal = (db: Settings.Database) =>
       resume: (request, hooks) => Effect.flatMap(runs, (m) => m.resume(db, request, hooks)).pipe(Effect.provide(context)),
       list: Effect.flatMap(StateStore.StateStore, (store) => store.goals()).pipe(withLog("read")),
       children: (goalId) => Effect.flatMap(StateStore.StateStore, (store) => store.goals({ parent: goalId })).pipe(withLog("read")),
+      continuedBy: (goalId) => Continuation.continuedBy(goalId).pipe(withLog("read")),
       events: (goalId) => load(goalId).pipe(withLog("read")),
       follow,
       cancel: (goalId, reason) => Control.cancel(goalId, reason).pipe(withLog("write")),

@@ -38,6 +38,8 @@ export interface Request {
   readonly options?: Options.Input
   /** The new goal's id; derived from the goal and the clock unless given. */
   readonly newGoalId?: string
+  /** Told of the new goal's `GoalSubmitted` once it is recorded. */
+  readonly observe?: Runner.Observer
 }
 
 /**
@@ -68,7 +70,8 @@ export const submit = (
       instructions: ended.instructions,
       options: request.options ?? {},
       continues: of(ended, text, options),
-      ...(request.newGoalId === undefined ? {} : { goalId: request.newGoalId })
+      ...(request.newGoalId === undefined ? {} : { goalId: request.newGoalId }),
+      ...(request.observe === undefined ? {} : { observe: request.observe })
     })
   })
 

@@ -24,7 +24,13 @@ export const SubmitRequest = Schema.Struct({
   /** Standing instructions shown to the model with the goal. */
   instructions: Schema.optional(Schema.String),
   /** A folder relative to the server's workspace root (default: the root itself); it may not leave the root. */
-  workspace: Schema.optional(Schema.String)
+  workspace: Schema.optional(Schema.String),
+  /**
+   * A goal that ended, to continue as this new goal: it takes that goal's text, what it did (how it
+   * ended, its summary, its last steps), and `goal` as the new instruction. A goal that has not
+   * ended is refused (409): resume it.
+   */
+  continues: Schema.optional(Schema.String)
 }).annotations({ identifier: "SubmitRequest" })
 export type SubmitRequest = typeof SubmitRequest.Type
 
