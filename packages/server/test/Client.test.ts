@@ -4,7 +4,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { LanguageModel } from "@rx/kernel"
+import { LanguageModel, Replay } from "@rx/kernel"
 import { Client } from "@rx/server"
 import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
 import * as fs from "node:fs"
@@ -103,6 +103,29 @@ describe("Client", () => {
       const refused = yield* Effect.flip(rx.say(goalId, { text: "more" }))
       expect(refused).toMatchObject({ _tag: "@rx/server/Conflict", goalId })
       expect(refused.message).toContain(`rx run --continue ${goalId}`)
+    }))
+
+  it.scopedLive("a chain of three continued goals over HTTP: each names the one it continues; a goal that has not ended is refused; each replays", () =>
+    Effect.gen(function*() {
+      const server = yield* startServer(modelByGoal((goal, turn) =>
+        goal === "wait" ? Effect.never : Effect.succeed(turn === 0 ? LanguageModel.callTool("list_dir", {}) : LanguageModel.callTool("list_dir", { depth: turn }))
+      ))
+      const rx = yield* clientOf(server)
+      const ended = (goalId: string) => Effect.map(all(rx.events(goalId)), (events) => events)
+      const a = (yield* rx.submit({ goal: "list", options: { maxIterations: 1 } })).goalId
+      expect((yield* ended(a)).at(-1)).toMatchObject({ _tag: "Terminated", reason: "max_iterations" })
+      const b = (yield* rx.submit({ goal: "go deeper", continues: a, options: { maxIterations: 1 } })).goalId
+      const eventsB = yield* ended(b)
+      const c = (yield* rx.submit({ goal: "deeper still", continues: b, options: { maxIterations: 1 } }, { idempotencyKey: "c-1" })).goalId
+      expect((yield* rx.submit({ goal: "deeper still", continues: b, options: { maxIterations: 1 } }, { idempotencyKey: "c-1" })).goalId).toBe(c)
+      const eventsC = yield* ended(c)
+      expect(eventsB[0]).toMatchObject({ _tag: "GoalSubmitted", goal: "list", continues: { goalId: a, reason: "max_iterations", text: "go deeper" } })
+      expect(eventsC[0]).toMatchObject({ _tag: "GoalSubmitted", goal: "list", continues: { goalId: b, text: "deeper still" } })
+      for (const events of [yield* ended(a), eventsB, eventsC]) expect((yield* Replay.verify(events)).reason).toBe("max_iterations")
+      const waiting = (yield* rx.submit({ goal: "wait" })).goalId
+      expect(yield* Effect.flip(rx.submit({ goal: "x", continues: waiting }))).toMatchObject({ _tag: "@rx/server/Conflict", goalId: waiting })
+      expect(yield* Effect.flip(rx.submit({ goal: "x", continues: "nope" }))).toMatchObject({ _tag: "@rx/server/NotFound" })
+      yield* rx.cancel(waiting)
     }))
 
   it.scopedLive("a server that cannot be reached, or goes away under a follower, is a ClientError naming its URL", () =>
