@@ -165,6 +165,8 @@ export const stepLine = (
       return `      cancel requested: ${oneLine(event.reason, 100)}`
     case "TurnsSummarised":
       return `      ${summaryLine(event)}`
+    case "MessageSent":
+      return `      message from ${oneLine(event.by, 80)}: ${oneLine(event.text, 100)}`
     default:
       return undefined
   }
@@ -532,6 +534,9 @@ export const step = (s: Step, width: number, changes: ReadonlyMap<number, string
         break
       case "Terminated":
         lines.push(`  end       ${e.reason}: ${cut(e.detail)}`)
+        break
+      case "MessageSent":
+        lines.push(`  message   from ${oneLine(e.by, 80)} (${date(e.at)}): ${cut(e.text)}`)
         break
       case "TurnsSummarised":
         lines.push(`  ${summaryLine(e)}`, ...(e.failed === undefined ? [`  text      ${cut(e.text)}`] : []))

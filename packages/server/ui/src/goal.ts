@@ -132,6 +132,8 @@ const eventRow = (e: Event, goalId: string): HTMLElement | null => {
       return row(e, "options", "muted", h("p", {}, "the goal's options changed"))
     case "Terminated":
       return row(e, "end", e.reason === "done" ? "ok" : "bad", h("p", {}, h("b", {}, e.reason), `: ${e.detail}`))
+    case "MessageSent":
+      return row(e, "message", "muted", h("p", {}, `from ${e.by}:`), h("p", { class: "said" }, e.text))
     case "TurnsSummarised":
       return e.failed === undefined
         ? row(e, "summary", "muted",

@@ -60,6 +60,7 @@ export type Event = Base & (
   | { readonly _tag: "CancelRequested"; readonly reason: string }
   | { readonly _tag: "OptionsChanged" }
   | { readonly _tag: "Terminated"; readonly reason: string; readonly detail: string }
+  | { readonly _tag: "MessageSent"; readonly by: string; readonly text: string }
   | {
     readonly _tag: "TurnsSummarised"
     readonly from: number
