@@ -39,6 +39,7 @@ describe("rx say", () => {
       expect(server.received.map((r) => holding(r.body, "use the blue folder"))).toEqual([0, 1, 1])
       expect(events.filter((e) => e["_tag"] === "ModelResponded").map((e) => e["heard"])).toEqual([undefined, 1, undefined])
       expect((yield* rx(["replay", goalId, "--db", box.db])).code).toBe(0)
+      expect((yield* rx(["inspect", goalId, "--db", box.db])).stdout).toMatch(/message {3}from .+: use the blue folder/)
       // A goal that ended refuses a message, pointing to --continue.
       const refused = yield* rx(["say", goalId, "more", "--db", box.db])
       expect(refused.code).toBe(1)
