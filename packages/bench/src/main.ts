@@ -14,7 +14,7 @@ import { Goal, LanguageModel, Runner, State, StateStore, ToolRegistry } from "@r
 import { SqliteStore } from "@rx/store-sqlite"
 import * as Floors from "./Floors.js"
 import * as Peers from "./Peers.js"
-import { echo, memoryRun, sqliteConcurrent, sqliteRun, untilThenStop } from "./Scenario.js"
+import { compaction, echo, memoryRun, sqliteConcurrent, sqliteRun, untilThenStop } from "./Scenario.js"
 import * as Serve from "./Serve.js"
 import * as Startup from "./Startup.js"
 
@@ -60,6 +60,16 @@ for (const n of [100, 1_000, 10_000]) {
   kernel[n] = round(median(samples), 2)
   log(`  N=${n}: ${kernel[n]} us/iteration`)
 }
+
+log("compaction, memory store")
+const compacting = await run(compaction(15))
+const compactionFigures = {
+  untriggered_us_per_iteration_30: { off: round(compacting.small.off, 2), on: round(compacting.small.on, 2) },
+  us_per_iteration_1000: { off: round(compacting.large.off, 2), on: round(compacting.large.on, 2) },
+  summaries_1000: compacting.summaries,
+  summary_us: round(((compacting.large.on - compacting.large.off) * 1_000) / Math.max(1, compacting.summaries), 1)
+}
+log(`  N=30 (no summary): off ${compactionFigures.untriggered_us_per_iteration_30.off}, on ${compactionFigures.untriggered_us_per_iteration_30.on} us/iteration; N=1000: ${compactionFigures.summaries_1000} summaries, ${compactionFigures.summary_us} us each`)
 
 log("SQLite, N=1000, each NORMAL sample beside a sample of its floor")
 // Two runs to warm the store's paths up; the first also gives an iteration's four events as the
@@ -269,6 +279,7 @@ const result = {
   disk_bytes_per_iteration: disk,
   peak_rss_mb_10000: peakRss,
   replay_events_per_second: Math.round(replayRate),
+  compaction: compactionFigures,
   resume_ms_100000_events: round(resume.ms),
   server_goals_per_second: serve.goalsPerSecond,
   server_us_per_iteration: serve.http,
@@ -298,6 +309,8 @@ if (json) {
     ["SQLite FULL, N=1000", `${sqliteFull} us/it`, `<= 1.1x floor: ${round(2.2 * floors.sqlite_commit_full_us)} us (2 fsynced commits: ${round(2 * floors.sqlite_commit_full_us)} us)`],
     ["disk, N=100 / 1000 / 10000", `${disk[100]} / ${disk[1000]} / ${disk[10000]} B/it`, "<= 1000 B/it, flat"],
     ["peak RSS, N=10000", `${peakRss} MB`, "<= 150 MB"],
+    ["compaction on / off, N=30 (no summary)", `${compactionFigures.untriggered_us_per_iteration_30.on} / ${compactionFigures.untriggered_us_per_iteration_30.off} us/it`, "the same: no cost until a summary is due"],
+    ["one summary (kernel, instant model)", `${compactionFigures.summary_us} us`, `${compactionFigures.summaries_1000} summaries in N=1000 (every 16 iterations of small turns)`],
     ["replay from SQLite (decode + fold)", `${Math.round(replayRate)} events/s`, ">= 500000 events/s"],
     ["resume, 100,000 events", `${round(resume.ms)} ms`, "<= 100 ms"],
     ["rx serve, 100 goals x 10 it at once", `${serve.goalsPerSecond} goals/s, ${serve.http} us/it`, `<= 3x in-process: ${round(3 * serve.inProcess)} us/it (in-process ${serve.inProcess}; ${round(serve.http / serve.inProcess, 2)}x)`],

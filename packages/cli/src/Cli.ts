@@ -33,10 +33,11 @@ const make = <const D extends Usage.Doc>(doc: D, body: (input: Usage.Input<D>) =
     {
       settings: Usage.settings(doc.settings),
       flags: Usage.all(Object.fromEntries(Object.entries(doc.flags).map(([key, f]) => [key, f.option]))),
-      arg: Usage.argument(doc)
+      arg: Usage.argument(doc),
+      more: Usage.second(doc)
     },
-    ({ arg, flags, settings }) =>
-      Effect.consoleWith((console) => Effect.withConsole(body({ ...flags, settings, arg } as Usage.Input<D>), muted.get(console) ?? console))
+    ({ arg, flags, more, settings }) =>
+      Effect.consoleWith((console) => Effect.withConsole(body({ ...flags, settings, arg, more } as Usage.Input<D>), muted.get(console) ?? console))
   ).pipe(Command.withDescription(doc.summary))
 
 /** `rx` and its commands, typed; alone, `rx` prints its help. */
@@ -52,6 +53,7 @@ export const commands = Command.make("rx", {}, () => Console.log(Usage.help(styl
     make(Usage.events, Commands.events),
     make(Usage.list, Commands.list),
     make(Usage.cancel, Commands.cancel),
+    make(Usage.say, Commands.sayTo),
     make(Usage.doctor, Commands.doctor),
     make(Usage.fork, Commands.fork),
     make(Usage.evaluate, Commands.evaluate),
@@ -138,12 +140,14 @@ const explain = (line: Extract<Checked, { _tag: "Parse" }>, error: ValidationErr
   return new UsageError({
     message: doc === undefined
       ? `there is no command ${JSON.stringify(args[0])}${Settings.suggest(args[0] ?? "", Usage.docs.map((d) => d.name))} (rx --help lists the commands)`
-      : positionals.length > (arg === undefined ? 0 : arg.repeated === true ? Infinity : 1)
+      : positionals.length > (arg === undefined ? 0 : arg.repeated === true ? Infinity : doc.more === undefined ? 1 : 2)
       ? arg === undefined
         ? `rx ${doc.name} takes no arguments (got ${JSON.stringify(positionals[0])}; rx ${doc.name} --help)`
         : doc.name === "run"
         ? "rx run takes one goal: put it in quotes (rx run \"fix the failing test\"), or use --goal-file FILE"
         : `rx ${doc.name} takes one ${arg.name} (got ${positionals.length}: ${positionals.map((a) => JSON.stringify(a)).join(" ")})`
+      : arg !== undefined && doc.more !== undefined && positionals.length === 1 && ValidationError.isMissingValue(error)
+      ? `rx ${doc.name} needs a ${doc.more.name}: rx ${doc.name} <${arg.name}> "<${doc.more.name}>"`
       : arg !== undefined && ValidationError.isMissingValue(error)
       ? `rx ${doc.name} needs a ${arg.name}: rx ${doc.name} <${arg.name}>${arg.name === "goal-id" ? " (rx list shows the goals)" : ""}`
       // A flag's value refused by its Schema says so itself: `--flag: expected ..., got ...`.

@@ -34,7 +34,7 @@ const withGoals = <A, E, R>(
 export const run = (flags: In<typeof Usage.run>) =>
   withGoals(flags, (goals) =>
     runGoal(goals, (hooks) =>
-      goals.run({ goal: flags.arg, goalFile: flags.goalFile, given: flags.settings, mcp: flags.mcp, mcpEnv: flags.mcpEnv, mcpSandbox: flags.mcpSandbox }, hooks), {
+      goals.run({ goal: flags.arg, goalFile: flags.goalFile, continues: flags.continues, given: flags.settings, mcp: flags.mcp, mcpEnv: flags.mcpEnv, mcpSandbox: flags.mcpSandbox }, hooks), {
       json: flags.json
     }))
 
@@ -118,13 +118,17 @@ export const inspect = (flags: In<typeof Usage.inspect>) =>
   Effect.gen(function*() {
     const step = Option.getOrUndefined(flags.step)
     const goalId = idOf(flags)
-    const { children, events } = yield* withGoals(flags, (goals) =>
-      Effect.all({ events: goals.events(goalId), children: step === undefined ? goals.children(goalId) : Effect.succeed([]) }))
+    const { children, continuedBy, events } = yield* withGoals(flags, (goals) =>
+      Effect.all({
+        events: goals.events(goalId),
+        children: step === undefined ? goals.children(goalId) : Effect.succeed([]),
+        continuedBy: step === undefined ? goals.continuedBy(goalId) : Effect.succeed([])
+      }))
     const last = Render.steps(events).length
     if (step !== undefined && step > last) {
       return yield* new UsageError({ message: `goal ${goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
     }
-    const tree = { children }
+    const tree = { children, continuedBy }
     const linked = step === undefined ? yield* withGoals(flags, (goals) => Effect.flatMap(goals.list, (all) => Effect.flatMap(forking, (m) => m.links(goals, all.map((g) => g.goalId))))) : undefined
     const first = events[0]
     const forkedFrom = first?._tag === "GoalSubmitted" ? first.forkedFrom ?? null : null
@@ -169,11 +173,18 @@ export const list = (flags: In<typeof Usage.list>) =>
       const { origins } = yield* Effect.flatMap(forking, (m) => m.links(goals, listed.map((g) => g.goalId)))
       const found = listed.map((g) => ({ ...g, forkedFrom: origins.get(g.goalId) ?? null }))
       if (flags.json) return yield* Effect.forEach(found, (g) => Console.log(Render.jsonLine(JSON.stringify(g))), { discard: true })
+      // A continuation keeps its goal's text: only ended goals whose text a newer goal has are looked up.
+      const texts = new Map<string, number>()
+      for (const g of found) texts.set(g.goal, (texts.get(g.goal) ?? 0) + 1)
+      const continued = new Map<string, ReadonlyArray<string>>()
+      for (const g of found) {
+        if (g.status === "terminated" && (texts.get(g.goal) ?? 0) > 1) continued.set(g.goalId, yield* goals.continuedBy(g.goalId))
+      }
       yield* say(
         found.length > 0
           ? ((ordered) => {
             const width = Render.listWidth(ordered)
-            return [Render.listHeaderOf(width), ...ordered.map(([g, depth]) => Render.listLine(g, depth, width))].join("\n")
+            return [Render.listHeaderOf(width), ...ordered.map(([g, depth]) => Render.listLine(g, depth, width, continued.get(g.goalId)))].join("\n")
           })(Render.tree(found))
           : goals.where._tag === "Server"
           ? `no goals yet at ${goals.where.url}`
@@ -194,6 +205,15 @@ export const cancel = (flags: In<typeof Usage.cancel>) =>
           ? `cancel requested: goal ${goalId} stops within one step (a goal no process runs is cancelled when resumed)`
           : `cancel requested: goal ${goalId} stops within one step at ${at}`
       )
+    }))
+
+export const sayTo = (flags: In<typeof Usage.say>) =>
+  withGoals(flags, (goals) =>
+    Effect.gen(function*() {
+      const goalId = idOf(flags)
+      const by = yield* Settings.userName
+      yield* goals.say(goalId, Option.getOrElse(flags.more, () => ""), by)
+      yield* say(`message sent: goal ${goalId} reads it at its next model request`)
     }))
 
 export const doctor = (flags: In<typeof Usage.doctor>) =>

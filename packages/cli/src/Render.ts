@@ -163,6 +163,10 @@ export const stepLine = (
       return `${String(event.iteration).padStart(4)}  ${pad("(model)", 12)} failed: ${oneLine(event.message, 400)}`
     case "CancelRequested":
       return `      cancel requested: ${oneLine(event.reason, 100)}`
+    case "TurnsSummarised":
+      return `      ${summaryLine(event)}`
+    case "MessageSent":
+      return `      message from ${oneLine(event.by, 80)}: ${oneLine(event.text, 100)}`
     default:
       return undefined
   }
@@ -217,9 +221,14 @@ export type Where = { readonly db: string } | { readonly server: string } | unde
  * continue it.
  */
 export const nextSteps = (result: { readonly status: "terminated" | "suspended"; readonly reason: string; readonly goalId: string; readonly state: State.State }, where: Where): string | undefined => {
-  if (result.status !== "suspended") return undefined
   const id = result.goalId
   const flag = where === undefined ? "" : "db" in where ? ` --db ${shellWord(where.db)}` : ` --server ${shellWord(where.server)}`
+  // A goal stopped by a limit goes on as a new goal that starts from what it did.
+  if (result.status !== "suspended") {
+    return result.reason === "max_iterations" || result.reason === "token_budget"
+      ? `rx run --continue ${id}${flag} "<what next>" goes on from where it stopped, as a new goal`
+      : undefined
+  }
   const awaiting = result.state.awaiting
   const child = result.state.suspended?.child
   if (child !== undefined) {
@@ -403,8 +412,10 @@ const listedText = (g: Listed) => (g.forkedFrom == null ? g.goal : `(fork of ${g
 export const listWidth = (goals: ReadonlyArray<readonly [Listed, number]>) => Math.max(18, ...goals.map(([g, depth]) => listedId(g, depth).length + 1))
 
 /** `rx list`: one line per goal, saying why an open goal waits, if it does; a sub-goal marked `└`, under the goal that delegated it. */
-export const listLine = (g: Listed, depth = 0, width = 18) =>
-  `${pad(listedId(g, depth), width)} ${pad(status(g), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(listedText(g), 60)}`
+export const listLine = (g: Listed, depth = 0, width = 18, continuedBy: ReadonlyArray<string> = []) =>
+  `${pad(listedId(g, depth), width)} ${pad(status(g), 28)} ${String(g.iterations).padStart(5)} it  ${date(g.submittedAt)}  ${g.status === "terminated" ? date(g.updatedAt) : "-".padEnd(24)}  ${oneLine(listedText(g), 60)}${
+    continuedBy.length === 0 ? "" : `  (continued by ${continuedBy.map((id) => oneLine(id, 200)).join(", ")})`
+  }`
 
 export const listHeaderOf = (width: number) => `${pad("GOAL", width)} ${pad("STATUS", 28)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
 export const listHeader = listHeaderOf(18)
@@ -413,25 +424,51 @@ export const listHeader = listHeaderOf(18)
 export interface Step {
   readonly iteration: number
   readonly events: ReadonlyArray<Event.Event>
+  /** A summary of earlier steps (`TurnsSummarised`), shown as a step of its own. */
+  readonly summary?: true
 }
 
 export const steps = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Step> => {
   const byIteration = new Map<number, Array<Event.Event>>()
+  const all: Array<Step> = []
   for (const event of events) {
     if (event.iteration === 0) continue
-    const list = byIteration.get(event.iteration) ?? []
-    list.push(event)
-    byIteration.set(event.iteration, list)
+    if (event._tag === "TurnsSummarised") {
+      all.push({ iteration: event.iteration, events: [event], summary: true })
+      continue
+    }
+    const list = byIteration.get(event.iteration)
+    if (list !== undefined) {
+      list.push(event)
+      continue
+    }
+    const fresh = [event]
+    byIteration.set(event.iteration, fresh)
+    all.push({ iteration: event.iteration, events: fresh })
   }
-  return [...byIteration.entries()].map(([iteration, list]) => ({ iteration, events: list }))
+  return all
 }
+
+/** The tokens summaries spent, as the usage line adds them ("" when none was asked). */
+const summariesUsage = (events: ReadonlyArray<Event.Event>) => {
+  const asked = events.filter((e): e is Event.Of<"TurnsSummarised"> => e._tag === "TurnsSummarised")
+  if (asked.length === 0) return ""
+  const tokens = asked.reduce((n, e) => n + e.usage.inputTokens + e.usage.outputTokens, 0)
+  return ` (${tokens} of them in ${plural(asked.length, "summary", "summaries")})`
+}
+
+/** What a summary says of itself in one line. */
+export const summaryLine = (e: Event.Of<"TurnsSummarised">) =>
+  e.failed === undefined
+    ? `summarised steps ${e.from} to ${e.to}${e.cut === true ? " (cut to fit)" : ""}, ${e.usage.inputTokens} tokens in, ${e.usage.outputTokens} out`
+    : `no summary of steps ${e.from} to ${e.to} (${oneLine(e.failed, 100)}): they are only counted`
 
 /**
  * A step in full: decision, tool, input, output or error, approvals, suspensions, state summary.
  * `changes` holds what each `OptionsChanged` changed, by seq.
  */
 export const step = (s: Step, width: number, changes: ReadonlyMap<number, string> = new Map()): ReadonlyArray<string> => {
-  const lines: Array<string> = [`step ${s.iteration}`]
+  const lines: Array<string> = [s.summary === true ? "summary" : `step ${s.iteration}`]
   const cut = (text: string) => (width === Infinity ? cap(text) : oneLine(text, width))
   // Which call of the answer an event is about, said only when the answer made several.
   const several = s.events.some((e) => e._tag === "ModelResponded" && e.response.toolCalls.length > 1)
@@ -507,6 +544,12 @@ export const step = (s: Step, width: number, changes: ReadonlyMap<number, string
       case "Terminated":
         lines.push(`  end       ${e.reason}: ${cut(e.detail)}`)
         break
+      case "MessageSent":
+        lines.push(`  message   from ${oneLine(e.by, 80)} (${date(e.at)}): ${cut(e.text)}`)
+        break
+      case "TurnsSummarised":
+        lines.push(`  ${summaryLine(e)}`, ...(e.failed === undefined ? [`  text      ${cut(e.text)}`] : []))
+        break
       case "GoalSubmitted":
         break
     }
@@ -552,6 +595,8 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
 /** Where a goal is in its tree: the goal that delegated it (from its `GoalSubmitted`), and its own sub-goals. */
 export interface Tree {
   readonly children: ReadonlyArray<Listed>
+  /** The goals that continue this one (`rx run --continue`), from their own first events. */
+  readonly continuedBy?: ReadonlyArray<string>
 }
 
 /** The lines of `rx inspect` that place a goal in its tree: its parent and call, and each sub-goal with its status. */
@@ -560,6 +605,10 @@ const treeLines = (submitted: Event.Of<"GoalSubmitted">, tree: Tree | undefined)
   const sorted = [...(tree?.children ?? [])].sort((a, b) => a.submittedAt - b.submittedAt || (a.goalId < b.goalId ? -1 : 1))
   return [
     ...(parent === undefined ? [] : [`parent    ${oneLine(parent.goalId, 200)} (its call ${oneLine(parent.callId, 200)}, depth ${parent.depth}): rx inspect ${shellWord(parent.goalId)}`]),
+    ...(submitted.continues === undefined
+      ? []
+      : [`continues ${oneLine(submitted.continues.goalId, 200)} (ended ${submitted.continues.reason}), with: ${oneLine(submitted.continues.text, 200)}: rx inspect ${shellWord(submitted.continues.goalId)}`]),
+    ...(tree?.continuedBy ?? []).map((id) => `continued by ${oneLine(id, 200)}: rx inspect ${shellWord(id)}`),
     ...sorted.map((c, i) => `${i === 0 ? "sub-goals" : "         "} ${pad(oneLine(c.goalId, 200), 18)} ${pad(status(c), 28)} ${oneLine(c.goal, 60)}`)
   ]
 }
@@ -593,7 +642,7 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     ...treeLines(submitted, tree),
     `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}${
       o.maxTotalTokens === undefined ? "" : `, maxTotalTokens ${o.maxTotalTokens}`
-    }${o.maxDepth === undefined ? "" : `, maxDepth ${o.maxDepth}`}${o.maxChildren === undefined ? "" : `, maxChildren ${o.maxChildren}`}${
+    }${o.compact === false ? ", compact off" : ""}${o.maxDepth === undefined ? "" : `, maxDepth ${o.maxDepth}`}${o.maxChildren === undefined ? "" : `, maxChildren ${o.maxChildren}`}${
       o.maxTreeGoals === undefined ? "" : `, maxTreeGoals ${o.maxTreeGoals}`
     }${o.maxTreeIterations === undefined ? "" : `, maxTreeIterations ${o.maxTreeIterations}`}`,
     ...(approval === "" ? [] : [`approval  ${approval} (others auto)`]),
@@ -601,7 +650,7 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     ...(metadata === "" ? [] : [`settings  ${metadata}`]),
     ...changes.map((c, i) => `${i === 0 ? "changed  " : "         "} ${c}`),
     `tools     ${oneLine(submitted.tools.map((t) => t.name).join(", "), 2_000)}`,
-    `usage     ${state.usage.inputTokens} tokens in, ${state.usage.outputTokens} out`,
+    `usage     ${state.usage.inputTokens} tokens in, ${state.usage.outputTokens} out${summariesUsage(events)}`,
     "",
     ...all.flatMap((s) => [...step(s, 120, diffs), ""]),
     ...(asked.length === 0 ? [] : ["approvals", ...asked, ""]),
@@ -698,6 +747,8 @@ export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | u
     events: events.length,
     usage: state.usage,
     parent: submitted.parent ?? null,
+    continues: submitted.continues?.goalId ?? null,
+    continuedBy: tree?.continuedBy ?? [],
     children: [...(tree?.children ?? [])].sort((a, b) => a.submittedAt - b.submittedAt).map((c) => ({
       goalId: c.goalId,
       goal: c.goal,

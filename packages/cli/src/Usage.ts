@@ -92,13 +92,15 @@ export interface Doc {
   readonly description: string
   /** The positional argument it takes (`goal-id`), if any; run's may be left out (`--goal-file`). */
   readonly arg?: { readonly name: string; readonly description: string; readonly optional?: boolean; readonly repeated?: boolean }
+  /** A second positional argument after `arg` (`rx say <goal-id> <text>`), if any. */
+  readonly more?: { readonly name: string; readonly description: string }
   readonly settings: ReadonlyArray<Settings.Key>
   readonly flags: Readonly<Record<string, Flag<unknown>>>
 }
 
 /** What a command's body is given: its settings, typed; its argument; each of its flags by its key, typed. */
 export type Input<D extends Doc> =
-  & { readonly settings: Settings.Given; readonly arg: D["arg"] extends { readonly repeated: true } ? ReadonlyArray<string> : Option.Option<string> }
+  & { readonly settings: Settings.Given; readonly arg: D["arg"] extends { readonly repeated: true } ? ReadonlyArray<string> : Option.Option<string>; readonly more: Option.Option<string> }
   & { readonly [K in keyof D["flags"]]: D["flags"][K] extends Flag<infer A> ? A : never }
 
 /** The command's argument as @effect/cli reads it, if it takes one. */
@@ -108,6 +110,10 @@ export const argument = (doc: Doc): Args.Args<Option.Option<string> | ReadonlyAr
   if (doc.arg.repeated === true) return Args.repeated(arg)
   return doc.arg.optional === true ? Args.optional(arg) : Args.map(arg, Option.some)
 }
+
+/** The command's second argument as @effect/cli reads it, if it takes one. */
+export const second = (doc: Doc): Args.Args<Option.Option<string>> =>
+  doc.more === undefined ? Args.map(Args.none, () => Option.none()) : Args.map(Args.text({ name: doc.more.name }).pipe(Args.withDescription(doc.more.description)), Option.some)
 
 /** Every flag a command accepts: its settings', then its own. */
 export const accepted = (doc: Doc): ReadonlyArray<Flag<unknown>> => [...doc.settings.map(setting), ...Object.values(doc.flags)]
@@ -128,6 +134,11 @@ const failoverFlag = count(
 const callFlag = value("call", "CALL", "the call to decide, as rx inspect names it (default: the call the goal waits on)")
 const byFlag = value("by", "NAME", "who decides, as recorded (default: your user name)")
 const goalFile = value("goal-file", "FILE", "read the goal from a text file (a long goal cannot be an argument)")
+const continueFlag = value(
+  "continue",
+  "GOAL-ID",
+  "start a new goal that continues this ended one: its goal, what it did (how it ended, its summary, its last steps), and the argument as the new instruction (default \"continue\"); fresh limits"
+)
 const mcpFlag = repeated(
     "mcp",
     "NAME=CMD|URL",
@@ -147,14 +158,14 @@ export const json = toggle("json", "print each event as one JSON line (and nothi
 export const run = {
   name: "run",
   summary: "run a goal until it terminates or must wait",
-  usage: ["[flags] \"<goal>\"", "[flags] --goal-file FILE", "[flags] -          (the goal from standard input)"],
+  usage: ["[flags] \"<goal>\"", "[flags] --goal-file FILE", "[flags] -          (the goal from standard input)", "[flags] --continue <goal-id> [\"<instruction>\"]"],
   description: [
     "Runs the goal to its end, or until it must wait (suspended, exit 11: rx resume continues it). One line per step, the model's thoughts, and on a terminal a live line saying what runs.",
     "Ctrl-C cancels the goal (recorded, exit 7); SIGTERM, or SIGHUP (the terminal closed), stops it gracefully and leaves it open (exit 11). A call of a tool in --ask waits for approval: asked in place at a terminal (y, n, or a = always for that tool), otherwise the goal suspends until rx approve or rx deny, then rx resume."
   ].join("\n\n"),
   arg: { name: "goal", description: "what to achieve, in quotes; - reads it from standard input", optional: true },
   settings: [...runSettings, "server"],
-  flags: { goalFile, mcp: mcpFlag, mcpEnv: mcpEnvFlag, mcpSandbox: mcpSandboxFlag, cluster: clusterRun, failover: failoverFlag, json }
+  flags: { goalFile, continues: continueFlag, mcp: mcpFlag, mcpEnv: mcpEnvFlag, mcpSandbox: mcpSandboxFlag, cluster: clusterRun, failover: failoverFlag, json }
 } satisfies Doc
 
 export const resume = {
@@ -233,6 +244,17 @@ export const cancel = {
   usage: ["[flags] <goal-id>"],
   description: "Recorded as CancelRequested: the goal stops within one step (a goal no process runs is cancelled when resumed).",
   arg: goalId,
+  settings: ["db", "server"],
+  flags: {}
+} satisfies Doc
+
+export const say = {
+  name: "say",
+  summary: "tell a running goal something",
+  usage: ["[flags] <goal-id> \"<text>\""],
+  description: "Recorded as MessageSent (who, when, what): the model reads it at its next request, once, as your message; a call in flight runs on. A suspended goal reads it when resumed; a goal that has ended is refused (rx run --continue starts a new goal from it).",
+  arg: goalId,
+  more: { name: "text", description: "the message, in quotes" },
   settings: ["db", "server"],
   flags: {}
 } satisfies Doc
@@ -339,7 +361,7 @@ export const demo = {
 } satisfies Doc
 
 /** Every command, in the order `rx --help` lists them. */
-export const docs: Arr.NonEmptyReadonlyArray<Doc> = [run, resume, approve, deny, replay, inspect, events, list, cancel, doctor, fork, evaluate, config, serve, worker, demo]
+export const docs: Arr.NonEmptyReadonlyArray<Doc> = [run, resume, approve, deny, replay, inspect, events, list, cancel, say, doctor, fork, evaluate, config, serve, worker, demo]
 
 /** The declaration of a command. */
 export const doc = (name: string): Doc | undefined => docs.find((d) => d.name === name)

@@ -217,6 +217,11 @@ export const table = {
   maxRepeats: setting("max-repeats", integer(1), { placeholder: "N", description: "the same call with the same result this many times in a row ends the goal (no_progress)", shownDefault: "3" }),
   noProgressWindow: setting("no-progress-window", integer(1), { placeholder: "N", description: "iterations in a row without a successful call that end the goal (no_progress)", shownDefault: "8" }),
   promptBudget: setting("prompt-budget", integer(2_000), { placeholder: "CHARS", description: "characters of conversation a prompt holds; older output is compacted to fit", shownDefault: "32000" }),
+  compact: setting("compact", choice(["on", "off"]), {
+    placeholder: "on|off",
+    description: "summarise the steps that leave the prompt (asked of the model, recorded), rather than only count them",
+    shownDefault: "on"
+  }),
   maxTotalTokens: setting("max-total-tokens", integer(1), { placeholder: "N", description: "tokens in and out the goal may spend (token_budget)", shownDefault: "unlimited" }),
   maxCallsPerAnswer: setting("max-calls-per-answer", integer(1), { placeholder: "N", description: "tool calls of one answer that run, in order; later ones are rejected", shownDefault: "8" }),
   maxAnswerChars: setting("max-answer-chars", integer(1), { placeholder: "CHARS", description: "characters one model answer may hold; a longer one is rejected", shownDefault: "1000000" }),
@@ -570,7 +575,7 @@ export const approval = (
 /** The settings of the model. */
 export const modelKeys: ReadonlyArray<Key> = ["baseUrl", "model", "apiKey", "mode", "modelFile", "threads", "context", "seed", "temperature", "maxOutputTokens", "timeout", "retries"]
 /** A goal's limits (its options): only a flag changes them on resume. */
-export const limitKeys: ReadonlyArray<Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars", "maxDepth", "maxChildren", "maxTreeGoals", "maxTreeIterations"]
+export const limitKeys: ReadonlyArray<Key> = ["maxIterations", "maxFailures", "maxMalformed", "maxRepeats", "noProgressWindow", "promptBudget", "compact", "maxTotalTokens", "maxCallsPerAnswer", "maxAnswerChars", "maxDepth", "maxChildren", "maxTreeGoals", "maxTreeIterations"]
 /** The settings of the tools. */
 export const toolKeys: ReadonlyArray<Key> = ["workspace", "tools", "noShell", "sandbox", "httpAllow", "ask", "deny", "instructions", "agentsMd"]
 /** How MCP servers are started and bounded. */

@@ -244,6 +244,7 @@ export const runOptions = (v: Partial<Settings.Values>): RunOptions.Input => ({
   ...(v.maxRepeats === undefined ? {} : { maxRepeats: v.maxRepeats }),
   ...(v.noProgressWindow === undefined ? {} : { noProgressWindow: v.noProgressWindow }),
   ...(v.promptBudget === undefined ? {} : { promptBudget: v.promptBudget }),
+  ...(v.compact === undefined ? {} : { compact: v.compact === "on" }),
   ...(v.maxTotalTokens === undefined ? {} : { maxTotalTokens: v.maxTotalTokens }),
   ...(v.maxCallsPerAnswer === undefined ? {} : { maxCallsPerAnswer: v.maxCallsPerAnswer }),
   ...(v.maxAnswerChars === undefined ? {} : { maxAnswerChars: v.maxAnswerChars }),

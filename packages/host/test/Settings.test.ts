@@ -61,6 +61,15 @@ describe("the settings table", () => {
       expect(none.values.tools).toEqual([])
     }).pipe(Effect.provide(NodeContext.layer)))
 
+  it.effect("--compact off (or the config key) turns compaction off in the goal's options; on, or unset, leaves the kernel's default", () =>
+    Effect.gen(function*() {
+      const off = Settings.values(Settings.fromGiven({ compact: "off" }))
+      expect(Setup.runOptions(off)).toEqual({ compact: false })
+      expect(Setup.runOptions(Settings.values(Either.getOrThrow(file({ compact: "on" }))))).toEqual({ compact: true })
+      expect(Setup.runOptions({})).toEqual({})
+      expect(message(file({ compact: false }))).toBe("config file /cfg/rx.json: compact: expected one of on, off, got false")
+    }))
+
   it("every setting a goal records has the type the kernel records it with", () => {
     for (const key of Settings.recordedKeys) {
       const setting = Settings.keys.find((k) => k === key)

@@ -71,6 +71,13 @@ export interface Rules {
    * suspension names only the sub-goal it waits on, not every level below.
    */
   readonly treeLimits: boolean
+  /**
+   * Compaction: before the turns about to leave the prompt are dropped, the model is asked for a
+   * plain-text summary of them (with the previous one), recorded as `TurnsSummarised` before any
+   * prompt shows it; prompts then show the goal, the summary, and the newest turns (`Prompt`).
+   * Off for a goal whose options say `compact: false`.
+   */
+  readonly compaction: boolean
 }
 
 const v1: Rules = {
@@ -87,7 +94,8 @@ const v1: Rules = {
   repairs: false,
   subGoals: false,
   answerIsTheCall: false,
-  treeLimits: false
+  treeLimits: false,
+  compaction: false
 }
 const v2: Rules = {
   answerCap: true,
@@ -103,11 +111,12 @@ const v2: Rules = {
   repairs: false,
   subGoals: false,
   answerIsTheCall: false,
-  treeLimits: false
+  treeLimits: false,
+  compaction: false
 }
 const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true, sameResults: true, repairs: true }
 const v4: Rules = { ...v3, subGoals: true }
-const v5: Rules = { ...v4, answerIsTheCall: true, treeLimits: true }
+const v5: Rules = { ...v4, answerIsTheCall: true, treeLimits: true, compaction: true }
 
 /** The rules of `version`; versions this rx does not know get today's (callers refuse them first). */
 export const rules = (version: number): Rules => (version === 1 ? v1 : version === 2 ? v2 : version === 3 ? v3 : version === 4 ? v4 : v5)

@@ -46,6 +46,43 @@ export const changeOptions = (
       return Schema.equivalence(Options.Options)(current, options) ? undefined : { _tag: "OptionsChanged", ...at, options }
     })).pipe(Effect.map((outcome) => (outcome === "requested" ? "changed" : outcome === "declined" ? "unchanged" : outcome)))
 
+/** A message a goal cannot take: it has ended (a message reaches only an open goal), or the text is empty. */
+export class MessageRefused extends Schema.TaggedError<MessageRefused>()("@rx/kernel/MessageRefused", {
+  goalId: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * Tell a goal something, from any process: appends `MessageSent`, which the model is shown at its
+ * next request, once, as the user's message; a call in flight runs on. A suspended goal gets it
+ * when resumed. A goal that has ended is refused: continuing it starts a new goal.
+ */
+export const say = (
+  goalId: string,
+  message: { readonly text: string; readonly by: string; readonly key?: string | undefined }
+): Effect.Effect<"sent" | "already_sent", StoreError | GoalNotFound | MessageRefused, StateStore> =>
+  Effect.gen(function*() {
+    if (message.text.trim() === "") return yield* new MessageRefused({ goalId, message: "the message is empty: say something" })
+    const { key } = message
+    const outcome = yield* appendExternal(goalId, "a message", (at) =>
+      Effect.gen(function*() {
+        // A message with a key the log already holds was sent by an earlier attempt: nothing to append.
+        if (key !== undefined) {
+          const events = yield* Effect.flatMap(StateStore, (store) => store.load(goalId))
+          if (events.some((e) => e._tag === "MessageSent" && e.key === key)) return undefined
+        }
+        return { _tag: "MessageSent", ...at, by: message.by, text: message.text, ...(key === undefined ? {} : { key }) } satisfies Event.Event
+      }))
+    if (outcome === "declined") return "already_sent" as const
+    if (outcome === "already_terminated") {
+      return yield* new MessageRefused({
+        goalId,
+        message: `goal ${goalId} has ended, so no message can reach it: continue it as a new goal with rx run --continue ${goalId} "<your message>"`
+      })
+    }
+    return "sent" as const
+  })
+
 /** No call of this goal waits for a decision with this id (or none waits at all). */
 export class NothingToDecide extends Schema.TaggedError<NothingToDecide>()("@rx/kernel/NothingToDecide", {
   goalId: Schema.String,

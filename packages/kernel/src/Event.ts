@@ -13,9 +13,11 @@ import * as Tool from "./Tool.js"
  * The version of the event encoding written by this rx; older versions are upcast on read.
  * 1: rx 0.1. 2: `GoalSubmitted.behaviour`, `ActionRejected.validation`. 3: `Options.settings`.
  * 4: sub-goals: `GoalSubmitted.parent`, `ToolSucceeded.usage`, `Suspended.child` (optional fields
- * no older event has, so version 3 is read as written).
+ * no older event has, so version 3 is read as written). 5: long goals: `TurnsSummarised`,
+ * `MessageSent`, `ModelResponded.heard`, `GoalSubmitted.continues` (what no older log has, so
+ * version 4 is read as written).
  */
-export const version = 4
+export const version = 5
 
 const Base = {
   goalId: Schema.String,
@@ -69,6 +71,20 @@ export const Parent = Schema.Struct({
 })
 export type Parent = typeof Parent.Type
 
+/**
+ * A goal that continues one that ended (`rx run --continue`): which, how it ended, what it had done
+ * (its summary and newest steps, as text: `Prompt.carried`), and the new instruction. The new goal's
+ * prompts show them with its goal; the old log is never reopened.
+ */
+export const Continues = Schema.Struct({
+  goalId: Schema.String,
+  reason: Reason,
+  detail: Schema.String,
+  done: Schema.String,
+  text: Schema.String
+})
+export type Continues = typeof Continues.Type
+
 /** Which call of an answer an event is about (0 for the first); absent for the answer as a whole. */
 const index = Schema.optional(Schema.NonNegativeInt)
 
@@ -103,11 +119,15 @@ export const GoalSubmitted = Schema.TaggedStruct("GoalSubmitted", {
   /** For a sub-goal: the goal and call that delegated it. */
   parent: Schema.optional(Parent),
   /** For a fork: the goal whose events up to the end of `iteration` this log starts with (copied, never run again). */
-  forkedFrom: Schema.optional(Schema.Struct({ goalId: Schema.String, iteration: Schema.NonNegativeInt }))
+  forkedFrom: Schema.optional(Schema.Struct({ goalId: Schema.String, iteration: Schema.NonNegativeInt })),
+  /** For a goal that continues an ended one: that goal, how it ended, what it did, and the new instruction. */
+  continues: Schema.optional(Continues)
 })
 export const ModelResponded = Schema.TaggedStruct("ModelResponded", {
   ...Base,
-  response: LanguageModel.Response
+  response: LanguageModel.Response,
+  /** How many messages sent to the goal (`MessageSent`, oldest first) the request showed: each is shown once, before this answer. */
+  heard: Schema.optional(Schema.Int.pipe(Schema.positive()))
 })
 export const ModelFailed = Schema.TaggedStruct("ModelFailed", {
   ...Base,
@@ -199,10 +219,37 @@ export const CancelRequested = Schema.TaggedStruct("CancelRequested", {
   ...Base,
   reason: Schema.String
 })
+/**
+ * A message to a running goal from a person (`Control.say`), appended by any process: the model is
+ * shown it at its next request, as the user's, once. It never interrupts a call in flight.
+ */
+export const MessageSent = Schema.TaggedStruct("MessageSent", {
+  ...Base,
+  /** Who sent it, as the transport knows them (a terminal's user, an API token's name). */
+  by: Schema.String,
+  text: Schema.String,
+  /** The key a transport gave the message (an HTTP `Idempotency-Key`): a retry with the same key appends nothing. */
+  key: Schema.optional(Schema.String)
+})
 /** The goal's options from here on (a resume with other settings, a raised limit); appended by any process. */
 export const OptionsChanged = Schema.TaggedStruct("OptionsChanged", {
   ...Base,
   options: Options
+})
+/**
+ * Behaviour 5: the model's plain-text summary of the turns of iterations `from` to `to`, with the
+ * summary before it, asked before those turns leave the prompt; later prompts show it instead of
+ * them. `cut`: the answer was longer than a summary may be, and cut. `failed`: no summary could
+ * be had (the request was refused, the answer was no text): the turns are only counted.
+ */
+export const TurnsSummarised = Schema.TaggedStruct("TurnsSummarised", {
+  ...Base,
+  from: Schema.NonNegativeInt,
+  to: Schema.NonNegativeInt,
+  text: Schema.String,
+  usage: LanguageModel.Usage,
+  cut: Schema.optional(Schema.Literal(true)),
+  failed: Schema.optional(Schema.String)
 })
 export const Terminated = Schema.TaggedStruct("Terminated", {
   ...Base,
@@ -224,6 +271,8 @@ export const Event = Schema.Union(
   ApprovalRequested,
   ApprovalDecided,
   Suspended,
+  TurnsSummarised,
+  MessageSent,
   Terminated
 )
 export type Event = typeof Event.Type
@@ -238,7 +287,7 @@ export const callId = (goalId: string, iteration: number, index = 0): string =>
 
 /** Events appended by someone other than the runner (a transport); the runner folds them in. */
 export const isExternal = (event: Event): boolean =>
-  event._tag === "CancelRequested" || event._tag === "OptionsChanged" || event._tag === "ApprovalDecided"
+  event._tag === "CancelRequested" || event._tag === "OptionsChanged" || event._tag === "ApprovalDecided" || event._tag === "MessageSent"
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
@@ -271,8 +320,11 @@ const fromV2 = (encoded: unknown): unknown => {
 /** 3 to 4: version 4 only adds optional fields (a sub-goal's link, a call's usage, the sub-goal waited on), which no older event has. */
 const fromV3 = (encoded: unknown): unknown => encoded
 
+/** 4 to 5: version 5 only adds events no older log has. */
+const fromV4 = (encoded: unknown): unknown => encoded
+
 /** Upcasters from each older version to the next; index `v - 1` upgrades version `v` to `v + 1`. */
-const upcasters: ReadonlyArray<(encoded: unknown) => unknown> = [fromV1, fromV2, fromV3]
+const upcasters: ReadonlyArray<(encoded: unknown) => unknown> = [fromV1, fromV2, fromV3, fromV4]
 
 /** Bring an encoded event of `fromVersion` to the current version. */
 export const upcast = (fromVersion: number, encoded: unknown): Either.Either<unknown, string> => {

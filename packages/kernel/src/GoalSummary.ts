@@ -72,6 +72,7 @@ export const waitingAfter = (waiting: Waiting, event: Event.Event): Waiting => {
     case "ApprovalDecided":
       return approval?.callId === event.callId ? { suspended, approval: null } : waiting
     case "OptionsChanged":
+    case "MessageSent":
       return waiting
     case "CancelRequested":
       return approval === null ? waiting : { suspended, approval: null }

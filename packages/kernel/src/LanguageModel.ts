@@ -38,7 +38,12 @@ export type Message = typeof Message.Type
 export const Request = Schema.Struct({
   system: Schema.String,
   messages: Schema.Array(Message),
-  tools: Schema.Array(Tool.Spec)
+  tools: Schema.Array(Tool.Spec),
+  /**
+   * `text`: the answer is plain text (a summary), not an action: adapters send no tools, no JSON
+   * action schema and no grammar. Absent for the requests that ask for the next action.
+   */
+  format: Schema.optional(Schema.Literal("text"))
 })
 export type Request = typeof Request.Type
 

@@ -22,6 +22,11 @@ export const Options = Schema.Struct({
   noProgressWindow: count(8),
   /** Characters of conversation text a prompt may hold; older tool output is compacted to fit. */
   promptBudget: Schema.optionalWith(Schema.Int.pipe(Schema.greaterThanOrEqualTo(2_000)), { default: () => 32_000 }),
+  /**
+   * Whether turns leaving the prompt are first summarised by the model (behaviour 5 on); absent
+   * means yes. `false` shows only the newest turns and counts the rest.
+   */
+  compact: Schema.optional(Schema.Boolean),
   /** Characters a model answer may hold (text and call arguments); a longer one is cut and rejected. */
   maxAnswerChars: count(1_000_000),
   /** Input plus output tokens the run may spend, as the model reports them; unlimited when absent. */

@@ -1,11 +1,13 @@
 /**
  * The model's input, a pure function of State: the same State gives a byte-identical request.
  * It fits a budget: recent turns are shown in full, older tool output is cut harder, and the
- * oldest turns are only counted, so prompt size stays flat however long the run.
+ * oldest turns are summarised (behaviour 5: `next` asks for the summary first) or only counted,
+ * so prompt size stays flat however long the run.
  */
-import type * as LanguageModel from "./LanguageModel.js"
+import * as Behaviour from "./Behaviour.js"
 import { truncate } from "./internal/json.js"
-import type * as State from "./State.js"
+import type * as LanguageModel from "./LanguageModel.js"
+import * as State from "./State.js"
 import type * as Tool from "./Tool.js"
 import * as ToolRegistry from "./ToolRegistry.js"
 
@@ -39,31 +41,207 @@ export const size = (request: LanguageModel.Request): number => {
  */
 export const maxGoalChars = (options: { readonly promptBudget: number }): number => Math.floor(options.promptBudget / 4)
 
-/** Build the request for the next model call. */
-export const build = (state: State.State): LanguageModel.Request => {
+/**
+ * Whether the goal's prompts summarise the turns that leave them (behaviour 5, unless the options
+ * say `compact: false`).
+ */
+export const compacts = (state: State.State): boolean =>
+  Behaviour.rules(state.behaviour).compaction && state.options.compact !== false
+
+/** Characters a summary may hold: an eighth of the prompt budget; a longer answer is cut. */
+export const maxSummaryChars = (options: { readonly promptBudget: number }): number => Math.floor(options.promptBudget / 8)
+
+/** What comes next: the request for the next action, or first a summary of the turns of iterations `from` to `to`. */
+export type Next =
+  | { readonly _tag: "Ask"; readonly request: LanguageModel.Request }
+  | { readonly _tag: "Summarise"; readonly from: number; readonly to: number; readonly request: LanguageModel.Request }
+
+/** Build the request for the next model call (the turns that do not fit are counted). */
+export const build = (state: State.State): LanguageModel.Request => assemble(state, fit(state))
+
+/**
+ * The next request. With compaction, a prompt that would drop turns not yet summarised asks first
+ * for a summary of the oldest of them: enough that the turns kept fill half the room, so the next
+ * summary is many iterations away. Pure, like `build`; when nothing is dropped it costs what `build` does.
+ */
+export const next = (state: State.State): Next => {
+  const window = fit(state)
+  if (window.compacting && (window.fitting.length < window.unsummarised || window.unsummarised >= State.maxTurns)) {
+    const to = summarisedThrough(state, window)
+    if (to !== undefined) {
+      const from = state.compacted.through + 1
+      return { _tag: "Summarise", from, to, request: summaryRequest(state, from, to) }
+    }
+  }
+  return { _tag: "Ask", request: assemble(state, window) }
+}
+
+interface Window {
+  readonly goal: string
+  readonly summary: string
+  readonly fitting: ReadonlyArray<Rendered>
+  /** Messages of the fitting turns plus the goal's. */
+  readonly count: number
+  /** Turns not summarised (all turns without compaction). */
+  readonly unsummarised: number
+  readonly compacting: boolean
+}
+
+/** The newest turns that fit, newest first, after the goal and the summary. */
+const fit = (state: State.State): Window => {
   const budget = state.options.promptBudget
-  const goal = goalText(state.goal, state.instructions, maxGoalChars(state.options))
+  const compacting = compacts(state)
+  const goal = goalOf(state)
+  const summary = compacting && state.compacted.text !== "" ? `\n\nWhat you did before the steps shown (your summary):\n${state.compacted.text}` : ""
   // Room for the omitted-turns note, whatever its count.
-  let used = system.length + goal.length + 80
+  let used = system.length + goal.length + summary.length + 80
+  for (const message of state.inbox) used += said(message).content.length
   const turns = state.turns
-  // The newest turns that fit, newest first.
+  const through = compacting ? state.compacted.through : 0
+  let unsummarised = turns.length
   const fitting: Array<Rendered> = []
   let count = 1
+  let fits = true
   for (let rank = 0; rank < turns.length; rank++) {
-    const entry = rendered(turns[turns.length - 1 - rank] as State.Turn, rank, budget)
-    if (used + entry.cost > budget) break
+    const turn = turns[turns.length - 1 - rank] as State.Turn
+    if (turn.iteration <= through) {
+      unsummarised = rank
+      break
+    }
+    if (!fits) continue
+    const entry = rendered(turn, rank, budget)
+    if (used + entry.cost > budget) {
+      fits = false
+      if (!compacting) break
+      continue
+    }
     used += entry.cost
     count += entry.messages.length
     fitting.push(entry)
   }
-  const omitted = state.omitted + turns.length - fitting.length
-  const messages = new Array<LanguageModel.Message>(count)
-  messages[0] = { role: "user", content: omitted > 0 ? `${goal}\n\n(${omitted} earlier steps are not shown.)` : goal }
+  return { goal, summary, fitting, count, unsummarised, compacting }
+}
+
+const assemble = (state: State.State, window: Window): LanguageModel.Request => {
+  const { count, fitting, goal, summary } = window
+  const omitted = window.compacting
+    ? state.compacted.lost + window.unsummarised - fitting.length
+    : state.omitted + state.turns.length - fitting.length
+  const messages = new Array<LanguageModel.Message>(count + state.inbox.length)
+  messages[0] = { role: "user", content: omitted > 0 ? `${goal}${summary}\n\n(${omitted} earlier steps are not shown.)` : goal + summary }
   let at = 1
   for (let rank = fitting.length - 1; rank >= 0; rank--) {
     for (const message of (fitting[rank] as Rendered).messages) messages[at++] = message
   }
+  // Messages sent to the goal since its last request, oldest first: shown once, here, then with the answer they preceded.
+  for (const message of state.inbox) messages[at++] = said(message)
   return { system, messages, tools: offered(state.tools) }
+}
+
+/**
+ * The newest iteration to summarise: the turns after it, the newest first, are kept while they fill
+ * at most half the room a prompt has for turns (at least one, at most half of `State.maxTurns`).
+ * `undefined` when every turn not yet summarised is kept.
+ */
+const summarisedThrough = (state: State.State, window: Window): number | undefined => {
+  const budget = state.options.promptBudget
+  const room = budget - (system.length + window.goal.length + maxSummaryChars(state.options) + summaryFraming + 80)
+  const turns = state.turns
+  let used = 0
+  let kept = 0
+  while (kept < window.unsummarised && kept < State.maxTurns / 2) {
+    const cost = rendered(turns[turns.length - 1 - kept] as State.Turn, kept, budget).cost
+    if (kept > 0 && used + cost > room / 2) break
+    used += cost
+    kept++
+  }
+  return kept >= window.unsummarised ? undefined : (turns[turns.length - 1 - kept] as State.Turn).iteration
+}
+
+/** Characters the prompt adds around a summary. */
+const summaryFraming = 60
+
+/** What the model is told when asked for a summary. */
+export const summarySystem = [
+  "You keep the memory of rx, an autonomous agent working toward a goal with tools.",
+  "Its earliest steps are about to leave its prompt. Summarise them, together with the summary of the steps before them if there is one, so it can go on without them.",
+  "Keep what it will need: files it created or changed, facts it learned, decisions and why, what failed and why, what is left to do.",
+  "Answer with the summary alone, in plain text: call no tool."
+].join("\n")
+
+/** The request for a summary of the turns of iterations `from` to `to` (and the summary before them): plain text, no tools. Pure. */
+export const summaryRequest = (state: State.State, from: number, to: number): LanguageModel.Request => {
+  const budget = state.options.promptBudget
+  const cap = maxSummaryChars(state.options)
+  const goal = goalOf(state)
+  const previous = state.compacted.text === "" ? "" : `\n\nYour summary of the steps before these:\n${state.compacted.text}`
+  const ask = `\n\nWrite the summary now, in at most ${cap} characters.`
+  const steps = state.turns.filter((turn) => turn.iteration >= from && turn.iteration <= to).map(transcript).join("\n\n")
+  const room = Math.max(1_000, budget - summarySystem.length - goal.length - previous.length - ask.length - 40)
+  return {
+    system: summarySystem,
+    messages: [{ role: "user", content: `${goal}${previous}\n\nThe steps to summarise:\n${truncate(steps, room)}${ask}` }],
+    tools: [],
+    format: "text"
+  }
+}
+
+/** A turn as plain text, for the summary request. */
+const transcript = (turn: State.Turn): string => {
+  const lines = [`Step ${turn.iteration}:`, ...(turn.heard ?? []).map((m) => `${m.by} told you: ${truncate(m.text, capOf(1, 0))}`)]
+  if (turn.text !== "") lines.push(`You wrote: ${truncate(turn.text, capOf(1, 0))}`)
+  for (const call of turn.calls) {
+    lines.push(`You called ${shownName(call.tool)} ${JSON.stringify(compact(call.input, capOf(2, 0)))}`)
+    lines.push(call.result === null ? "(no result was recorded)" : `Result (${call.result.status}): ${truncate(call.result.content, capOf(1, 0))}`)
+  }
+  if (turn.result !== null) lines.push(`Not executed: ${truncate(turn.result.content, capOf(2, 0))}`)
+  return lines.join("\n")
+}
+
+/** What a summary's answer records: its text, cut to `maxSummaryChars` (`cut`), or why it is no summary (`failed`). */
+export const summaryOf = (
+  response: LanguageModel.Response,
+  options: { readonly promptBudget: number }
+): { readonly text: string; readonly cut: boolean } | { readonly failed: string } => {
+  const text = response.text.trim()
+  if (response.finishReason === "content_filter") return { failed: "the model's summary was withheld by a content filter" }
+  if (text === "") {
+    return { failed: response.toolCalls.length > 0 ? "the model called a tool instead of writing a summary" : "the model's summary was empty" }
+  }
+  const cap = maxSummaryChars(options)
+  return { text: truncate(text, cap), cut: text.length > cap || response.finishReason === "length" }
+}
+
+/** The goal as the prompt shows it, with what the ended goal it continues did, and the new instruction. */
+const goalOf = (state: State.State): string => {
+  const goal = goalText(state.goal, state.instructions, maxGoalChars(state.options))
+  const c = state.continues
+  if (c === null) return goal
+  const cached = continued.get(c)
+  if (cached !== undefined && cached.goal === goal) return cached.text
+  const text = `${goal}\n\nThis goal continues goal ${c.goalId}, which ended (${c.reason}: ${c.detail}). What was done there:\n${c.done}\n\nYour new instruction:\n${c.text}`
+  continued.set(c, { goal, text })
+  return text
+}
+const continued = new WeakMap<object, { readonly goal: string; readonly text: string }>()
+
+/**
+ * What an ended goal did, as text for the goal that continues it, at most `max` characters: how it
+ * ended, the goal it continued in turn (briefly), its summary, and its newest steps that fit.
+ */
+export const carried = (state: State.State, max: number): string => {
+  const head: Array<string> = []
+  if (state.continues !== null) head.push(`(It continued goal ${state.continues.goalId}: ${truncate(state.continues.done, Math.floor(max / 4))})`)
+  if (state.compacted.text !== "") head.push(`Summary of its earlier steps:\n${state.compacted.text}`)
+  let used = head.reduce((n, part) => n + part.length + 2, 0)
+  const steps: Array<string> = []
+  for (let i = state.turns.length - 1; i >= 0; i--) {
+    const step = transcript(state.turns[i] as State.Turn)
+    if (used + step.length + 2 > max && steps.length > 0) break
+    used += step.length + 2
+    steps.unshift(step)
+  }
+  return truncate([...head, ...steps].join("\n\n"), max)
 }
 
 /** The goal as the prompt shows it; the last one is kept, since a run asks with the same goal each time. */
@@ -150,6 +328,17 @@ const shownName = (tool: string): string => (tool === "" ? "unnamed_call" : tool
 
 /** A turn as messages: an assistant message and a result for each of its calls, never one without the other. */
 const render = (turn: State.Turn, cap: number): ReadonlyArray<LanguageModel.Message> => {
+  const messages = answer(turn, cap)
+  return turn.heard === undefined ? messages : [...turn.heard.map(said), ...messages]
+}
+
+/** A message sent to the goal, as the user's message the model reads. */
+const said = (message: { readonly by: string; readonly text: string }): LanguageModel.Message => ({
+  role: "user",
+  content: `Message from ${message.by} while you work:\n${message.text}`
+})
+
+const answer = (turn: State.Turn, cap: number): ReadonlyArray<LanguageModel.Message> => {
   const text = truncate(turn.text, cap)
   const result = turn.result === null ? "(no result was recorded)" : truncate(turn.result.content, cap)
   if (turn.calls.length > 0) {

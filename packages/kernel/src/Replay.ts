@@ -45,9 +45,12 @@ export type Verified =
 export const decision = (event: Event.Event): unknown => {
   switch (event._tag) {
     case "GoalSubmitted":
-      return [event.goal, event.options, event.tools, event.behaviour, event.instructions ?? ""]
+      return event.continues === undefined
+        ? [event.goal, event.options, event.tools, event.behaviour, event.instructions ?? ""]
+        : [event.goal, event.options, event.tools, event.behaviour, event.instructions ?? "", event.continues]
     case "ModelResponded":
-      return event.response
+      // Which messages the request showed is part of what the model decided from.
+      return event.heard === undefined ? event.response : [event.response, event.heard]
     case "ModelFailed":
       return null
     case "ActionRejected":
@@ -69,12 +72,17 @@ export const decision = (event: Event.Event): unknown => {
       return event.reason
     case "OptionsChanged":
       return event.options
+    case "MessageSent":
+      return [event.by, event.text]
     case "ApprovalRequested":
       return event.repair === undefined ? [event.callId, event.tool, event.input] : [event.callId, event.tool, event.input, event.repair]
     case "ApprovalDecided":
       return [event.callId, event.approved]
     case "Suspended":
       return event.reason
+    case "TurnsSummarised":
+      // Which turns were summarised, and whether a summary was had; its text is the model's answer, handed back.
+      return [event.from, event.to, event.failed === undefined]
     case "Terminated":
       return event.reason
   }
@@ -152,6 +160,9 @@ export const check = (
         ? [Effect.succeed(withArguments(e.response, batchAfter(events, i)))]
         : e._tag === "ModelFailed"
         ? [Effect.fail(new ModelError({ message: e.message, ...(e.server === undefined ? {} : { server: e.server }), ...(e.status === undefined ? {} : { status: e.status }), ...(e.permanent === undefined ? {} : { permanent: e.permanent }) }))]
+        : e._tag === "TurnsSummarised"
+        // A failed summary is handed back as an empty answer: no summary again, with the usage recorded.
+        ? [Effect.succeed<LanguageModel.Response>({ text: e.failed === undefined ? e.text : "", toolCalls: [], finishReason: "stop", usage: e.usage })]
         : []
     )
     let answered = 0
@@ -209,8 +220,8 @@ export const check = (
     )
     const replayed = <E>(effect: Effect.Effect<Goal.Result, E, Runner.Services>) =>
       effect.pipe(Effect.provide(layers), Effect.withClock(clock), Effect.exit)
-    const { behaviour, goal, instructions, options, parent } = first
-    let exit = yield* replayed(Runner.run({ goal, instructions, options, goalId, behaviour, parent }))
+    const { behaviour, continues, goal, instructions, options, parent } = first
+    let exit = yield* replayed(Runner.run({ goal, instructions, options, goalId, behaviour, parent, continues }))
     // A run that stopped without ending (suspended, shut down) was resumed later: so is the replay.
     while (divergence === undefined && !reachedEnd && position < events.length && stopped(exit)) {
       exit = yield* replayed(Runner.resume(goalId))

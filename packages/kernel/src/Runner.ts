@@ -69,26 +69,69 @@ const drive = (run: Run): Effect.Effect<Result, RunError> =>
         continue
       }
       const iteration = state.completed + 1
-      const answer = yield* Effect.either(run.trace.model(run.model.generate(Prompt.build(state)), iteration, seq))
+      const next = Prompt.next(state)
+      if (next._tag === "Summarise") {
+        const stopped = yield* summarise(run, next, iteration)
+        if (Option.isSome(stopped)) return stopped.value
+        continue
+      }
+      const answer = yield* Effect.either(run.trace.model(run.model.generate(next.request), iteration, seq))
       if (Either.isLeft(answer)) {
-        const { message, permanent, server, status } = answer.left
-        const failed: Event.Event = {
-          _tag: "ModelFailed", goalId, seq, iteration, at: run.now(), message,
-          ...(server === undefined ? {} : { server }),
-          ...(status === undefined ? {} : { status }),
-          ...(permanent === undefined ? {} : { permanent })
-        }
-        // A model that may answer later leaves the goal open, waiting (in the same commit); the rules end it otherwise.
-        const waits = State.reduce(state, failed).modelFailure === null
-        const suspended: Event.Event = { _tag: "Suspended", goalId, seq: seq + 1, iteration, at: run.now(), reason: "model_unavailable", detail: message }
-        if ((yield* run.commit(waits ? [failed, suspended] : [failed])) === "committed" && waits) return result(run.state)
+        const stopped = yield* modelFailed(run, answer.left, iteration)
+        if (Option.isSome(stopped)) return stopped.value
         continue
       }
       const rules = Behaviour.rules(state.behaviour)
       const response = rules.answerCap ? Action.cap(answer.right, state.options.maxAnswerChars, rules.boundedAnswer) : answer.right
-      yield* advance(run, [{ _tag: "ModelResponded", goalId, seq, iteration, at: run.now(), response }])
+      // The messages sent to the goal that this request showed, once, before this answer.
+      const heard = state.inbox.length > 0 ? { heard: state.inbox.length } : {}
+      yield* advance(run, [{ _tag: "ModelResponded", goalId, seq, iteration, at: run.now(), response, ...heard }])
     }
     return result(run.state)
+  })
+
+/**
+ * The model could not answer (after the adapter's retries): `ModelFailed`. A model that may answer
+ * later leaves the goal open, waiting (`Suspended` in the same commit); the rules end it otherwise.
+ */
+const modelFailed = (run: Run, error: LanguageModel.ModelError, iteration: number) =>
+  Effect.gen(function*() {
+    const { goalId, seq } = run.state
+    const { message, permanent, server, status } = error
+    const failed: Event.Event = {
+      _tag: "ModelFailed", goalId, seq, iteration, at: run.now(), message,
+      ...(server === undefined ? {} : { server }),
+      ...(status === undefined ? {} : { status }),
+      ...(permanent === undefined ? {} : { permanent })
+    }
+    const waits = State.reduce(run.state, failed).modelFailure === null
+    const suspended: Event.Event = { _tag: "Suspended", goalId, seq: seq + 1, iteration, at: run.now(), reason: "model_unavailable", detail: message }
+    const committed = yield* run.commit(waits ? [failed, suspended] : [failed])
+    return committed === "committed" && waits ? Option.some(result(run.state)) : Option.none()
+  })
+
+/**
+ * Ask the model for a summary of the turns about to leave the prompt and record it
+ * (`TurnsSummarised`) before any prompt shows it. A model that may answer later suspends the goal
+ * as for any request; a summary that cannot be had (refused, no text) is recorded as failed, and
+ * the prompt counts those turns instead.
+ */
+const summarise = (run: Run, next: Extract<Prompt.Next, { _tag: "Summarise" }>, iteration: number) =>
+  Effect.gen(function*() {
+    const { goalId, seq } = run.state
+    const answer = yield* Effect.either(run.trace.model(run.model.generate(next.request), iteration, seq))
+    if (Either.isLeft(answer) && !(answer.left.permanent ?? LanguageModel.isPermanent(answer.left.status))) {
+      return yield* modelFailed(run, answer.left, iteration)
+    }
+    const base = { _tag: "TurnsSummarised" as const, goalId, seq, iteration, at: run.now(), from: next.from, to: next.to }
+    const noUsage = { inputTokens: 0, outputTokens: 0 }
+    const outcome = Either.isLeft(answer) ? { failed: answer.left.message } : Prompt.summaryOf(answer.right, run.state.options)
+    const usage = Either.isRight(answer) ? answer.right.usage : noUsage
+    const event: Event.Event = "failed" in outcome
+      ? { ...base, text: "", usage, failed: outcome.failed }
+      : { ...base, text: outcome.text, usage, ...(outcome.cut ? { cut: true as const } : {}) }
+    yield* run.commit([event])
+    return Option.none<Result>()
   })
 
 /**
@@ -265,6 +308,8 @@ export interface Submission {
   readonly behaviour?: number
   /** For a sub-goal: the goal and call that delegate it (recorded in its `GoalSubmitted`). */
   readonly parent?: Event.Parent | undefined
+  /** For a goal that continues an ended one (`Continuation.of`). */
+  readonly continues?: Event.Continues | undefined
 }
 
 /**
@@ -282,7 +327,8 @@ export const submit = (input: Submission): Effect.Effect<string, RunError, ToolR
     if (Behaviour.rules(behaviour).goalChecked) yield* checkGoal(input.goal, options)
     const instructions = input.instructions === undefined || input.instructions === "" ? {} : { instructions: input.instructions }
     const parent = input.parent === undefined ? {} : { parent: input.parent }
-    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools, ...instructions, behaviour, ...parent }
+    const continues = input.continues === undefined ? {} : { continues: input.continues }
+    const submitted: Event.Event = { _tag: "GoalSubmitted", goalId, seq: 0, iteration: 0, at, goal: input.goal, options, tools, ...instructions, behaviour, ...parent, ...continues }
     yield* Effect.flatMap(StateStore, (store) => store.append(goalId, 0, [submitted])).pipe(
       Effect.catchTag("@rx/kernel/AppendConflict", () => new GoalBusy({ goalId, reason: "a goal with this id already exists" }))
     )
@@ -415,7 +461,7 @@ const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.T
         // still awaiting one, unless cancelled) is kept; what was decided from State alone is
         // decided again with the new events in view.
         const outcome = batch.some((event) => event._tag === "ToolSucceeded" || event._tag === "ToolFailed")
-        const answer = batch.some((event) => event._tag === "ModelResponded" || event._tag === "ModelFailed")
+        const answer = batch.some((event) => event._tag === "ModelResponded" || event._tag === "ModelFailed" || event._tag === "TurnsSummarised")
         const decision = batch.some((event) => event._tag === "ApprovalDecided") && state.awaiting?.decision === null
         if (!outcome && (!(answer || decision) || state.cancelRequested !== null)) return Effect.succeed("superseded" as const)
         return attempt(batch, undefined)

@@ -26,7 +26,9 @@ export const Turn = Schema.Struct({
   /** The answer's calls in order, each with its result once it has one. */
   calls: Schema.Array(Schema.Struct({ tool: Schema.String, input: Schema.Unknown, result: Schema.NullOr(Result) })),
   /** Why the answer as a whole was not executed (no call to show). */
-  result: Schema.NullOr(Result)
+  result: Schema.NullOr(Result),
+  /** Messages sent to the goal that the request for this answer showed first (`MessageSent`). */
+  heard: Schema.optional(Schema.Array(Schema.Struct({ by: Schema.String, text: Schema.String })))
 })
 export type Turn = typeof Turn.Type
 
@@ -70,6 +72,8 @@ export const State = Schema.Struct({
   instructions: Schema.String,
   /** The behaviour version whose rules run the goal (`Behaviour`). */
   behaviour: Schema.Int,
+  /** The ended goal this one continues, and what it did (`GoalSubmitted.continues`). */
+  continues: Schema.NullOr(Event.Continues),
   /** The seq the next event takes: the number of events folded. */
   seq: Schema.NonNegativeInt,
   /** The iteration of the last event. */
@@ -85,6 +89,14 @@ export const State = Schema.Struct({
   turns: Schema.Array(Turn),
   /** Turns dropped from `turns`. */
   omitted: Schema.NonNegativeInt,
+  /**
+   * Behaviour 5: the turns summarised (`TurnsSummarised`): those of iterations up to `through` are
+   * shown as `text`, the latest summary ("" when none could be had), and no longer as turns;
+   * `lost` counts the turns whose summary failed, which the prompt only counts.
+   */
+  compacted: Schema.Struct({ through: Schema.NonNegativeInt, text: Schema.String, lost: Schema.NonNegativeInt }),
+  /** Messages sent to the goal not shown to the model yet, oldest first; its next request shows them. */
+  inbox: Schema.Array(Schema.Struct({ by: Schema.String, text: Schema.String })),
   toolCalls: Schema.NonNegativeInt,
   consecutiveFailures: Schema.NonNegativeInt,
   consecutiveMalformed: Schema.NonNegativeInt,
@@ -115,7 +127,7 @@ export const State = Schema.Struct({
 export type State = typeof State.Type
 
 /** The version of the State encoding; a snapshot of another version is ignored and rebuilt. */
-export const version = 3
+export const version = 4
 
 /** The State before any event. */
 export const empty = (goalId: string): State => ({
@@ -125,6 +137,7 @@ export const empty = (goalId: string): State => ({
   tools: [],
   instructions: "",
   behaviour: 1,
+  continues: null,
   seq: 0,
   iteration: 0,
   completed: 0,
@@ -134,6 +147,8 @@ export const empty = (goalId: string): State => ({
   suspended: null,
   turns: [],
   omitted: 0,
+  compacted: noCompaction,
+  inbox: [],
   toolCalls: 0,
   consecutiveFailures: 0,
   consecutiveMalformed: 0,
@@ -164,6 +179,7 @@ const copy = (s: State, seq: number, iteration: number): Mutable => ({
   tools: s.tools,
   instructions: s.instructions,
   behaviour: s.behaviour,
+  continues: s.continues,
   seq,
   iteration,
   completed: s.completed,
@@ -173,6 +189,8 @@ const copy = (s: State, seq: number, iteration: number): Mutable => ({
   suspended: null,
   turns: s.turns,
   omitted: s.omitted,
+  compacted: s.compacted,
+  inbox: s.inbox,
   toolCalls: s.toolCalls,
   consecutiveFailures: s.consecutiveFailures,
   consecutiveMalformed: s.consecutiveMalformed,
@@ -202,10 +220,15 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.tools = event.tools
       next.instructions = event.instructions ?? ""
       next.behaviour = event.behaviour
+      next.continues = event.continues ?? null
       return next
     case "ModelResponded": {
       const { response } = event
-      const turn: Turn = { iteration, text: truncate(response.text, maxTurnText), calls: [], result: null }
+      const heard = event.heard === undefined ? undefined : state.inbox.slice(0, event.heard)
+      const turn: Turn = heard === undefined
+        ? { iteration, text: truncate(response.text, maxTurnText), calls: [], result: null }
+        : { iteration, text: truncate(response.text, maxTurnText), calls: [], result: null, heard }
+      if (event.heard !== undefined) next.inbox = state.inbox.slice(event.heard)
       const calls = Behaviour.rules(state.behaviour).multiCall ? Math.max(1, response.toolCalls.length) : 1
       next.answer = { response, calls, next: 0, started: false, rejected: false }
       next.answered = ""
@@ -314,6 +337,20 @@ export const reduce = (state: State, event: Event.Event): State => {
       next.options = event.options
       next.suspended = state.suspended
       return next
+    case "MessageSent":
+      next.inbox = [...state.inbox, { by: event.by, text: truncate(event.text, maxTurnText) }]
+      next.suspended = state.suspended
+      return next
+    case "TurnsSummarised": {
+      const { compacted } = state
+      const lost = event.failed === undefined ? 0 : state.turns.filter((turn) => turn.iteration >= event.from && turn.iteration <= event.to).length
+      next.compacted = { through: Math.max(compacted.through, event.to), text: event.failed === undefined ? event.text : compacted.text, lost: compacted.lost + lost }
+      next.usage = {
+        inputTokens: state.usage.inputTokens + event.usage.inputTokens,
+        outputTokens: state.usage.outputTokens + event.usage.outputTokens
+      }
+      return next
+    }
     case "Terminated":
       next.pending = null
       next.terminated = { reason: event.reason, detail: event.detail }
@@ -375,6 +412,7 @@ const appended = <A>(items: ReadonlyArray<A>, item: A, max: number): ReadonlyArr
 }
 
 const noObservation: State["observed"] = { signature: "", count: 0 }
+const noCompaction: State["compacted"] = { through: 0, text: "", lost: 0 }
 
 /** After a result of `tool` that observed `observed` (if it says): how many in a row observed the same. */
 const observedOf = (state: State, tool: string, observed: string | undefined): State["observed"] => {

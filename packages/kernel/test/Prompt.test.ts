@@ -33,7 +33,7 @@ describe("Prompt.build", () => {
         }))
       const goalId = `cache-${sizes.join("-")}-${promptBudget}`
       return Effect.gen(function*() {
-        yield* Runner.run({ goal: "echo", goalId, options: { maxIterations: sizes.length, promptBudget } })
+        yield* Runner.run({ goal: "echo", goalId, options: { maxIterations: sizes.length, promptBudget, compact: false } })
         const events = yield* eventsOf(goalId)
         const rebuilt = events.flatMap((e, i) =>
           e._tag === "ModelResponded" ? [JSON.stringify(Prompt.build(State.fromEvents(goalId, events.slice(0, i))))] : []
@@ -67,7 +67,7 @@ describe("Prompt.build", () => {
     )))
   })
 
-  it.effect("a 10,000-iteration run keeps every request under the budget and API-valid", () => {
+  it.effect("a 10,000-iteration run without compaction keeps every request under the budget and API-valid", () => {
     const budget = 12_000
     let largest = 0
     let invalid = 0
@@ -80,7 +80,7 @@ describe("Prompt.build", () => {
       return LanguageModel.callTool("echo", { text: `${index}:`.padEnd(3_000 + (index % 7) * 500, "x") })
     })
     return Effect.gen(function*() {
-      const result = yield* Runner.run({ goal: "go on", goalId: "p2", options: { maxIterations: 10_000, promptBudget: budget } })
+      const result = yield* Runner.run({ goal: "go on", goalId: "p2", options: { maxIterations: 10_000, promptBudget: budget, compact: false } })
       expect(result.reason).toBe("max_iterations")
       expect(result.iterations).toBe(10_000)
       expect(largest).toBeLessThanOrEqual(budget)

@@ -15,6 +15,7 @@ export interface Turn {
 
 /** The turns of a request: the system turn first, then user and assistant turns, alternating. */
 export const turns = (request: LanguageModel.Request): ReadonlyArray<Turn> => [
-  { role: "system", text: [request.system, JsonAction.instructions(request.tools)].filter((part) => part !== "").join("\n\n") },
+  // A plain-text request (a summary) gets no action form.
+  { role: "system", text: (request.format === "text" ? [request.system] : [request.system, JsonAction.instructions(request.tools)]).filter((part) => part !== "").join("\n\n") },
   ...JsonAction.turns(request.messages).map((turn): Turn => ({ role: turn.role, text: turn.content }))
 ]

@@ -391,7 +391,7 @@ export const make = (input: Input): Effect.Effect<Model, InvalidConfig | LoadErr
     const sample = (
       items: Array<NodeLlamaCpp.ChatHistoryItem>,
       tokens: ReadonlyArray<NodeLlamaCpp.Token>,
-      grammar: NodeLlamaCpp.LlamaGrammar,
+      grammar: NodeLlamaCpp.LlamaGrammar | undefined,
       seed: number | undefined
     ) =>
       Effect.async<{ readonly response: NodeLlamaCpp.LlamaChatResponse; readonly output: number }, LanguageModel.ModelError>((resume) => {
@@ -399,7 +399,7 @@ export const make = (input: Input): Effect.Effect<Model, InvalidConfig | LoadErr
         let output = 0
         // An aborted signal makes `generateResponse` reject at once.
         const generation = preload(tokens, controller.signal).then(() => chat.generateResponse(items, {
-          grammar,
+          ...(grammar === undefined ? {} : { grammar }),
           signal: controller.signal,
           maxTokens,
           temperature: cfg.temperature,
@@ -428,7 +428,9 @@ export const make = (input: Input): Effect.Effect<Model, InvalidConfig | LoadErr
 
     const generate = (request: LanguageModel.Request): Effect.Effect<LanguageModel.Response, LanguageModel.ModelError> =>
       Effect.gen(function*() {
-        const grammar = yield* grammarFor(request.tools)
+        // A plain-text request (a summary) is sampled free, with no action grammar.
+        const text = request.format === "text"
+        const grammar = text ? undefined : yield* grammarFor(request.tools)
         const items = history(Conversation.turns(request))
         const tokens = yield* promptTokens(items)
         const prompt = tokens.length
@@ -445,7 +447,7 @@ export const make = (input: Input): Effect.Effect<Model, InvalidConfig | LoadErr
           finishReason: finishReason(response.metadata.stopReason),
           usage: { inputTokens: prompt, outputTokens: output },
           // The grammar asks for a JSON action: a rejection is worded for that form.
-          format: "json_action" as const
+          ...(text ? {} : { format: "json_action" as const })
         }
       }).pipe((effect) =>
         cfg.timeoutMs === undefined ? effect : Effect.timeoutFail(effect, {

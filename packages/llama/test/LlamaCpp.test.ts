@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs"
 import { totalmem, tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll } from "vitest"
-import { LlamaCpp, TinyGguf } from "../src/index.js"
+import { Conversation, LlamaCpp, TinyGguf } from "../src/index.js"
 
 const { tinyGguf, writeTinyGguf } = TinyGguf
 
@@ -70,6 +70,17 @@ const decide = (tools: ReadonlyArray<Tool.Any>, response: LanguageModel.Response
   })
 
 describe("LlamaCpp", () => {
+  it.scopedLive("a plain-text request (a summary) is sampled free of the action grammar and its instructions", () =>
+    Effect.gen(function*() {
+      const summary: LanguageModel.Request = { system: "Summarise.", messages: [{ role: "user", content: "steps 1 to 3" }], tools: [], format: "text" }
+      assert.deepStrictEqual(Conversation.turns(summary)[0], { role: "system", text: "Summarise." })
+      const llm = yield* LlamaCpp.make({ ...tiny, maxTokens: 40 })
+      const response = yield* llm.generate(summary)
+      assert.strictEqual(response.format, undefined)
+      assert.deepStrictEqual(response.toolCalls, [])
+      assert.isTrue(response.usage.outputTokens > 0)
+    }), 120_000)
+
   it("writes a tiny GGUF of about 470 kB", () => {
     assert.isTrue(size > 440_000 && size < 500_000, `${size} bytes`)
     assert.deepStrictEqual(tinyGguf(), tinyGguf(), "the same bytes from the same seed")

@@ -292,7 +292,8 @@ const toolMessages = (messages: ReadonlyArray<LanguageModel.Message>): Array<Mes
 export const fromRequest = (options: Options, request: LanguageModel.Request): Either.Either<ChatRequest, string> => {
   const problem = conversationProblem(request.messages)
   if (problem !== undefined) return Either.left(`the conversation is not valid for the Chat Completions API: ${problem}`)
-  const json = options.mode === "json"
+  // A plain-text request (a summary) is asked as such in either mode: no tools, no action schema.
+  const json = options.mode === "json" && request.format !== "text"
   const system = json
     ? [request.system, jsonModeInstructions(request.tools)].filter((part) => part !== "").join("\n\n")
     : request.system

@@ -50,6 +50,13 @@ describe("ChatCompletions", () => {
     assert.deepStrictEqual(body, Either.right({ model: "m", messages: [{ role: "user", content: "u" }], stream: false }))
   })
 
+  it("asks a plain-text request (a summary) as plain text in JSON mode too: no action schema, no action instructions", () => {
+    const request: LanguageModel.Request = { system: "s", messages: [{ role: "user", content: "u" }], tools: [], format: "text" }
+    const expected: unknown = { model: "m", messages: [{ role: "system", content: "s" }, { role: "user", content: "u" }], stream: false }
+    assert.deepStrictEqual<unknown>(Either.getOrThrow(ChatCompletions.fromRequest({ ...options, mode: "json" }, request)), expected)
+    assert.deepStrictEqual<unknown>(Either.getOrThrow(ChatCompletions.fromRequest(options, request)), expected)
+  })
+
   it("constrains a JSON-mode answer per tool, or by name only when schemas use $ref", () => {
     const perTool = ChatCompletions.actionSchema([spec("a", { type: "object", properties: { x: { type: "number" } } }), spec("b")])
     assert.deepStrictEqual(perTool, {

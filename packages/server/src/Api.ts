@@ -24,7 +24,13 @@ export const SubmitRequest = Schema.Struct({
   /** Standing instructions shown to the model with the goal. */
   instructions: Schema.optional(Schema.String),
   /** A folder relative to the server's workspace root (default: the root itself); it may not leave the root. */
-  workspace: Schema.optional(Schema.String)
+  workspace: Schema.optional(Schema.String),
+  /**
+   * A goal that ended, to continue as this new goal: it takes that goal's text, what it did (how it
+   * ended, its summary, its last steps), and `goal` as the new instruction. A goal that has not
+   * ended is refused (409): resume it.
+   */
+  continues: Schema.optional(Schema.String)
 }).annotations({ identifier: "SubmitRequest" })
 export type SubmitRequest = typeof SubmitRequest.Type
 
@@ -172,6 +178,18 @@ export class Authorization extends HttpApiMiddleware.Tag<Authorization>()("@rx/s
   security: { bearer: HttpApiSecurity.bearer }
 }) {}
 
+/**
+ * A message to a running goal: the model is shown it at its next request, once, as the user's. A
+ * suspended goal gets it when resumed; an ended one refuses it (409: continue it as a new goal).
+ * With `Idempotency-Key`, a retry of the same message appends nothing.
+ */
+export const Message = Schema.Struct({
+  text: Schema.String.pipe(Schema.nonEmptyString({ message: () => "text: the message, not empty" }), Schema.maxLength(8_000, { message: () => "text: at most 8000 characters" })),
+  /** Who sends it: recorded as `<name> (via <the server's approver>)`, like a decision's `by`. */
+  by: Decision.fields.by
+}).annotations({ identifier: "Message" })
+export type Message = typeof Message.Type
+
 const goalId = HttpApiSchema.param("id", Schema.String)
 const callId = HttpApiSchema.param("callId", Schema.String)
 
@@ -194,6 +212,7 @@ export class GoalsGroup extends HttpApiGroup.make("goals")
     HttpApiEndpoint.post("decide")`/v1/goals/${goalId}/approvals/${callId}`.setPayload(Decision).addSuccess(Goal, { status: 202 })
   )
   .add(HttpApiEndpoint.post("resume")`/v1/goals/${goalId}/resume`.addSuccess(Goal, { status: 202 }))
+  .add(HttpApiEndpoint.post("say")`/v1/goals/${goalId}/messages`.setPayload(Message).setHeaders(SubmitHeaders).addSuccess(Goal, { status: 202 }))
   .addError(ApiError.Conflict)
   .middleware(Authorization)
 {}

@@ -61,6 +61,8 @@ export interface Service {
   /** Approve the call `callId` (it runs exactly as requested) or deny it (the model is told `reason`). */
   readonly decide: (goalId: string, callId: string, decision: Api.Decision) => Effect.Effect<Api.Goal, Failure>
   readonly resume: (goalId: string) => Effect.Effect<Api.Goal, Failure>
+  /** Send the goal a message for its next request; a retry with the same `idempotencyKey` sends it once. */
+  readonly say: (goalId: string, message: Api.Message, options?: { readonly idempotencyKey?: string }) => Effect.Effect<Api.Goal, Failure>
 }
 
 export class Client extends Context.Tag("@rx/server/Client")<Client, Service>() {}
@@ -191,7 +193,9 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
         options.follow === false ? connection(goalId, options.after, false) : following(goalId, options.after, 0),
       cancel: (goalId) => call(api.goals.cancel({ path: { id: goalId } })),
       decide: (goalId, callId, decision) => call(api.goals.decide({ path: { id: goalId, callId }, payload: decision })),
-      resume: (goalId) => call(api.goals.resume({ path: { id: goalId } }))
+      resume: (goalId) => call(api.goals.resume({ path: { id: goalId } })),
+      say: (goalId, message, options = {}) =>
+        call(api.goals.say({ path: { id: goalId }, payload: message, headers: options.idempotencyKey === undefined ? {} : { "idempotency-key": options.idempotencyKey } }))
     } satisfies Service
   })
 

@@ -17,7 +17,7 @@
  */
 import { type Etag, HttpApiBuilder, HttpMiddleware, type HttpPlatform, type HttpServer, type HttpServerError, type HttpServerRequest, HttpServerResponse, type OpenApi } from "@effect/platform"
 import { type NodeContext, NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { Control, Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { Continuation, Control, Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
 import { Delegate } from "@rx/tools"
 import { Clock, Context, DefaultServices, Effect, FiberRef, Layer, Option, Schema, Tracer } from "effect"
 import { createServer, type IncomingMessage, type Server as NodeServer, type ServerResponse } from "node:http"
@@ -129,14 +129,24 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         }
         const instructions = input.instructions === undefined ? {} : { instructions: input.instructions }
         const base = Runner.deriveGoalId(input.goal, yield* Clock.currentTimeMillis)
-        const attempt = (n: number): Effect.Effect<string, Runner.RunError, StateStore.StateStore> =>
-          Runner.submit({ goal: input.goal, options, ...instructions, goalId: n === 0 ? base : `${base}-${n}` }).pipe(
+        // A continuation takes the ended goal's text; `goal` is its new instruction.
+        const record = (goalId: string) =>
+          input.continues === undefined
+            ? Runner.submit({ goal: input.goal, options, ...instructions, goalId })
+            : Continuation.submit({ goalId: input.continues, text: input.goal, options, newGoalId: goalId }).pipe(
+              Effect.catchTags({
+                "@rx/kernel/GoalNotFound": (error) => Effect.fail(notFound(error.goalId)),
+                "@rx/kernel/NotContinuable": (error) => Effect.fail(new Conflict({ goalId: error.goalId, message: error.message }))
+              })
+            )
+        const attempt = (n: number): Effect.Effect<string, Runner.RunError | NotFound | Conflict, StateStore.StateStore> =>
+          record(n === 0 ? base : `${base}-${n}`).pipe(
             Effect.catchTag("@rx/kernel/GoalBusy", (busy) => (n + 1 < idAttempts ? attempt(n + 1) : Effect.fail(busy))),
             Effect.provideService(ToolRegistry.ToolRegistry, registry)
           )
         /** With a key: the goal it names, recorded now, or by an attempt that came first (then not queued again). */
         const keyed = ({ digest, key }: { readonly key: string; readonly digest: string }) =>
-          Runner.submit({ goal: input.goal, options, ...instructions, goalId: Idempotency.goalIdOf(key) }).pipe(
+          record(Idempotency.goalIdOf(key)).pipe(
             Effect.map((goalId) => ({ goalId, fresh: true })),
             Effect.catchTag("@rx/kernel/GoalBusy", (busy) =>
               Effect.flatMap(
@@ -189,6 +199,21 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
         if (outcome === "already_terminated") return yield* new Conflict({ goalId, message: `goal ${goalId} has terminated; there is nothing to decide` })
         // The decision is recorded; the goal goes on here (an approved call runs exactly as requested).
         yield* goOn(goalId)
+        return yield* view(goalId)
+      })
+
+    /** A message for the goal's next request; a goal that is not running here stays as it is (a suspended one gets it when resumed). */
+    const say = (goalId: string, message: Api.Message, key: string | undefined) =>
+      Effect.gen(function*() {
+        if (key !== undefined) yield* Idempotency.keyOf({ [Idempotency.header]: key })
+        const by = message.by === undefined ? config.approver : `${message.by} (via ${config.approver})`
+        yield* Control.say(goalId, { text: message.text, by, key }).pipe(
+          Effect.catchTags({
+            "@rx/kernel/GoalNotFound": () => Effect.fail(notFound(goalId)),
+            "@rx/kernel/MessageRefused": (error) => Effect.fail(new Conflict({ goalId, message: error.message })),
+            "@rx/kernel/StoreError": (error) => Effect.fail(storeFailed(error))
+          })
+        )
         return yield* view(goalId)
       })
 
@@ -245,6 +270,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
       .handle("cancel", ({ path }) => cancel(path.id))
       .handleRaw("decide", ({ path, request }) => decide(path.id, path.callId, request))
       .handle("resume", ({ path }) => resume(path.id))
+      .handle("say", ({ headers, path, payload }) => say(path.id, payload, headers["idempotency-key"]))
   }))
 
 const healthHandlers = HttpApiBuilder.group(Api.Api, "health", (handlers) =>

@@ -211,6 +211,7 @@ describe("openapi", () => {
         "/v1/goals/{id}/approvals/{callId}",
         "/v1/goals/{id}/cancel",
         "/v1/goals/{id}/events",
+        "/v1/goals/{id}/messages",
         "/v1/goals/{id}/resume"
       ])
       const submit = spec.paths["/v1/goals"]?.["post"]

@@ -4,9 +4,9 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { LanguageModel } from "@rx/kernel"
+import { LanguageModel, Replay } from "@rx/kernel"
 import { Client } from "@rx/server"
-import { Chunk, Deferred, Effect, Exit, Fiber, Scope, Stream } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Scope, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { listThenDone, modelByGoal, type Running, startServer, tempDir, token, until } from "./helpers.js"
@@ -70,6 +70,62 @@ describe("Client", () => {
       const stranger = yield* clientOf(server, "not-the-token-0123456789")
       expect(yield* Effect.flip(stranger.goal(goalId))).toMatchObject({ _tag: "@rx/server/Unauthorized" })
       expect(yield* Effect.flip(Stream.runDrain(stranger.events(goalId)))).toMatchObject({ _tag: "@rx/server/Unauthorized" })
+    }))
+
+  it.scopedLive("a message to a running goal reaches its next request once, a retry with the same Idempotency-Key included; an ended goal refuses one", () =>
+    Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const requests: Array<LanguageModel.Request> = []
+      const model = Layer.succeed(LanguageModel.LanguageModel, {
+        generate: (request) =>
+          Effect.suspend(() => {
+            requests.push(request)
+            const turn = request.messages.filter((m) => m.role === "assistant").length
+            return turn === 0
+              ? Effect.succeed(LanguageModel.callTool("list_dir", {}))
+              : turn === 1
+              ? Effect.as(Deferred.await(gate), LanguageModel.callTool("list_dir", { depth: 2 }))
+              : Effect.succeed(LanguageModel.done("twice"))
+          })
+      })
+      const server = yield* startServer(model)
+      const rx = yield* clientOf(server)
+      const { goalId } = yield* rx.submit({ goal: "hold" })
+      yield* until(server.db, goalId, (events) => events.filter((e) => e._tag === "ModelResponded").length === 1 && events.some((e) => e._tag === "IterationCompleted"), "the first step")
+      // Sent twice with one key (a retried request): recorded once, by whom the server says.
+      yield* rx.say(goalId, { text: "use the blue folder", by: "ann" }, { idempotencyKey: "m-1" })
+      yield* rx.say(goalId, { text: "use the blue folder", by: "ann" }, { idempotencyKey: "m-1" })
+      yield* Deferred.succeed(gate, undefined)
+      const events = yield* all(rx.events(goalId))
+      expect(events[events.length - 1]).toMatchObject({ _tag: "Terminated", reason: "done" })
+      expect(events.filter((e) => e._tag === "MessageSent")).toMatchObject([{ text: "use the blue folder", by: expect.stringContaining("ann (via ") }])
+      expect(requests.map((r) => r.messages.filter((m) => m.content.includes("blue folder")).length)).toEqual([0, 0, 1])
+      const refused = yield* Effect.flip(rx.say(goalId, { text: "more" }))
+      expect(refused).toMatchObject({ _tag: "@rx/server/Conflict", goalId })
+      expect(refused.message).toContain(`rx run --continue ${goalId}`)
+    }))
+
+  it.scopedLive("a chain of three continued goals over HTTP: each names the one it continues; a goal that has not ended is refused; each replays", () =>
+    Effect.gen(function*() {
+      const server = yield* startServer(modelByGoal((goal, turn) =>
+        goal === "wait" ? Effect.never : Effect.succeed(turn === 0 ? LanguageModel.callTool("list_dir", {}) : LanguageModel.callTool("list_dir", { depth: turn }))
+      ))
+      const rx = yield* clientOf(server)
+      const ended = (goalId: string) => Effect.map(all(rx.events(goalId)), (events) => events)
+      const a = (yield* rx.submit({ goal: "list", options: { maxIterations: 1 } })).goalId
+      expect((yield* ended(a)).at(-1)).toMatchObject({ _tag: "Terminated", reason: "max_iterations" })
+      const b = (yield* rx.submit({ goal: "go deeper", continues: a, options: { maxIterations: 1 } })).goalId
+      const eventsB = yield* ended(b)
+      const c = (yield* rx.submit({ goal: "deeper still", continues: b, options: { maxIterations: 1 } }, { idempotencyKey: "c-1" })).goalId
+      expect((yield* rx.submit({ goal: "deeper still", continues: b, options: { maxIterations: 1 } }, { idempotencyKey: "c-1" })).goalId).toBe(c)
+      const eventsC = yield* ended(c)
+      expect(eventsB[0]).toMatchObject({ _tag: "GoalSubmitted", goal: "list", continues: { goalId: a, reason: "max_iterations", text: "go deeper" } })
+      expect(eventsC[0]).toMatchObject({ _tag: "GoalSubmitted", goal: "list", continues: { goalId: b, text: "deeper still" } })
+      for (const events of [yield* ended(a), eventsB, eventsC]) expect((yield* Replay.verify(events)).reason).toBe("max_iterations")
+      const waiting = (yield* rx.submit({ goal: "wait" })).goalId
+      expect(yield* Effect.flip(rx.submit({ goal: "x", continues: waiting }))).toMatchObject({ _tag: "@rx/server/Conflict", goalId: waiting })
+      expect(yield* Effect.flip(rx.submit({ goal: "x", continues: "nope" }))).toMatchObject({ _tag: "@rx/server/NotFound" })
+      yield* rx.cancel(waiting)
     }))
 
   it.scopedLive("a server that cannot be reached, or goes away under a follower, is a ClientError naming its URL", () =>

@@ -6,6 +6,7 @@ import { FileSystem } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
 import { type ApiError, Client, Config as ServerConfig } from "@rx/server"
 import { Effect, Option, Stream } from "effect"
+import { randomUUID } from "node:crypto"
 import { resolve as resolvePath } from "node:path"
 import { type Followed, type Hooks, observed, type Service } from "./service.js"
 import * as Log from "../Log.js"
@@ -79,7 +80,9 @@ export const makeHttp = (url: string, given: Settings.Given) =>
           const values = Settings.values(Settings.merge(flags, yield* Settings.fromEnv(remoteRunKeys.filter((key) => key !== "workspace" && key !== "instructions"))))
           const approval = yield* Settings.approval(values.ask ?? [], values.deny ?? [], Setup.builtinNames, Setup.builtinNames)
           const options = { ...Setup.runOptions(values), ...(Object.keys(approval).length === 0 ? {} : { approval }) }
-          const text = yield* Setup.goalText(request.goal, request.goalFile, options)
+          // A continuation sends the new instruction as its goal, with the goal it continues.
+          const continues = Option.getOrUndefined(request.continues ?? Option.none())
+          const text = continues === undefined ? yield* Setup.goalText(request.goal, request.goalFile, options) : Option.getOrElse(request.goal, () => "continue")
           const instructions = values.instructions === undefined
             ? ""
             : (yield* Setup.readText(resolvePath(values.instructions), "the --instructions file", Setup.maxInstructionBytes)).trim()
@@ -88,6 +91,7 @@ export const makeHttp = (url: string, given: Settings.Given) =>
               goal: text,
               options,
               ...(instructions === "" ? {} : { instructions }),
+              ...(continues === undefined ? {} : { continues }),
               ...(flags.workspace === undefined ? {} : { workspace: flags.workspace.value })
             })
           )
@@ -104,6 +108,21 @@ export const makeHttp = (url: string, given: Settings.Given) =>
       list: http((client) => Stream.runCollect(client.goals())).pipe(Effect.map((goals) => Array.from(goals))),
       children: (goalId) => http((client) => Stream.runCollect(client.goals({ parent: goalId }))).pipe(Effect.map((goals) => Array.from(goals))),
       events: (goalId) => http((client) => Stream.runCollect(client.events(goalId, { follow: false }))).pipe(Effect.map((events) => Array.from(events))),
+      // A continuation keeps its goal's text: only goals of the same text submitted after this one ended are read.
+      continuedBy: (goalId) =>
+        http((client) =>
+          Effect.gen(function*() {
+            const goal = yield* client.goal(goalId)
+            if (goal.status !== "terminated") return []
+            const same = Array.from(yield* Stream.runCollect(client.goals())).filter((g) => g.goal === goal.goal && g.goalId !== goalId && g.submittedAt >= goal.updatedAt)
+            const found: Array<string> = []
+            for (const g of same) {
+              const first = Array.from(yield* Stream.runCollect(Stream.take(client.events(g.goalId, { follow: false }), 1)))[0]
+              if (first?._tag === "GoalSubmitted" && first.continues?.goalId === goalId) found.push(g.goalId)
+            }
+            return found
+          })
+        ),
       follow: (goalId, wait) =>
         wait
           ? Stream.fail(new UsageError({ message: "--wait does not apply with --server: the server runs the goal, and --follow lasts until it terminates" }))
@@ -118,6 +137,12 @@ export const makeHttp = (url: string, given: Settings.Given) =>
             Effect.as("requested" as const),
             Effect.catchTag("@rx/server/Conflict", () => Effect.succeed("already_terminated" as const)),
             Effect.mapError(explain(url))
+          )),
+      say: (goalId, text) =>
+        Effect.flatMap(rx, (client) =>
+          client.say(goalId, { text }, { idempotencyKey: `say-${randomUUID()}` }).pipe(
+            Effect.mapError((error) => (error._tag === "@rx/server/Conflict" ? new UsageError({ message: error.message }) : explain(url)(error))),
+            Effect.asVoid
           )),
       decide: (d) =>
         Effect.gen(function*() {

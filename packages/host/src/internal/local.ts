@@ -1,6 +1,6 @@
 /** The goals of a log on this machine (`Goals.layerLocal`). */
 import type { FileSystem, Path } from "@effect/platform"
-import { Control, Goal, StateStore } from "@rx/kernel"
+import { Continuation, Control, Goal, StateStore } from "@rx/kernel"
 import { Effect, Layer, Option, Schedule, Stream } from "effect"
 import * as Log from "../Log.js"
 import type * as Settings from "../Settings.js"
@@ -56,9 +56,19 @@ export const makeLocal = (db: Settings.Database) =>
       resume: (request, hooks) => Effect.flatMap(runs, (m) => m.resume(db, request, hooks)).pipe(Effect.provide(context)),
       list: Effect.flatMap(StateStore.StateStore, (store) => store.goals()).pipe(withLog("read")),
       children: (goalId) => Effect.flatMap(StateStore.StateStore, (store) => store.goals({ parent: goalId })).pipe(withLog("read")),
+      continuedBy: (goalId) => Continuation.continuedBy(goalId).pipe(withLog("read")),
       events: (goalId) => load(goalId).pipe(withLog("read")),
       follow,
       cancel: (goalId, reason) => Control.cancel(goalId, reason).pipe(withLog("write")),
+      say: (goalId, text, by) =>
+        Control.say(goalId, { text, by }).pipe(
+          Effect.catchTags({
+            "@rx/kernel/GoalNotFound": () => noGoal(goalId),
+            "@rx/kernel/MessageRefused": (error) => new UsageError({ message: error.message })
+          }),
+          Effect.asVoid,
+          withLog("write")
+        ),
       decide: (d) =>
         Effect.gen(function*() {
           const callId = Option.getOrUndefined(d.callId)

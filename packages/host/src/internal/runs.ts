@@ -3,9 +3,9 @@
  * built (nothing is recorded before they are known to work), then the kernel's `Runner`. Loaded
  * only by a command that runs a goal.
  */
-import { Control, type Event, Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
+import { Continuation, Control, type Event, Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
 import { Delegate } from "@rx/tools"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import type { Hooks, ResumeRequest, RunRequest } from "./service.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
@@ -57,10 +57,20 @@ export const run = (db: Settings.Database, request: RunRequest, hooks: Hooks) =>
       ...(services.mcp.leftOut.length === 0 ? {} : { mcpLeftOut: services.mcp.leftOut })
     }
     const options: RunOptions.Input = { ...Setup.runOptions(v), ...(Object.keys(approval).length === 0 ? {} : { approval }), settings }
-    const goal = yield* Setup.goalText(request.goal, request.goalFile, options)
+    const continued = Option.getOrUndefined(request.continues ?? Option.none())
+    const goal = continued === undefined ? yield* Setup.goalText(request.goal, request.goalFile, options) : ""
     const instructions = yield* Setup.instructions(v, workspace)
     yield* Setup.tell(services.notes)
-    return yield* Runner.submit({ goal, options, observe: hooks.observe, ...(instructions === "" ? {} : { instructions }) }).pipe(
+    // A continuation takes the ended goal's text and instructions; the argument, if any, is the new instruction.
+    const submitted = continued === undefined
+      ? Runner.submit({ goal, options, observe: hooks.observe, ...(instructions === "" ? {} : { instructions }) })
+      : Continuation.submit({ goalId: continued, text: Option.getOrUndefined(request.goal), options, observe: hooks.observe }).pipe(
+        Effect.catchTags({
+          "@rx/kernel/GoalNotFound": () => Log.noGoal(continued, db),
+          "@rx/kernel/NotContinuable": (error) => new UsageError({ message: error.message })
+        })
+      )
+    return yield* submitted.pipe(
       Effect.flatMap((goalId) => Runner.resume(goalId, hooks)),
       Effect.provide(Setup.delegation(services.layer, tools, delegating ? hooks : undefined)),
       Effect.provide(Log.layer(db, "create"))
@@ -85,7 +95,7 @@ export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hoo
     if (state.terminated !== null && named !== "") {
       return yield* new UsageError({
         message: state.terminated.reason === "max_iterations"
-          ? `goal ${goalId} ended at its iteration limit (max_iterations, ${plural(state.completed, "iteration")}) and a terminated goal's log is closed, so ${named} cannot extend it: start a new goal with rx run`
+          ? `goal ${goalId} ended at its iteration limit (max_iterations, ${plural(state.completed, "iteration")}) and a terminated goal's log is closed, so ${named} cannot extend it: rx run --continue ${goalId} goes on from where it stopped, as a new goal`
           : `goal ${goalId} has terminated (${state.terminated.reason}) and a terminated goal's log is closed, so ${named} cannot change it: start a new goal with rx run`
       })
     }

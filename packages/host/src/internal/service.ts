@@ -33,8 +33,11 @@ export interface Hooks {
 
 /** A new goal, as the command line gives it. */
 export interface RunRequest extends McpFlags.McpFlags {
+  /** The goal; with `continues`, the new instruction (default "continue"). */
   readonly goal: Option.Option<string>
   readonly goalFile: Option.Option<string>
+  /** An ended goal to continue as a new goal (`rx run --continue`), on this log. */
+  readonly continues?: Option.Option<string> | undefined
   readonly given: Settings.Given
 }
 
@@ -75,6 +78,8 @@ export interface Service {
   readonly list: Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
   /** The sub-goals a goal delegated, newest first. */
   readonly children: (goalId: string) => Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
+  /** The goals that continue `goalId` (`rx run --continue`), from their own first events. */
+  readonly continuedBy: (goalId: string) => Effect.Effect<ReadonlyArray<string>, Failure>
   /** A goal's events as far as they are recorded; a goal that does not exist is an error. */
   readonly events: (goalId: string) => Effect.Effect<ReadonlyArray<Event.Event>, Failure>
   /** A goal's events as they are appended, until it terminates (or, without `wait`, nothing runs it). */
@@ -83,6 +88,8 @@ export interface Service {
   readonly cancel: (goalId: string, reason: string) => Effect.Effect<"requested" | "already_terminated", Failure>
   /** Record a decision; it runs nothing. */
   readonly decide: (decision: Decision) => Effect.Effect<Decided, Failure>
+  /** Send an open goal a message for its next model request (`by` is recorded; a server records its own); an ended goal refuses it. */
+  readonly say: (goalId: string, text: string, by: string) => Effect.Effect<void, Failure>
 }
 
 

@@ -132,6 +132,14 @@ const eventRow = (e: Event, goalId: string): HTMLElement | null => {
       return row(e, "options", "muted", h("p", {}, "the goal's options changed"))
     case "Terminated":
       return row(e, "end", e.reason === "done" ? "ok" : "bad", h("p", {}, h("b", {}, e.reason), `: ${e.detail}`))
+    case "MessageSent":
+      return row(e, "message", "muted", h("p", {}, `from ${e.by}:`), h("p", { class: "said" }, e.text))
+    case "TurnsSummarised":
+      return e.failed === undefined
+        ? row(e, "summary", "muted",
+          h("p", {}, `steps ${e.from} to ${e.to} summarised${e.cut === true ? " (cut to fit)" : ""}: ${e.usage.inputTokens} tokens in, ${e.usage.outputTokens} out`),
+          h("p", { class: "said" }, e.text))
+        : row(e, "summary", "bad", h("p", {}, `no summary of steps ${e.from} to ${e.to} (${e.failed}): they are only counted`))
     case "GoalSubmitted":
     case "IterationCompleted":
       return null

@@ -60,6 +60,16 @@ export type Event = Base & (
   | { readonly _tag: "CancelRequested"; readonly reason: string }
   | { readonly _tag: "OptionsChanged" }
   | { readonly _tag: "Terminated"; readonly reason: string; readonly detail: string }
+  | { readonly _tag: "MessageSent"; readonly by: string; readonly text: string }
+  | {
+    readonly _tag: "TurnsSummarised"
+    readonly from: number
+    readonly to: number
+    readonly text: string
+    readonly usage: { readonly inputTokens: number; readonly outputTokens: number }
+    readonly cut?: true
+    readonly failed?: string
+  }
 )
 
 export type Of<T extends Event["_tag"]> = Extract<Event, { readonly _tag: T }>
