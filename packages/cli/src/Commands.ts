@@ -171,13 +171,18 @@ const inspect = (flags: Flags) =>
     if (step !== undefined && !(Number.isSafeInteger(step) && step >= 1)) {
       return yield* new UsageError({ message: `--step: expected a step number from 1 up, got ${JSON.stringify(Option.getOrElse(flags.step, () => ""))}` })
     }
-    const { children, events } = yield* withGoals(flags, (goals) =>
-      Effect.all({ events: goals.events(flags.goalId), children: step === undefined ? goals.children(flags.goalId) : Effect.succeed([]) }))
+    const { children, events, goal, where } = yield* withGoals(flags, (goals) =>
+      Effect.all({
+        events: goals.events(flags.goalId),
+        children: step === undefined ? goals.children(flags.goalId) : Effect.succeed([]),
+        goal: step === undefined ? goals.summary(flags.goalId) : Effect.succeed(undefined),
+        where: Effect.succeed(Render.whereFlag(whereOf(goals.where)))
+      }))
     const last = Render.steps(events).length
     if (step !== undefined && step > last) {
       return yield* new UsageError({ message: `goal ${flags.goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
     }
-    const tree = { children }
+    const tree = { children, goal, where }
     yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.inspectJson(events, step, tree)))) : say(Render.inspect(events, step, tree).join("\n"))
   })
 
@@ -204,12 +209,13 @@ const list = (flags: Flags) =>
     Effect.gen(function*() {
       // Each summary says why an open goal waits: no log is read.
       const found = yield* goals.list
-      if (flags.json) return yield* Effect.forEach(found, (g) => Console.log(Render.jsonLine(JSON.stringify(g))), { discard: true })
+      if (flags.json) return yield* Effect.forEach(found, (g) => Console.log(Render.jsonLine(JSON.stringify({ ...g, phase: Render.phaseJson(Render.phaseOf(g)) }))), { discard: true })
       yield* say(
         found.length > 0
           ? ((ordered) => {
             const width = Render.listWidth(ordered)
-            return [Render.listHeaderOf(width), ...ordered.map(([g, depth]) => Render.listLine(g, depth, width))].join("\n")
+            const idle = Render.idleHint(found, Render.whereFlag(whereOf(goals.where)))
+            return [Render.listHeaderOf(width), ...ordered.map(([g, depth]) => Render.listLine(g, depth, width)), ...(idle === undefined ? [] : [idle])].join("\n")
           })(Render.tree(found))
           : goals.where._tag === "Server"
           ? `no goals yet at ${goals.where.url}`

@@ -250,6 +250,10 @@ export const nextSteps = (result: { readonly status: "terminated" | "suspended";
     : `rx resume ${id}${flag} continues it once the model server answers`
 }
 
+/** The flag that names where a goal is, as next commands repeat it: ` --db x`, ` --server url`, or nothing. */
+export const whereFlag = (where: Where): string =>
+  where === undefined ? "" : "db" in where ? ` --db ${shellWord(where.db)}` : ` --server ${shellWord(where.server)}`
+
 /** A path or URL as a shell word, quoted when it needs to be. */
 export const shellWord = (text: string) => (/^[\w./:@-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`)
 
@@ -360,11 +364,68 @@ export type Listed = Pick<GoalSummary.GoalSummary, "goalId" | "goal" | "iteratio
   readonly status: string
   /** The goal that delegated it, for a sub-goal. */
   readonly parent?: string | null | undefined
+  /** The call waiting for a person's decision, if any. */
+  readonly approval: object | null
+  /** Whether a runner holds it now: read from a local log's lease, */
+  readonly running?: boolean | undefined
+  /** or said by a server (`running`, `queued`, `idle`). */
+  readonly activity?: string | undefined
 }
 
-/** A goal's status: `open`, `suspended(reason)` or `terminated(reason)`. */
-export const status = (g: Listed) =>
-  g.status === "terminated" ? `terminated(${g.reason ?? "?"})` : g.suspended === null ? "open" : `suspended(${g.suspended.reason})`
+/** What the goal does now (`GoalSummary.phase`): from its summary, and whether a runner holds it. */
+export const phaseOf = (g: Listed): GoalSummary.Phase =>
+  GoalSummary.phase(g, g.activity !== undefined ? g.activity !== "idle" : g.running === true)
+
+/** A goal's status: `running`, `waiting(approval|sub-goal|outage)`, `idle(stopped|shutdown|decided)` or `terminated(reason)`. */
+export const status = (g: Listed) => phaseLabel(phaseOf(g))
+
+export const phaseLabel = (p: GoalSummary.Phase): string => {
+  switch (p._tag) {
+    case "terminated":
+      return `terminated(${p.reason ?? "?"})`
+    case "running":
+      return "running"
+    case "waiting":
+      return `waiting(${p.on})`
+    case "idle":
+      return `idle(${p.why})`
+  }
+}
+
+/** What an open goal does now, and what continues it, in words (`rx inspect`). */
+export const phaseSentence = (p: GoalSummary.Phase, goalId: string, where = ""): string => {
+  const id = shellWord(goalId)
+  switch (p._tag) {
+    case "terminated":
+      return `terminated (${p.reason ?? "?"})`
+    case "running":
+      return "running: a runner holds it now"
+    case "waiting":
+      return p.on === "approval"
+        ? `waiting: a call waits for a person's decision (rx approve ${id}${where} or rx deny ${id}${where})`
+        : p.on === "sub-goal"
+        ? `waiting on its sub-goal ${oneLine(p.child ?? "?", 200)} (rx inspect ${shellWord(p.child ?? "?")}${where} says what it waits on)`
+        : `waiting: its model was unreachable (rx resume ${id}${where} once it answers)`
+    case "idle":
+      return p.why === "decided"
+        ? `idle: the call it waited on is decided, and nothing runs it (rx resume ${id}${where} goes on)`
+        : `idle: nothing runs it (${p.why === "shutdown" ? "its runner was shut down" : "its runner stopped or was killed"} before it ended): rx resume ${id}${where} continues it`
+  }
+}
+
+/** A goal's phase as JSON: `{"state": "running" | "waiting" | "idle" | "terminated", ...}`. */
+export const phaseJson = (p: GoalSummary.Phase) => {
+  const { _tag, ...rest } = p
+  return { state: _tag, ...rest }
+}
+
+/** The note under `rx list` when some goals are idle: what continues them. */
+export const idleHint = (goals: ReadonlyArray<Listed>, where = ""): string | undefined => {
+  const idle = goals.filter((g) => phaseOf(g)._tag === "idle")
+  if (idle.length === 0) return undefined
+  const first = idle[0]?.goalId ?? ""
+  return `idle: nothing runs ${idle.length === 1 ? "that goal" : `those ${idle.length} goals`}; rx resume <goal>${where} continues one (rx resume ${shellWord(first)}${where})`
+}
 
 /**
  * The goals as `rx list` orders them: newest first, each goal's sub-goals right after it (oldest
@@ -543,6 +604,9 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
 /** Where a goal is in its tree: the goal that delegated it (from its `GoalSubmitted`), and its own sub-goals. */
 export interface Tree {
   readonly children: ReadonlyArray<Listed>
+  /** The goal itself as listed (whether a runner holds it), and the flag that names where it is (` --db x`). */
+  readonly goal?: Listed | undefined
+  readonly where?: string | undefined
 }
 
 /** The lines of `rx inspect` that place a goal in its tree: its parent and call, and each sub-goal with its status. */
@@ -579,7 +643,13 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     `goal      ${submitted.goalId}`,
     `text      ${cap(submitted.goal, 4_000)}`,
     `submitted ${date(submitted.at)}`,
-    `status    ${state.terminated === null ? `open${waiting}` : `terminated (${state.terminated.reason})`}, ${plural(state.completed, "iteration")}, ${plural(events.length, "event")}`,
+    `status    ${
+      state.terminated !== null
+        ? `terminated (${state.terminated.reason})`
+        : tree?.goal === undefined
+        ? `open${waiting}`
+        : `open, ${phaseSentence(phaseOf(tree.goal), submitted.goalId, tree.where)}`
+    }, ${plural(state.completed, "iteration")}, ${plural(events.length, "event")}`,
     ...(state.terminated === null && state.suspended?.child !== undefined ? [`waits on  its sub-goal ${oneLine(state.suspended.child, 200)}: ${oneLine(state.suspended.detail, 200)}`] : []),
     ...treeLines(submitted, tree),
     `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}${
@@ -681,6 +751,7 @@ export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | u
     goal: submitted.goal,
     submittedAt: date(submitted.at),
     status: state.terminated === null ? "open" : "terminated",
+    ...(tree?.goal === undefined ? {} : { phase: phaseJson(phaseOf(tree.goal)) }),
     terminated: state.terminated,
     suspended: state.terminated === null ? state.suspended : null,
     iterations: state.completed,
@@ -691,6 +762,7 @@ export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | u
       goalId: c.goalId,
       goal: c.goal,
       status: c.status,
+      phase: phaseJson(phaseOf(c)),
       reason: c.reason,
       suspended: c.suspended
     })),

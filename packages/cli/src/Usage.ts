@@ -147,7 +147,7 @@ export const specs: Arr.NonEmptyReadonlyArray<Spec> = [
     name: "list",
     summary: "the goals in the database, newest first",
     usage: ["[flags]"],
-    description: "Each goal's status: open, suspended(why) or terminated(why), its iterations, start and end.",
+    description: "Each goal's status: running, waiting(approval|sub-goal|outage), idle(why: nothing runs it; rx resume continues it) or terminated(why), its iterations, start and end.",
     settings: ["db", "server"],
     flags: [flag("json", "", "one JSON object per goal")]
   },

@@ -66,6 +66,13 @@ export interface Decided {
   readonly call: { readonly tool: string; readonly input: unknown; readonly iteration: number } | null
 }
 
+/**
+ * A goal as a listing shows it: a log's summary with whether a live runner holds its lease now
+ * (`running`), or a server's view (whose `activity` says so). `GoalSummary.phase` of either says
+ * whether an open goal runs, waits, or is idle.
+ */
+export type Listed = (GoalSummary.GoalSummary & { readonly running: boolean }) | Api.Goal
+
 /** An event of a followed goal, or the note that no runner holds it (said once a time). */
 export type Followed = { readonly _tag: "Event"; readonly event: Event.Event } | { readonly _tag: "Unattended" }
 
@@ -76,9 +83,11 @@ export interface Service {
   /** Go on with an open goal. */
   readonly resume: (request: ResumeRequest, hooks: Hooks) => Effect.Effect<Goal.Result, Failure>
   /** Every goal, newest first: the log's summaries, or the server's views of them. */
-  readonly list: Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
+  readonly list: Effect.Effect<ReadonlyArray<Listed>, Failure>
   /** The sub-goals a goal delegated, newest first. */
-  readonly children: (goalId: string) => Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
+  readonly children: (goalId: string) => Effect.Effect<ReadonlyArray<Listed>, Failure>
+  /** One goal's summary (or view); a goal that does not exist is an error. */
+  readonly summary: (goalId: string) => Effect.Effect<Listed, Failure>
   /** A goal's events as far as they are recorded; a goal that does not exist is an error. */
   readonly events: (goalId: string) => Effect.Effect<ReadonlyArray<Event.Event>, Failure>
   /** A goal's events as they are appended, until it terminates (or, without `wait`, nothing runs it). */
@@ -114,6 +123,13 @@ export const observed = <E, R>(goalId: string, events: Stream.Stream<Event.Event
 // ---------------------------------------------------------------------------------------------
 // A log on this machine
 // ---------------------------------------------------------------------------------------------
+
+/** Each summary with whether a live runner holds the goal now (its lease): read for open goals only. */
+const withRunners = (store: StateStore.StateStore["Type"]) => (summaries: ReadonlyArray<GoalSummary.GoalSummary>) =>
+  Effect.forEach(summaries, (summary) =>
+    summary.status === "terminated"
+      ? Effect.succeed({ ...summary, running: false })
+      : Effect.map(store.runner(summary.goalId), (holder) => ({ ...summary, running: Option.isSome(holder) })))
 
 /** The goals of the log at `db`. Each operation opens the log as it needs it (only `run` creates one). */
 export const makeLocal = (db: Settings.Database) =>
@@ -161,8 +177,17 @@ export const makeLocal = (db: Settings.Database) =>
       where: { _tag: "Log", db },
       run: (request, hooks) => Effect.flatMap(runs, (m) => m.run(db, request, hooks)).pipe(Effect.provide(context)),
       resume: (request, hooks) => Effect.flatMap(runs, (m) => m.resume(db, request, hooks)).pipe(Effect.provide(context)),
-      list: Effect.flatMap(StateStore.StateStore, (store) => store.goals()).pipe(withLog("read")),
-      children: (goalId) => Effect.flatMap(StateStore.StateStore, (store) => store.goals({ parent: goalId })).pipe(withLog("read")),
+      list: Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.goals(), withRunners(store))).pipe(withLog("read")),
+      children: (goalId) =>
+        Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.goals({ parent: goalId }), withRunners(store))).pipe(withLog("read")),
+      summary: (goalId) =>
+        Effect.gen(function*() {
+          const store = yield* StateStore.StateStore
+          const summary = yield* store.goal(goalId)
+          if (Option.isNone(summary)) return yield* noGoal(goalId)
+          const [listed] = yield* withRunners(store)([summary.value])
+          return listed ?? { ...summary.value, running: false }
+        }).pipe(withLog("read")),
       events: (goalId) => load(goalId).pipe(withLog("read")),
       follow,
       cancel: (goalId, reason) => Control.cancel(goalId, reason).pipe(withLog("write")),

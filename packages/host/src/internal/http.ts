@@ -103,6 +103,7 @@ export const makeHttp = (url: string, given: Settings.Given) =>
         }),
       list: http((client) => Stream.runCollect(client.goals())).pipe(Effect.map((goals) => Array.from(goals))),
       children: (goalId) => http((client) => Stream.runCollect(client.goals({ parent: goalId }))).pipe(Effect.map((goals) => Array.from(goals))),
+      summary: (goalId) => http((client) => client.goal(goalId)),
       events: (goalId) => http((client) => Stream.runCollect(client.events(goalId, { follow: false }))).pipe(Effect.map((events) => Array.from(events))),
       follow: (goalId, wait) =>
         wait
