@@ -118,11 +118,13 @@ const decide = (flags: Flags, approve: boolean, reason: string) =>
       const whole = server === undefined ? `rx inspect ${id} --step ${decided.call?.iteration ?? 0}${flag}` : `rx events ${id} --server ${Render.shellWord(server)}`
       // The call decided on, whole (or how much is not shown, and where), then what happens next.
       const [head, ...input] = decided.call === null ? [] : Render.callView(decided.call.tool, decided.call.input, whole)
+      // A sub-goal's call: the goal that delegated it goes on with both, as its suspension said.
+      const parent = server === undefined ? yield* Effect.map(goals.summary(id), (g) => g.parent) : null
       yield* say([
         Render.terminal(`${approve ? "approved" : "denied"} call ${decided.callId} of goal ${id}${server === undefined ? `, by ${by}` : ""}${head === undefined ? "" : ":"}`),
         ...(head === undefined ? [] : [`  ${head}`, ...input.map((line) => `  ${line}`)]),
         server === undefined
-          ? `recorded, nothing run yet: rx resume ${id}${flag} ${approve ? "runs it exactly as requested" : "tells the model"}`
+          ? Render.decidedNext(id, parent, approve, flag)
           : Render.terminal(`recorded at ${server}, which goes on with the goal ${approve ? "and runs the call exactly as requested" : "and tells the model"}`)
       ].join("\n"))
     }))
@@ -219,7 +221,7 @@ const list = (flags: Flags) =>
           })(Render.tree(found))
           : goals.where._tag === "Server"
           ? `no goals yet at ${goals.where.url}`
-          : "no goals yet (rx run \"<goal>\" starts one)"
+          : Render.noGoals(goals.where.db, yield* Log.exists(goals.where.db))
       )
     }))
 

@@ -139,8 +139,10 @@ export const stepLine = (
   switch (event._tag) {
     case "ToolSucceeded":
     case "ToolFailed": {
-      const input = started.get(event.callId)?.input
-      const head = `${String(event.iteration).padStart(4)}  ${pad(oneLine(event.tool, 40), 12)} ${pad(oneLine(json(input), 48), 48)}`
+      const call = started.get(event.callId)
+      // A call started before this output began, whose input it did not see: said so, never as `null`.
+      const input = call === undefined ? `(call ${oneLine(event.callId, 36)})` : json(call.input)
+      const head = `${String(event.iteration).padStart(4)}  ${pad(oneLine(event.tool, 40), 12)} ${pad(oneLine(input, 48), 48)}`
       if (event._tag === "ToolFailed") {
         const result = `${event.error.kind === "recoverable" ? "error" : event.error.kind}: ${oneLine(event.error.message, 60)}`
         return `${head}  ${pad(result, 8)} ${duration(event)}`
@@ -253,6 +255,15 @@ export const nextSteps = (result: { readonly status: "terminated" | "suspended";
 /** The flag that names where a goal is, as next commands repeat it: ` --db x`, ` --server url`, or nothing. */
 export const whereFlag = (where: Where): string =>
   where === undefined ? "" : "db" in where ? ` --db ${shellWord(where.db)}` : ` --server ${shellWord(where.server)}`
+
+/**
+ * What continues a goal once a call of it is decided on a local log: `rx resume` of the goal, or,
+ * for a sub-goal, of the goal that delegated it, which goes on with both (as `nextSteps` said).
+ */
+export const decidedNext = (goalId: string, parent: string | null, approve: boolean, flag: string): string =>
+  parent === null
+    ? `recorded, nothing run yet: rx resume ${goalId}${flag} ${approve ? "runs it exactly as requested" : "tells the model"}`
+    : `recorded, nothing run yet: rx resume ${shellWord(parent)}${flag} goes on with both (sub-goal ${oneLine(goalId, 200)} ${approve ? "runs the call exactly as requested" : "tells its model"})`
 
 /** A path or URL as a shell word, quoted when it needs to be. */
 export const shellWord = (text: string) => (/^[\w./:@-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`)
@@ -418,6 +429,12 @@ export const phaseJson = (p: GoalSummary.Phase) => {
   const { _tag, ...rest } = p
   return { state: _tag, ...rest }
 }
+
+/** `rx list` of a log with no goals, or of none yet (before any run): where, and what starts one. */
+export const noGoals = (db: { readonly label: string; readonly postgres: boolean }, exists: boolean): string =>
+  exists || db.postgres
+    ? "no goals yet (rx run \"<goal>\" starts one)"
+    : `no goals yet: no log at ${db.label} yet (rx run "<goal>" starts a goal and creates it there; --db or RX_DB names another log)`
 
 /** The note under `rx list` when some goals are idle: what continues them. */
 export const idleHint = (goals: ReadonlyArray<Listed>, where = ""): string | undefined => {

@@ -137,6 +137,7 @@ export const makeLocal = (db: Settings.Database) =>
     const withLog = (access: Log.Access) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
       body.pipe(Effect.provide(Log.layer(db, access)), Effect.provide(context))
     const noGoal = (goalId: string) => Log.noGoal(goalId, db)
+    const logExists = Log.exists(db).pipe(Effect.provide(context))
     const load = (goalId: string) =>
       Effect.gen(function*() {
         const events = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId))
@@ -177,7 +178,11 @@ export const makeLocal = (db: Settings.Database) =>
       where: { _tag: "Log", db },
       run: (request, hooks) => Effect.flatMap(runs, (m) => m.run(db, request, hooks)).pipe(Effect.provide(context)),
       resume: (request, hooks) => Effect.flatMap(runs, (m) => m.resume(db, request, hooks)).pipe(Effect.provide(context)),
-      list: Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.goals(), withRunners(store))).pipe(withLog("read")),
+      // Before any run there is no log: no goals, rather than an error (the caller says where none is).
+      list: Effect.flatMap(logExists, (exists) =>
+        exists
+          ? Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.goals(), withRunners(store))).pipe(withLog("read"))
+          : Effect.succeed([])),
       children: (goalId) =>
         Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.goals({ parent: goalId }), withRunners(store))).pipe(withLog("read")),
       summary: (goalId) =>

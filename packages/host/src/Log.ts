@@ -89,6 +89,10 @@ const crashPoint = <E, R>(store: Layer.Layer<StateStore.StateStore, E, R>): Laye
   })
 }
 
+/** Whether the log exists: a SQLite file there (anything at the path counts: the store says what is wrong with it), or a Postgres log. */
+export const exists = (db: Settings.Database) =>
+  db.postgres ? Effect.succeed(true) : Effect.flatMap(FileSystem.FileSystem, (fs) => fs.exists(db.file).pipe(Effect.orElseSucceed(() => true)))
+
 /** A goal the log does not hold, said with the log it looked in. */
 export const noGoal = (goalId: string, db: Settings.Database) =>
   new UsageError({
