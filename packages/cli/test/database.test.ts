@@ -121,6 +121,27 @@ describe("files that are not a usable log", () => {
       expect(readFileSync(box.db).equals(before)).toBe(true)
     }))
 
+  it.scopedLive("a mistyped --db or RX_DB folder is refused by rx run and rx serve, nothing created; the default log's folder is made", () =>
+    Effect.gen(function*() {
+      const box = sandbox()
+      const typo = join(box.root, "logz", "rx.db")
+      for (const [args, env] of [
+        [["run", "x", "--model", "m", "--db", typo], {}],
+        [["run", "x", "--model", "m"], { RX_DB: typo }],
+        [["serve", "--port", "0", "--db", typo, "--model", "m"], {}]
+      ] as const) {
+        const ran = yield* rx(args, env)
+        expect(ran.code, ran.stderr).toBe(1)
+        expect(ran.stderr).toContain(`the folder of the log ${typo} does not exist: ${join(box.root, "logz")}`)
+        expect(ran.stderr).toContain(`mkdir -p ${join(box.root, "logz")}`)
+      }
+      expect(existsSync(join(box.root, "logz"))).toBe(false)
+      // The default log's folder is rx's own: made (0700) when the first goal starts.
+      const state = temp("rx-xdg-")
+      expect((yield* runGoal({ XDG_STATE_HOME: state })).ran.code).toBe(0)
+      expect(existsSync(join(state, "rx", "rx.db"))).toBe(true)
+    }))
+
   it.scopedLive("resume and cancel never create a database", () =>
     Effect.gen(function*() {
       const box = sandbox()

@@ -49,8 +49,9 @@ export const database = (flag: Option.Option<string>) =>
     }))
 
 /**
- * The log at `db`. Only `create` makes a folder (0700: the log holds every tool output) and a
- * new file; a Postgres log is migrated when it opens.
+ * The log at `db`. Only `create` makes a new file, and a folder (0700: the log holds every tool
+ * output) only for the default log: the folder of a log named by `--db` or `RX_DB` must exist. A
+ * Postgres log is migrated when it opens.
  */
 export const layer = (db: Settings.Database, access: Access): Layer.Layer<StateStore.StateStore, UsageError | StateStore.StoreError, FileSystem.FileSystem | Path.Path> => {
   if (db.postgres) return crashPoint(Postgres.log(db))
@@ -59,7 +60,16 @@ export const layer = (db: Settings.Database, access: Access): Layer.Layer<StateS
   return Layer.unwrapEffect(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
-    yield* fs.makeDirectory(path.dirname(db.file), { recursive: true, mode: 0o700 }).pipe(
+    const folder = path.dirname(db.file)
+    // A log named by --db or RX_DB goes into a folder that exists: a mistyped path is refused, not made.
+    if (db.source !== "default" && !(yield* fs.exists(folder).pipe(Effect.orElseSucceed(() => false)))) {
+      return yield* new UsageError({
+        message: `the folder of the log ${db.label} does not exist: ${folder}. rx makes a new log only in an existing folder (check the path of ${
+          db.source === "flag" ? "--db" : "RX_DB"
+        }, or create the folder: mkdir -p ${shellWord(folder)})`
+      })
+    }
+    yield* fs.makeDirectory(folder, { recursive: true, mode: 0o700 }).pipe(
       Effect.mapError((error) => new UsageError({ message: `cannot create the folder of the database ${db.file}: ${error.message}` }))
     )
     return store
