@@ -121,25 +121,21 @@ describe("files that are not a usable log", () => {
       expect(readFileSync(box.db).equals(before)).toBe(true)
     }))
 
-  it.scopedLive("a mistyped --db or RX_DB folder is refused by rx run and rx serve, nothing created; the default log's folder is made", () =>
+  it.scopedLive("a folder made for a --db or RX_DB log is said, with the log; a log in an existing folder is made silently", () =>
     Effect.gen(function*() {
-      const box = sandbox()
-      const typo = join(box.root, "logz", "rx.db")
-      for (const [args, env] of [
-        [["run", "x", "--model", "m", "--db", typo], {}],
-        [["run", "x", "--model", "m"], { RX_DB: typo }],
-        [["serve", "--port", "0", "--db", typo, "--model", "m"], {}]
-      ] as const) {
-        const ran = yield* rx(args, env)
-        expect(ran.code, ran.stderr).toBe(1)
-        expect(ran.stderr).toContain(`the folder of the log ${typo} does not exist: ${join(box.root, "logz")}`)
-        expect(ran.stderr).toContain(`mkdir -p ${join(box.root, "logz")}`)
-      }
-      expect(existsSync(join(box.root, "logz"))).toBe(false)
-      // The default log's folder is rx's own: made (0700) when the first goal starts.
       const state = temp("rx-xdg-")
-      expect((yield* runGoal({ XDG_STATE_HOME: state })).ran.code).toBe(0)
-      expect(existsSync(join(state, "rx", "rx.db"))).toBe(true)
+      for (const [flag, env] of [[true, {}], [false, {}]] as const) {
+        const root = temp("rx-typo-")
+        const typo = join(root, "logz", "rx.db")
+        const { ran } = yield* runGoal({ XDG_STATE_HOME: state, ...env, ...(flag ? {} : { RX_DB: typo }) }, flag ? ["--db", typo] : [])
+        expect(ran.code, ran.stderr).toBe(0)
+        expect(ran.stderr).toBe(
+          `rx: note: made the folder ${join(root, "logz")} for a new log, ${typo} (named by ${flag ? "--db" : "RX_DB"}); if that path is a typo, remove the folder and give the right one\n`
+        )
+        expect(existsSync(typo)).toBe(true)
+      }
+      const box = sandbox()
+      expect((yield* runGoal({ XDG_STATE_HOME: state }, ["--db", join(box.root, "in-place.db")])).ran.stderr).toBe("")
     }))
 
   it.scopedLive("resume and cancel never create a database", () =>

@@ -49,9 +49,9 @@ export const database = (flag: Option.Option<string>) =>
     }))
 
 /**
- * The log at `db`. Only `create` makes a new file, and a folder (0700: the log holds every tool
- * output) only for the default log: the folder of a log named by `--db` or `RX_DB` must exist. A
- * Postgres log is migrated when it opens.
+ * The log at `db`. Only `create` makes a folder (0700: the log holds every tool output) and a
+ * new file; a folder made for a log named by `--db` or `RX_DB` is said on stderr. A Postgres log
+ * is migrated when it opens.
  */
 export const layer = (db: Settings.Database, access: Access): Layer.Layer<StateStore.StateStore, UsageError | StateStore.StoreError, FileSystem.FileSystem | Path.Path> => {
   if (db.postgres) return crashPoint(Postgres.log(db))
@@ -61,17 +61,16 @@ export const layer = (db: Settings.Database, access: Access): Layer.Layer<StateS
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const folder = path.dirname(db.file)
-    // A log named by --db or RX_DB goes into a folder that exists: a mistyped path is refused, not made.
-    if (db.source !== "default" && !(yield* fs.exists(folder).pipe(Effect.orElseSucceed(() => false)))) {
-      return yield* new UsageError({
-        message: `the folder of the log ${db.label} does not exist: ${folder}. rx makes a new log only in an existing folder (check the path of ${
-          db.source === "flag" ? "--db" : "RX_DB"
-        }, or create the folder: mkdir -p ${shellWord(folder)})`
-      })
-    }
+    // A folder made for a log named by --db or RX_DB is said, with the log: a mistyped path shows.
+    const made = db.source !== "default" && !(yield* fs.exists(folder).pipe(Effect.orElseSucceed(() => true)))
     yield* fs.makeDirectory(folder, { recursive: true, mode: 0o700 }).pipe(
       Effect.mapError((error) => new UsageError({ message: `cannot create the folder of the database ${db.file}: ${error.message}` }))
     )
+    if (made) {
+      yield* Console.error(terminal(
+        `rx: note: made the folder ${folder} for a new log, ${db.label} (named by ${db.source === "flag" ? "--db" : "RX_DB"}); if that path is a typo, remove the folder and give the right one`
+      ))
+    }
     return store
   }))
 }
