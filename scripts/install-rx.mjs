@@ -13,8 +13,8 @@
 // is built for that Node (rebuilt first when the workspace's was built by another). For another
 // Node or machine, run this script with that Node.
 //
-// Not included: node-llama-cpp, which only `--model-file` needs (hundreds of MB); install it
-// beside rx when wanted: npm install -g [--prefix DIR] node-llama-cpp@3
+// Not included: node-llama-cpp, which only `--model-file` needs; `rx run --model-file` without it
+// prints the command that installs it beside rx, the CPU build only (see the README).
 import { execFileSync } from "node:child_process"
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"

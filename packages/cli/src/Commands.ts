@@ -65,13 +65,15 @@ const decide = (flags: In<typeof Usage.approve>, approve: boolean, reason: strin
       const whole = server === undefined ? `rx inspect ${id} --step ${decided.call?.iteration ?? 0}${flag}` : `rx events ${id} --server ${Render.shellWord(server)}`
       // The call decided on, whole (or how much is not shown, and where), then what happens next.
       const [head, ...input] = decided.call === null ? [] : Render.callView(decided.call.tool, decided.call.input, whole)
+      // A sub-goal's call: the goal that delegated it goes on with both, as its suspension said.
+      const parent = server === undefined ? yield* Effect.map(goals.summary(id), (g) => g.parent) : null
       yield* say([
         Render.terminal(`${approve ? "approved" : "denied"} call ${decided.callId} of goal ${id}${server === undefined ? `, by ${by}` : ""}${head === undefined ? "" : ":"}`),
         ...(head === undefined ? [] : [`  ${head}`, ...input.map((line) => `  ${line}`)]),
         server === undefined && decided.cancelled !== undefined
           ? Render.terminal(`recorded, but goal ${id} was cancelled (${decided.cancelled}): it runs nothing more, and rx resume ${id}${flag} records its end`)
           : server === undefined
-          ? `recorded, nothing run yet: rx resume ${id}${flag} ${approve ? "runs it exactly as requested" : "tells the model"}`
+          ? Render.decidedNext(id, parent, approve, flag)
           : Render.terminal(`recorded at ${server}, which goes on with the goal ${approve ? "and runs the call exactly as requested" : "and tells the model"}`)
       ].join("\n"))
     }))
@@ -118,17 +120,19 @@ export const inspect = (flags: In<typeof Usage.inspect>) =>
   Effect.gen(function*() {
     const step = Option.getOrUndefined(flags.step)
     const goalId = idOf(flags)
-    const { children, continuedBy, events } = yield* withGoals(flags, (goals) =>
+    const { children, continuedBy, events, goal, where } = yield* withGoals(flags, (goals) =>
       Effect.all({
         events: goals.events(goalId),
         children: step === undefined ? goals.children(goalId) : Effect.succeed([]),
-        continuedBy: step === undefined ? goals.continuedBy(goalId) : Effect.succeed([])
+        continuedBy: step === undefined ? goals.continuedBy(goalId) : Effect.succeed([]),
+        goal: step === undefined ? goals.summary(goalId) : Effect.succeed(undefined),
+        where: Effect.succeed(Render.whereFlag(whereOf(goals.where)))
       }))
     const last = Render.steps(events).length
     if (step !== undefined && step > last) {
       return yield* new UsageError({ message: `goal ${goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
     }
-    const tree = { children, continuedBy }
+    const tree = { children, continuedBy, goal, where }
     const linked = step === undefined ? yield* withGoals(flags, (goals) => Effect.flatMap(goals.list, (all) => Effect.flatMap(forking, (m) => m.links(goals, all.map((g) => g.goalId))))) : undefined
     const first = events[0]
     const forkedFrom = first?._tag === "GoalSubmitted" ? first.forkedFrom ?? null : null
@@ -172,7 +176,7 @@ export const list = (flags: In<typeof Usage.list>) =>
       const listed = yield* goals.list
       const { origins } = yield* Effect.flatMap(forking, (m) => m.links(goals, listed.map((g) => g.goalId)))
       const found = listed.map((g) => ({ ...g, forkedFrom: origins.get(g.goalId) ?? null }))
-      if (flags.json) return yield* Effect.forEach(found, (g) => Console.log(Render.jsonLine(JSON.stringify(g))), { discard: true })
+      if (flags.json) return yield* Effect.forEach(found, (g) => Console.log(Render.jsonLine(JSON.stringify({ ...g, phase: Render.phaseJson(Render.phaseOf(g)) }))), { discard: true })
       // A continuation keeps its goal's text: only ended goals whose text a newer goal has are looked up.
       const texts = new Map<string, number>()
       for (const g of found) texts.set(g.goal, (texts.get(g.goal) ?? 0) + 1)
@@ -184,11 +188,12 @@ export const list = (flags: In<typeof Usage.list>) =>
         found.length > 0
           ? ((ordered) => {
             const width = Render.listWidth(ordered)
-            return [Render.listHeaderOf(width), ...ordered.map(([g, depth]) => Render.listLine(g, depth, width, continued.get(g.goalId)))].join("\n")
+            const idle = Render.idleHint(found, Render.whereFlag(whereOf(goals.where)))
+            return [Render.listHeaderOf(width), ...ordered.map(([g, depth]) => Render.listLine(g, depth, width, continued.get(g.goalId))), ...(idle === undefined ? [] : [idle])].join("\n")
           })(Render.tree(found))
           : goals.where._tag === "Server"
           ? `no goals yet at ${goals.where.url}`
-          : "no goals yet (rx run \"<goal>\" starts one)"
+          : Render.noGoals(goals.where.db, yield* Log.exists(goals.where.db))
       )
     }))
 

@@ -11,6 +11,7 @@ import { Builtins } from "@rx/tools"
 import { Effect, Layer } from "effect"
 import type * as Usage from "./Usage.js"
 import * as ExitCode from "./ExitCode.js"
+import { sandboxHere } from "./internal/config.js"
 import { type ExitStatus, note, printer, say, setExit } from "./internal/goal.js"
 import * as Render from "./Render.js"
 
@@ -62,21 +63,24 @@ export const demo = (flags: Usage.Input<typeof Usage.demo>): Effect.Effect<void,
     const human = (text: string) => (flags.json ? Effect.void : say(text))
     yield* fs.makeDirectory(workspace)
     yield* Effect.forEach(Object.entries(files), ([name, text]) => fs.writeFileString(path.join(workspace, name), text), { discard: true })
+    // The tools as a real run gets them: sandbox mode auto, and what it means here.
+    const here = yield* sandboxHere(workspace)
     yield* human([
       "rx demo: the model is SCRIPTED (its answers are written in advance), so this runs with no model installed.",
       "Everything else is real: the tools, the workspace, the SQLite log.",
       `  workspace ${workspace}`,
       `  database  ${db}`,
+      `  ${here.line}`,
       ""
     ].join("\n"))
     const services = Layer.mergeAll(
-      Builtins.layer({ workspace, sandbox: "none" }),
+      Builtins.layer({ workspace, sandbox: "auto" }),
       LanguageModel.layerScripted(script)
     )
     const result = yield* Effect.gen(function*() {
       const outcome = yield* Runner.run({
         goal: goal,
-        options: { maxIterations: 10, settings: { workspace, sandbox: "none", model: "scripted demo model", baseUrl: "(none)" } },
+        options: { maxIterations: 10, settings: { workspace, sandbox: "auto", model: "scripted demo model", baseUrl: "(none)" } },
         observe: printer(flags.json)
       }).pipe(Effect.provide(services))
       const log = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(outcome.goalId))

@@ -139,8 +139,10 @@ export const stepLine = (
   switch (event._tag) {
     case "ToolSucceeded":
     case "ToolFailed": {
-      const input = started.get(event.callId)?.input
-      const head = `${String(event.iteration).padStart(4)}  ${pad(oneLine(event.tool, 40), 12)} ${pad(oneLine(json(input), 48), 48)}`
+      const call = started.get(event.callId)
+      // A call started before this output began, whose input it did not see: said so, never as `null`.
+      const input = call === undefined ? `(call ${oneLine(event.callId, 36)})` : json(call.input)
+      const head = `${String(event.iteration).padStart(4)}  ${pad(oneLine(event.tool, 40), 12)} ${pad(oneLine(input, 48), 48)}`
       if (event._tag === "ToolFailed") {
         const result = `${event.error.kind === "recoverable" ? "error" : event.error.kind}: ${oneLine(event.error.message, 60)}`
         return `${head}  ${pad(result, 8)} ${duration(event)}`
@@ -259,6 +261,19 @@ export const nextSteps = (result: { readonly status: "terminated" | "suspended";
     : `rx resume ${id}${flag} continues it once the model server answers`
 }
 
+/** The flag that names where a goal is, as next commands repeat it: ` --db x`, ` --server url`, or nothing. */
+export const whereFlag = (where: Where): string =>
+  where === undefined ? "" : "db" in where ? ` --db ${shellWord(where.db)}` : ` --server ${shellWord(where.server)}`
+
+/**
+ * What continues a goal once a call of it is decided on a local log: `rx resume` of the goal, or,
+ * for a sub-goal, of the goal that delegated it, which goes on with both (as `nextSteps` said).
+ */
+export const decidedNext = (goalId: string, parent: string | null, approve: boolean, flag: string): string =>
+  parent === null
+    ? `recorded, nothing run yet: rx resume ${goalId}${flag} ${approve ? "runs it exactly as requested" : "tells the model"}`
+    : `recorded, nothing run yet: rx resume ${shellWord(parent)}${flag} goes on with both (sub-goal ${oneLine(goalId, 200)} ${approve ? "runs the call exactly as requested" : "tells its model"})`
+
 /** A path or URL as a shell word, quoted when it needs to be. */
 export const shellWord = (text: string) => (/^[\w./:@-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`)
 
@@ -371,14 +386,77 @@ export type Listed = Pick<GoalSummary.GoalSummary, "goalId" | "goal" | "iteratio
   readonly parent?: string | null | undefined
   /** The goal and step it was forked from, for a fork (`rx fork`). */
   readonly forkedFrom?: { readonly goalId: string; readonly iteration: number } | null | undefined
+  /** The call waiting for a person's decision, if any. */
+  readonly approval: object | null
+  /** Whether a runner holds it now: read from a local log's lease, */
+  readonly running?: boolean | undefined
+  /** or said by a server (`running`, `queued`, `idle`). */
+  readonly activity?: string | undefined
 }
 
 /** The goal a goal is listed under: the one that delegated it, else the one it was forked from. */
 const above = (g: Listed): string | null => g.parent ?? g.forkedFrom?.goalId ?? null
 
-/** A goal's status: `open`, `suspended(reason)` or `terminated(reason)`. */
-export const status = (g: Listed) =>
-  g.status === "terminated" ? `terminated(${g.reason ?? "?"})` : g.suspended === null ? "open" : `suspended(${g.suspended.reason})`
+/** What the goal does now (`GoalSummary.phase`): from its summary, and whether a runner holds it. */
+export const phaseOf = (g: Listed): GoalSummary.Phase =>
+  GoalSummary.phase(g, g.activity !== undefined ? g.activity !== "idle" : g.running === true)
+
+/** A goal's status: `running`, `waiting(approval|sub-goal|outage)`, `idle(stopped|shutdown|decided)` or `terminated(reason)`. */
+export const status = (g: Listed) => phaseLabel(phaseOf(g))
+
+export const phaseLabel = (p: GoalSummary.Phase): string => {
+  switch (p._tag) {
+    case "terminated":
+      return `terminated(${p.reason ?? "?"})`
+    case "running":
+      return "running"
+    case "waiting":
+      return `waiting(${p.on})`
+    case "idle":
+      return `idle(${p.why})`
+  }
+}
+
+/** What an open goal does now, and what continues it, in words (`rx inspect`). */
+export const phaseSentence = (p: GoalSummary.Phase, goalId: string, where = ""): string => {
+  const id = shellWord(goalId)
+  switch (p._tag) {
+    case "terminated":
+      return `terminated (${p.reason ?? "?"})`
+    case "running":
+      return "running: a runner holds it now"
+    case "waiting":
+      return p.on === "approval"
+        ? `waiting: a call waits for a person's decision (rx approve ${id}${where} or rx deny ${id}${where})`
+        : p.on === "sub-goal"
+        ? `waiting on its sub-goal ${oneLine(p.child ?? "?", 200)} (rx inspect ${shellWord(p.child ?? "?")}${where} says what it waits on)`
+        : `waiting: its model was unreachable (rx resume ${id}${where} once it answers)`
+    case "idle":
+      return p.why === "decided"
+        ? `idle: the call it waited on is decided, and nothing runs it (rx resume ${id}${where} goes on)`
+        : `idle: nothing runs it (${p.why === "shutdown" ? "its runner was shut down" : "its runner stopped or was killed"} before it ended): rx resume ${id}${where} continues it`
+  }
+}
+
+/** A goal's phase as JSON: `{"state": "running" | "waiting" | "idle" | "terminated", ...}`. */
+export const phaseJson = (p: GoalSummary.Phase) => {
+  const { _tag, ...rest } = p
+  return { state: _tag, ...rest }
+}
+
+/** `rx list` of a log with no goals, or of none yet (before any run): where, and what starts one. */
+export const noGoals = (db: { readonly label: string; readonly postgres: boolean }, exists: boolean): string =>
+  exists || db.postgres
+    ? "no goals yet (rx run \"<goal>\" starts one)"
+    : `no goals yet: no log at ${db.label} yet (rx run "<goal>" starts a goal and creates it there; --db or RX_DB names another log)`
+
+/** The note under `rx list` when some goals are idle: what continues them. */
+export const idleHint = (goals: ReadonlyArray<Listed>, where = ""): string | undefined => {
+  const idle = goals.filter((g) => phaseOf(g)._tag === "idle")
+  if (idle.length === 0) return undefined
+  const first = idle[0]?.goalId ?? ""
+  return `idle: nothing runs ${idle.length === 1 ? "that goal" : `those ${idle.length} goals`}; rx resume <goal>${where} continues one (rx resume ${shellWord(first)}${where})`
+}
 
 /**
  * The goals as `rx list` orders them: newest first, each goal's sub-goals right after it (oldest
@@ -597,6 +675,9 @@ export interface Tree {
   readonly children: ReadonlyArray<Listed>
   /** The goals that continue this one (`rx run --continue`), from their own first events. */
   readonly continuedBy?: ReadonlyArray<string>
+  /** The goal itself as listed (whether a runner holds it), and the flag that names where it is (` --db x`). */
+  readonly goal?: Listed | undefined
+  readonly where?: string | undefined
 }
 
 /** The lines of `rx inspect` that place a goal in its tree: its parent and call, and each sub-goal with its status. */
@@ -637,7 +718,13 @@ export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undef
     `goal      ${submitted.goalId}`,
     `text      ${cap(submitted.goal, 4_000)}`,
     `submitted ${date(submitted.at)}`,
-    `status    ${state.terminated === null ? `open${waiting}` : `terminated (${state.terminated.reason})`}, ${plural(state.completed, "iteration")}, ${plural(events.length, "event")}`,
+    `status    ${
+      state.terminated !== null
+        ? `terminated (${state.terminated.reason})`
+        : tree?.goal === undefined
+        ? `open${waiting}`
+        : `open, ${phaseSentence(phaseOf(tree.goal), submitted.goalId, tree.where)}`
+    }, ${plural(state.completed, "iteration")}, ${plural(events.length, "event")}`,
     ...(state.terminated === null && state.suspended?.child !== undefined ? [`waits on  its sub-goal ${oneLine(state.suspended.child, 200)}: ${oneLine(state.suspended.detail, 200)}`] : []),
     ...treeLines(submitted, tree),
     `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}${
@@ -741,6 +828,7 @@ export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | u
     goal: submitted.goal,
     submittedAt: date(submitted.at),
     status: state.terminated === null ? "open" : "terminated",
+    ...(tree?.goal === undefined ? {} : { phase: phaseJson(phaseOf(tree.goal)) }),
     terminated: state.terminated,
     suspended: state.terminated === null ? state.suspended : null,
     iterations: state.completed,
@@ -753,6 +841,7 @@ export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | u
       goalId: c.goalId,
       goal: c.goal,
       status: c.status,
+      phase: phaseJson(phaseOf(c)),
       reason: c.reason,
       suspended: c.suspended
     })),

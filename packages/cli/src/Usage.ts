@@ -233,7 +233,7 @@ export const list = {
   name: "list",
   summary: "the goals in the database, newest first",
   usage: ["[flags]"],
-  description: "Each goal's status: open, suspended(why) or terminated(why), its iterations, start and end.",
+  description: "Each goal's status: running, waiting(approval|sub-goal|outage), idle(why: nothing runs it; rx resume continues it) or terminated(why), its iterations, start and end.",
   settings: ["db", "server"],
   flags: { json: toggle("json", "one JSON object per goal") }
 } satisfies Doc

@@ -233,6 +233,17 @@ describe("help", () => {
 })
 
 describe("rx demo", () => {
+  it.scopedLive("shows the sandbox a real run would use: mode auto, and what it means here, as rx config says", () =>
+    Effect.gen(function*() {
+      const demo = yield* rx(["demo"])
+      expect(demo.code).toBe(0)
+      const config = yield* rx(["config"])
+      const here = config.stdout.split("\n").find((l) => l.startsWith("sandbox auto here: ")) ?? "?"
+      expect(demo.stdout).toContain(`  ${here}\n`)
+      expect(demo.stdout).toMatch(/^ {2}model scripted demo model at \(none\), workspace \S+, sandbox auto$/m)
+      expect(demo.stdout).not.toContain("sandbox none")
+    }))
+
   it.scopedLive("removes its folder unless --keep; --json prints only JSON", () =>
     Effect.gen(function*() {
       const folder = (out: string) => /workspace (\S+)/.exec(out)?.[1] ?? ""
@@ -256,8 +267,11 @@ describe("rx reads the same log everywhere", () => {
     Effect.gen(function*() {
       const state = mkdtempSync(join(tmpdir(), "rx-state-"))
       const listed = yield* rx(["list"], { RX_DB: "", XDG_STATE_HOME: state })
-      expect(listed.code, listed.stderr).toBe(1)
-      expect(listed.stderr).toContain(`no rx database at ${join(state, "rx", "rx.db")}`)
+      expect(listed.code, listed.stderr).toBe(0)
+      expect(listed.stdout).toContain(`no log at ${join(state, "rx", "rx.db")} yet`)
+      const inspected = yield* rx(["inspect", "nope"], { RX_DB: "", XDG_STATE_HOME: state })
+      expect(inspected.code, inspected.stderr).toBe(1)
+      expect(inspected.stderr).toContain(`no rx database at ${join(state, "rx", "rx.db")}`)
       const child = start(["cancel", "nope", "--db", join(state, "new", "dir", "x.db")])
       const cancelled = yield* Effect.promise(() => child.done)
       expect(cancelled.code).toBe(1)

@@ -71,11 +71,12 @@ describe("the default log", () => {
       yield* runGoal({ XDG_STATE_HOME: state }, ["--db", legacy])
       const before = readFileSync(legacy)
       const listed = yield* rx(["list", "--json"], { XDG_STATE_HOME: state }, folder)
-      expect(listed.code).toBe(1)
+      expect(listed.code).toBe(0)
       expect(listed.stderr.split("\n")[0]).toBe(
         `rx: note: ${legacy} is a log of an earlier rx, which kept it in the current folder; this rx uses ${join(state, "rx", "rx.db")}. To keep using the old log, pass --db ${legacy} (or set RX_DB), best after moving it out of the workspace`
       )
-      expect(listed.stderr).toContain(`no rx database at ${join(state, "rx", "rx.db")}`)
+      // No log at the default place yet: an empty list.
+      expect(listed.stdout).toBe("")
       expect(readFileSync(legacy).equals(before)).toBe(true)
       // Named explicitly, it is used, with no note.
       const used = yield* rx(["list", "--json", "--db", ".rx/rx.db"], { XDG_STATE_HOME: state }, folder)
@@ -118,6 +119,23 @@ describe("files that are not a usable log", () => {
         expect(ran.stderr, args[0]).toContain("is a SQLite database but not an rx log (it has tables notes and no rx_migrations)")
       }
       expect(readFileSync(box.db).equals(before)).toBe(true)
+    }))
+
+  it.scopedLive("a folder made for a --db or RX_DB log is said, with the log; a log in an existing folder is made silently", () =>
+    Effect.gen(function*() {
+      const state = temp("rx-xdg-")
+      for (const [flag, env] of [[true, {}], [false, {}]] as const) {
+        const root = temp("rx-typo-")
+        const typo = join(root, "logz", "rx.db")
+        const { ran } = yield* runGoal({ XDG_STATE_HOME: state, ...env, ...(flag ? {} : { RX_DB: typo }) }, flag ? ["--db", typo] : [])
+        expect(ran.code, ran.stderr).toBe(0)
+        expect(ran.stderr).toBe(
+          `rx: note: made the folder ${join(root, "logz")} for a new log, ${typo} (named by ${flag ? "--db" : "RX_DB"}); if that path is a typo, remove the folder and give the right one\n`
+        )
+        expect(existsSync(typo)).toBe(true)
+      }
+      const box = sandbox()
+      expect((yield* runGoal({ XDG_STATE_HOME: state }, ["--db", join(box.root, "in-place.db")])).ran.stderr).toBe("")
     }))
 
   it.scopedLive("resume and cancel never create a database", () =>

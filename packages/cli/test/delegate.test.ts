@@ -163,6 +163,13 @@ describe("rx run with delegate", () => {
         if (killed.size > 0) {
           const resumed = yield* rx(["resume", rootOf(killed), "--db", db, "--base-url", model.baseUrl, "--model", "fake"])
           expect(resumed.code, `killed after commit ${commit}: ${resumed.stdout}${resumed.stderr}`).toBe(0)
+          // A sub-goal's call cut by the kill: the resumed run's line for it shows its recorded input.
+          for (const events of killed.values()) {
+            const cut = events.at(-1)
+            if (events[0]?._tag !== "GoalSubmitted" || events[0].parent === undefined || cut?._tag !== "ToolStarted") continue
+            const line = resumed.stdout.split("\n").find((l) => l.startsWith(`  ${cut.goalId} `) && l.includes(` ${cut.tool} `))
+            expect(line, `killed after commit ${commit}: ${resumed.stdout}`).toContain(JSON.stringify(cut.input).slice(0, 30))
+          }
         } else {
           // Killed before anything was recorded (the first commit is the goal's): nothing to resume.
           expect(commit).toBe(1)
@@ -253,7 +260,13 @@ describe("rx run with delegate", () => {
       const wrong = yield* rx(["approve", root, "--db", box.db])
       expect(wrong.code).toBe(1)
       expect(wrong.stderr).toContain(`rx approve ${child} decides it`)
-      expect((yield* rx(["approve", child, "--by", "ann", "--db", box.db])).code).toBe(0)
+      const approved = yield* rx(["approve", child, "--by", "ann", "--db", box.db])
+      expect(approved.code).toBe(0)
+      // The next step is the one the suspension gave: the parent's resume goes on with both.
+      expect(ran.stdout).toContain(`then:    rx resume ${root} --db ${box.db} goes on with both`)
+      expect(approved.stdout.trimEnd().split("\n").at(-1)).toBe(
+        `recorded, nothing run yet: rx resume ${root} --db ${box.db} goes on with both (sub-goal ${child} runs the call exactly as requested)`
+      )
       const resumed = yield* rx(["resume", root, "--db", box.db, "--base-url", model.baseUrl, "--model", "fake"])
       expect(resumed.code, resumed.stderr).toBe(0)
       expect(readFileSync(join(box.workspace, "ledger.txt"), "utf8")).toBe("A\n")
@@ -283,6 +296,22 @@ describe("rx run with delegate", () => {
       expect(resumed.code, resumed.stderr).toBe(7)
       expect(existsSync(join(box.workspace, "ledger.txt"))).toBe(false)
       for (const [id, events] of yield* logOf(box.db)) expect(events.at(-1), id).toMatchObject({ _tag: "Terminated", reason: "cancelled" })
+    }))
+
+  it.scopedLive("rx deny of a sub-goal's call gives the next step its suspension gave: rx resume of the parent", () =>
+    Effect.gen(function*() {
+      const model = yield* treeModel(twoChildren)
+      const box = sandbox()
+      const ran = yield* rx(["run", "[P] delegate two tasks", "--ask", "shell", ...tools, ...at(box, model.baseUrl)])
+      expect(ran.code, ran.stderr).toBe(11)
+      const root = rootOf(yield* logOf(box.db))
+      const child = `${root}.1`
+      expect(ran.stdout).toContain(`then:    rx resume ${root} --db ${box.db} goes on with both`)
+      const denied = yield* rx(["deny", child, "--reason", "not now", "--by", "ann", "--db", box.db])
+      expect(denied.code, denied.stderr).toBe(0)
+      expect(denied.stdout.trimEnd().split("\n").at(-1)).toBe(
+        `recorded, nothing run yet: rx resume ${root} --db ${box.db} goes on with both (sub-goal ${child} tells its model)`
+      )
     }))
 
   it.scopedLive("limits hold across the tree with recorded reasons: --max-depth, and --max-total-tokens counting the sub-goals' tokens", () =>

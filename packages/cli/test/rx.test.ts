@@ -135,7 +135,11 @@ describe("rx inspect, list, events, replay", () => {
         expect(ran.code, command).toBe(1)
         expect(ran.stderr, command).toContain(`no rx database at ${box.db}`)
       }
-      expect((yield* rx(["list", "--db", box.db])).stderr).toContain("no rx database")
+      // rx list before any run: an empty list, where no log is yet, exit 0.
+      const listed = yield* rx(["list", "--db", box.db])
+      expect(listed.code, listed.stderr).toBe(0)
+      expect(listed.stdout).toBe(`no goals yet: no log at ${box.db} yet (rx run "<goal>" starts a goal and creates it there; --db or RX_DB names another log)\n`)
+      expect((yield* rx(["list", "--json", "--db", box.db])).stdout).toBe("")
       expect(existsSync(box.db)).toBe(false)
       const { box: made } = yield* runGoal([done("ok")])
       for (const command of ["cancel", "inspect", "events", "replay", "resume"]) {

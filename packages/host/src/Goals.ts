@@ -13,7 +13,7 @@ import * as Log from "./Log.js"
 import * as Settings from "./Settings.js"
 import { UsageError } from "./Settings.js"
 
-export type { Decided, Decision, Failure, Followed, Hooks, ResumeRequest, RunRequest, Service, Starting, Where } from "./internal/service.js"
+export type { Decided, Decision, Failure, Followed, Hooks, Listed, ResumeRequest, RunRequest, Service, Starting, Where } from "./internal/service.js"
 export { observed } from "./internal/service.js"
 export { makeLocal }
 

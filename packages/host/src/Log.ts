@@ -50,7 +50,8 @@ export const database = (flag: Option.Option<string>) =>
 
 /**
  * The log at `db`. Only `create` makes a folder (0700: the log holds every tool output) and a
- * new file; a Postgres log is migrated when it opens.
+ * new file; a folder made for a log named by `--db` or `RX_DB` is said on stderr. A Postgres log
+ * is migrated when it opens.
  */
 export const layer = (db: Settings.Database, access: Access): Layer.Layer<StateStore.StateStore, UsageError | StateStore.StoreError, FileSystem.FileSystem | Path.Path> => {
   if (db.postgres) return crashPoint(Postgres.log(db))
@@ -59,9 +60,17 @@ export const layer = (db: Settings.Database, access: Access): Layer.Layer<StateS
   return Layer.unwrapEffect(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
-    yield* fs.makeDirectory(path.dirname(db.file), { recursive: true, mode: 0o700 }).pipe(
+    const folder = path.dirname(db.file)
+    // A folder made for a log named by --db or RX_DB is said, with the log: a mistyped path shows.
+    const made = db.source !== "default" && !(yield* fs.exists(folder).pipe(Effect.orElseSucceed(() => true)))
+    yield* fs.makeDirectory(folder, { recursive: true, mode: 0o700 }).pipe(
       Effect.mapError((error) => new UsageError({ message: `cannot create the folder of the database ${db.file}: ${error.message}` }))
     )
+    if (made) {
+      yield* Console.error(terminal(
+        `rx: note: made the folder ${folder} for a new log, ${db.label} (named by ${db.source === "flag" ? "--db" : "RX_DB"}); if that path is a typo, remove the folder and give the right one`
+      ))
+    }
     return store
   }))
 }
@@ -88,6 +97,10 @@ const crashPoint = <E, R>(store: Layer.Layer<StateStore.StateStore, E, R>): Laye
     })
   })
 }
+
+/** Whether the log exists: a SQLite file there (anything at the path counts: the store says what is wrong with it), or a Postgres log. */
+export const exists = (db: Settings.Database) =>
+  db.postgres ? Effect.succeed(true) : Effect.flatMap(FileSystem.FileSystem, (fs) => fs.exists(db.file).pipe(Effect.orElseSucceed(() => true)))
 
 /** A goal the log does not hold, said with the log it looked in. */
 export const noGoal = (goalId: string, db: Settings.Database) =>

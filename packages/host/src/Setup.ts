@@ -12,7 +12,7 @@ import * as McpFlags from "@rx/mcp/Flags"
 import type * as Servers from "@rx/mcp/Servers"
 import { Builtins, Config, Confinement, Delegate, Sandbox } from "@rx/tools"
 import { Console, Context, Effect, Either, Layer, Option, Redacted } from "effect"
-import { realpathSync } from "node:fs"
+import { existsSync, realpathSync } from "node:fs"
 import { basename, resolve as resolvePath } from "node:path"
 import { note, terminal } from "./Notes.js"
 import * as Log from "./Log.js"
@@ -211,9 +211,10 @@ const localModel = (v: Partial<Settings.Values>, file: string): Layer.Layer<Lang
     Effect.tryPromise({
       try: () => import("@rx/llama"),
       catch: (error) => new UsageError({ message: `--model-file needs @rx/llama, which did not load: ${error instanceof Error ? error.message : String(error)}` })
-    }).pipe(Effect.map(({ LlamaCpp }) =>
+    }).pipe(Effect.map(({ Install, LlamaCpp }) =>
       LlamaCpp.layer({
         modelFile: resolvePath(file),
+        installHint: Install.hint(installedAt(Install), process.platform, process.arch),
         ...(v.threads === undefined ? {} : { threads: v.threads }),
         ...(v.context === undefined ? {} : { contextSize: v.context }),
         ...(v.maxOutputTokens === undefined ? {} : { maxTokens: v.maxOutputTokens }),
@@ -223,6 +224,14 @@ const localModel = (v: Partial<Settings.Values>, file: string): Layer.Layer<Lang
       }).pipe(Layer.mapError((error) => new UsageError({ message: error.message })))
     ))
   )
+
+/** How this program (`process.argv[1]`, its real path) was installed, for the command that installs node-llama-cpp beside it. */
+const installedAt = (Install: typeof import("@rx/llama").Install) => {
+  const entry = process.argv[1]
+  if (entry === undefined) return { _tag: "unknown" } as const
+  const real = Either.getOrElse(Either.try(() => realpathSync(entry)), () => entry)
+  return Install.whereOf(real, { execPath: process.execPath, platform: process.platform, exists: (file) => existsSync(file) })
+}
 
 const serverModel = (v: Partial<Settings.Values>, model: string) =>
   OpenAiCompatible.layerNode({

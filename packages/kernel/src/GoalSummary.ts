@@ -180,3 +180,41 @@ export const waitingOf = (events: ReadonlyArray<Event.Event>): Waiting => {
   for (const event of events) waiting = waitingAfter(waiting, event)
   return waiting
 }
+
+/**
+ * What a goal is doing now, from its summary and whether a runner holds it (its lease): ended;
+ * running; waiting, on a person's decision (`approval`), on a sub-goal (`sub-goal`, `child`) or
+ * on its model (`outage`); or idle: open, and nothing runs it (its runner was stopped or killed,
+ * or a decision came after it stopped), so only `resume` continues it.
+ */
+export type Phase =
+  | { readonly _tag: "terminated"; readonly reason: Event.Reason | null }
+  | { readonly _tag: "running" }
+  | { readonly _tag: "waiting"; readonly on: "approval" | "sub-goal" | "outage"; readonly child?: string | undefined }
+  | { readonly _tag: "idle"; readonly why: "stopped" | "shutdown" | "decided" }
+
+/** The goal's `Phase`: `running` is whether a live runner holds it now. */
+export const phase = (
+  summary: {
+    readonly status: string
+    readonly reason: Event.Reason | null
+    readonly suspended: { readonly reason: Event.SuspendReason; readonly child?: string | undefined } | null
+    readonly approval: object | null
+  },
+  running: boolean
+): Phase => {
+  if (summary.status === "terminated") return { _tag: "terminated", reason: summary.reason }
+  if (summary.approval !== null) return { _tag: "waiting", on: "approval" }
+  if (running) return { _tag: "running" }
+  const suspended = summary.suspended
+  if (suspended === null) return { _tag: "idle", why: "stopped" }
+  if (suspended.child !== undefined) return { _tag: "waiting", on: "sub-goal", child: suspended.child }
+  switch (suspended.reason) {
+    case "model_unavailable":
+      return { _tag: "waiting", on: "outage" }
+    case "awaiting_approval":
+      return { _tag: "idle", why: "decided" }
+    case "shutdown":
+      return { _tag: "idle", why: "shutdown" }
+  }
+}

@@ -12,6 +12,7 @@ import { totalmem } from "node:os"
 import type * as NodeLlamaCpp from "node-llama-cpp"
 import * as Conversation from "./Conversation.js"
 import * as Grammar from "./Grammar.js"
+import * as Install from "./Install.js"
 
 const PositiveInt = Schema.Int.pipe(Schema.positive())
 
@@ -35,7 +36,12 @@ export const Config = Schema.Struct({
   /** Use a GPU when node-llama-cpp finds one (CUDA, Vulkan, Metal); `false` keeps to the CPU. */
   gpu: Schema.optionalWith(Schema.Boolean, { default: () => true }),
   /** The whole `generate`, prompt and answer; none by default (the answer is bounded by `maxTokens`). */
-  timeoutMs: Schema.optional(PositiveInt)
+  timeoutMs: Schema.optional(PositiveInt),
+  /**
+   * The command that installs node-llama-cpp where this program loads it from (`Install.hint`),
+   * said when it did not load; default the command for a program installed in npm's global prefix.
+   */
+  installHint: Schema.optional(Schema.String)
 })
 export type Config = typeof Config.Type
 
@@ -146,12 +152,14 @@ const hasCode = (error: unknown, code: string): boolean =>
   typeof error === "object" && error !== null && "code" in error && error.code === code
 
 /** The module, loaded once the Layer is built: the native addon stays unloaded until a model is wanted. */
-const loadRuntime = (file: string): Effect.Effect<typeof NodeLlamaCpp, LoadError> =>
+const loadRuntime = (file: string, installHint: string | undefined): Effect.Effect<typeof NodeLlamaCpp, LoadError> =>
   Effect.tryPromise({
     try: () => import("node-llama-cpp"),
     catch: (error) =>
       new LoadError({
-        message: `cannot run ${file}: node-llama-cpp, which runs GGUF models, did not load (install it beside rx: npm install node-llama-cpp@3; ${messageOf(error)})`,
+        message: `cannot run ${file}: node-llama-cpp, which runs GGUF models, did not load (${messageOf(error)}); install it with: ${
+          installHint ?? Install.hint({ _tag: "unknown" }, process.platform, process.arch)
+        }`,
         file,
         reason: "no_runtime"
       })
@@ -265,7 +273,7 @@ export const make = (input: Input): Effect.Effect<Model, InvalidConfig | LoadErr
     const cfg = yield* config(input)
     const file = cfg.modelFile
     yield* checkFile(file)
-    const runtime = yield* loadRuntime(file)
+    const runtime = yield* loadRuntime(file, cfg.installHint)
     yield* checkVocabulary(runtime, file)
     // llama.cpp's own log, kept quiet: its first error explains a failed load.
     // The first error llama.cpp logged since the last `explain`: the cause, where later lines only say that it failed.

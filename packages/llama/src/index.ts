@@ -4,5 +4,6 @@
  */
 export * as Conversation from "./Conversation.js"
 export * as Grammar from "./Grammar.js"
+export * as Install from "./Install.js"
 export * as LlamaCpp from "./LlamaCpp.js"
 export * as TinyGguf from "./TinyGguf.js"

@@ -276,6 +276,41 @@ describe.skipIf(!available)("web inspector", () => {
       yield* Effect.promise(() => page.locator(".meta").getByText("terminated: cancelled").waitFor())
     }), 90_000)
 
+  it.scopedLive("a new tab of the page gets the token from an open tab (never in a URL); another browser profile, or no open tab, asks for it", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const server = yield* startServer(modelByGoal(listThenDone))
+      const context = yield* Effect.acquireRelease(Effect.promise(() => b.newContext()), (c) => Effect.promise(() => c.close()))
+      const page = yield* Effect.promise(() => context.newPage())
+      yield* Effect.promise(async () => {
+        await page.goto(server.url)
+        await page.fill("#token", token)
+        await page.click("form.login button")
+        await page.waitForSelector("table.goals")
+      })
+      // A second tab of the same browser profile: no token form, the list at once.
+      const second = yield* Effect.promise(() => context.newPage())
+      const requested: Array<string> = []
+      second.on("request", (request) => requested.push(request.url()))
+      yield* Effect.promise(() => second.goto(server.url))
+      yield* Effect.promise(() => second.waitForSelector("table.goals"))
+      expect(yield* Effect.promise(() => second.locator("#token").count())).toBe(0)
+      expect(yield* Effect.promise(() => second.evaluate("sessionStorage.getItem('rx.token')"))).toBe(token)
+      expect(requested.filter((url) => url.includes(token))).toEqual([])
+      expect(yield* Effect.promise(() => second.evaluate("document.cookie"))).toBe("")
+      // Another profile (a new browser context) shares nothing: it asks, and says where the token is kept.
+      const other = yield* Effect.promise(() => b.newPage())
+      yield* Effect.promise(() => other.goto(server.url))
+      yield* Effect.promise(() => other.waitForSelector("#token"))
+      expect(yield* text(other, "form.login")).toContain("It is kept in this tab, not on disk: a new tab of this page gets it from a tab that has it")
+      // With every tab of the first profile closed, a new one asks too.
+      yield* Effect.promise(() => page.close())
+      yield* Effect.promise(() => second.close())
+      const third = yield* Effect.promise(() => context.newPage())
+      yield* Effect.promise(() => third.goto(server.url))
+      yield* Effect.promise(() => third.waitForSelector("#token"))
+    }), 60_000)
+
   it.scopedLive("the page's own headers: no inline script, no framing, no Referer; a bad token is refused at the door", () =>
     Effect.gen(function*() {
       const b = yield* browser

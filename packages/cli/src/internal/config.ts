@@ -19,6 +19,13 @@ const showValue = (key: Settings.Key, value: Settings.Value) =>
     ? Settings.redactUserinfo(String(value))
     : String(value)
 
+/** What sandbox mode `auto` means for a workspace on this machine: the shell in bubblewrap, or no shell offered (and why). */
+export const sandboxHere = (workspace: string) =>
+  Effect.map(Sandbox.resolve("auto", workspace), (found) =>
+    found._tag === "Bwrap"
+      ? { sandbox: "bwrap", line: `sandbox auto here: bubblewrap (${found.path}), so shell runs sandboxed` }
+      : { sandbox: "unavailable", line: `sandbox auto here: bubblewrap cannot be used, so shell is not offered (${found._tag === "Unavailable" ? found.reason : "no sandbox"}); --sandbox none offers it unsandboxed` })
+
 export const config = (flags: Usage.Input<typeof Usage.config>) =>
   Effect.gen(function*() {
     const db = yield* Settings.database(Settings.dbFlag(flags.settings))
@@ -34,10 +41,7 @@ export const config = (flags: Usage.Input<typeof Usage.config>) =>
     })
     // What `auto` means on this machine: the shell in bubblewrap, or no shell offered (and why).
     const mode = resolved.values.sandbox ?? "auto"
-    const here = mode !== "auto" ? undefined : yield* Effect.map(Sandbox.resolve("auto", resolved.workspace), (found) =>
-      found._tag === "Bwrap"
-        ? { sandbox: "bwrap", line: `sandbox auto here: bubblewrap (${found.path}), so shell runs sandboxed` }
-        : { sandbox: "unavailable", line: `sandbox auto here: bubblewrap cannot be used, so shell is not offered (${found._tag === "Unavailable" ? found.reason : "no sandbox"}); --sandbox none offers it unsandboxed` })
+    const here = mode !== "auto" ? undefined : yield* sandboxHere(resolved.workspace)
     if (flags.json) {
       return yield* Console.log(Render.jsonLine(JSON.stringify({
         files: resolved.files.map(({ file, found }) => ({ file, found: Option.isSome(found) })),

@@ -39,9 +39,28 @@ export interface Said {
  * options before the first event printed (a resume), to say what a later change changed; `said`
  * is the run's own (printers of one run share it, each run has its own).
  */
-export const printer = (json: boolean, options?: RunOptions.Options, pending?: State.Pending | null, root?: string, said: Said = { failure: undefined }) => {
+export const printer = (
+  json: boolean,
+  options?: RunOptions.Options,
+  pending?: State.Pending | null,
+  root?: string,
+  said: Said = { failure: undefined },
+  /** The events of a goal as recorded: where the input of a sub-goal's call started before this run (cut short by a crash) is found. */
+  recorded?: (goalId: string) => Effect.Effect<ReadonlyArray<Event.Event>, unknown>
+) => {
   // A resume's call cut short was started before: its outcome's line shows that call's input.
   const started = new Map<string, { readonly input: unknown }>(pending == null ? [] : [[pending.callId, { input: pending.input }]])
+  /** The input of a call whose outcome comes with no `ToolStarted` seen in this run: from its goal's log. */
+  const startedBefore = (event: Event.Event): Effect.Effect<void> => {
+    if ((event._tag !== "ToolSucceeded" && event._tag !== "ToolFailed") || started.has(event.callId) || recorded === undefined) return Effect.void
+    return recorded(event.goalId).pipe(
+      Effect.map((events) => {
+        const call = events.find((e) => e._tag === "ToolStarted" && e.callId === event.callId)
+        if (call?._tag === "ToolStarted") started.set(call.callId, call)
+      }),
+      Effect.ignore
+    )
+  }
   let current = options
   // The goal run (the first one seen): the events of its sub-goals are shown under their own ids.
   let top = root
@@ -50,8 +69,13 @@ export const printer = (json: boolean, options?: RunOptions.Options, pending?: S
     if (event._tag === "ToolStarted") started.set(event.callId, event)
     top ??= event.goalId
     if (event.goalId !== top) {
-      const line = Render.subGoalLine(event, started)
-      return line === undefined ? Effect.void : say(line)
+      return Effect.zipRight(
+        startedBefore(event),
+        Effect.suspend(() => {
+          const line = Render.subGoalLine(event, started)
+          return line === undefined ? Effect.void : say(line)
+        })
+      )
     }
     if (event._tag === "GoalSubmitted") {
       current = event.options
@@ -121,7 +145,7 @@ export const runGoal = <E>(
       Effect.runFork(Effect.ignore(goals.cancel(goalId, "cancelled by Ctrl-C")))
     })
     const said: Said = { failure: undefined }
-    let print = printer(how.json, undefined, undefined, how.goalId, said)
+    let print = printer(how.json, undefined, undefined, how.goalId, said, goals.events)
     const status = server === undefined ? yield* statusLine(how.json) : undefined
     const observe = (event: Event.Event) => {
       const first = goalId === undefined
@@ -137,12 +161,12 @@ export const runGoal = <E>(
     // A resume says what goes on, with what, and what it recorded, before its first step.
     const starting = (s: Goals.Starting) =>
       Effect.gen(function*() {
-        print = printer(how.json, s.state.options, s.state.pending, s.state.goalId, said)
+        print = printer(how.json, s.state.options, s.state.pending, s.state.goalId, said, goals.events)
         if (!how.json) yield* say(Render.resumeLine(s.state, s.settings))
         for (const event of s.changed) {
           yield* how.json ? sayJson(event) : say(`settings of this resume, recorded at seq ${event.seq}: ${Render.optionsDiff(s.before, event.options)}`)
         }
-        print = printer(how.json, s.changed.at(-1)?.options ?? s.state.options, s.state.pending, s.state.goalId, said)
+        print = printer(how.json, s.changed.at(-1)?.options ?? s.state.options, s.state.pending, s.state.goalId, said, goals.events)
         if (status !== undefined) {
           yield* status.relabel(s.settings.model ?? "")
           // A resume commits nothing before its first model call: say what runs first.

@@ -107,6 +107,7 @@ export const makeHttp = (url: string, given: Settings.Given) =>
         }),
       list: http((client) => Stream.runCollect(client.goals())).pipe(Effect.map((goals) => Array.from(goals))),
       children: (goalId) => http((client) => Stream.runCollect(client.goals({ parent: goalId }))).pipe(Effect.map((goals) => Array.from(goals))),
+      summary: (goalId) => http((client) => client.goal(goalId)),
       events: (goalId) => http((client) => Stream.runCollect(client.events(goalId, { follow: false }))).pipe(Effect.map((events) => Array.from(events))),
       // A continuation keeps its goal's text: only goals of the same text submitted after this one ended are read.
       continuedBy: (goalId) =>

@@ -1,6 +1,6 @@
 /** The goals of a log on this machine (`Goals.layerLocal`). */
 import type { FileSystem, Path } from "@effect/platform"
-import { Continuation, Control, Goal, StateStore } from "@rx/kernel"
+import { Continuation, Control, Goal, type GoalSummary, StateStore } from "@rx/kernel"
 import { Effect, Layer, Option, Schedule, Stream } from "effect"
 import * as Log from "../Log.js"
 import type * as Settings from "../Settings.js"
@@ -8,12 +8,20 @@ import { UsageError } from "../Settings.js"
 import type { Failure, Followed, Service } from "./service.js"
 
 
+/** Each summary with whether a live runner holds the goal now (its lease): read for open goals only. */
+const withRunners = (store: StateStore.StateStore["Type"]) => (summaries: ReadonlyArray<GoalSummary.GoalSummary>) =>
+  Effect.forEach(summaries, (summary) =>
+    summary.status === "terminated"
+      ? Effect.succeed({ ...summary, running: false })
+      : Effect.map(store.runner(summary.goalId), (holder) => ({ ...summary, running: Option.isSome(holder) })))
+
 /** The goals of the log at `db`. Each operation opens the log as it needs it (only `run` creates one). */
 export const makeLocal = (db: Settings.Database) =>
   Effect.map(Effect.context<FileSystem.FileSystem | Path.Path>(), (context): Service => {
     const withLog = (access: Log.Access) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
       body.pipe(Effect.provide(Log.layer(db, access)), Effect.provide(context))
     const noGoal = (goalId: string) => Log.noGoal(goalId, db)
+    const logExists = Log.exists(db).pipe(Effect.provide(context))
     const load = (goalId: string) =>
       Effect.gen(function*() {
         const events = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId))
@@ -54,8 +62,21 @@ export const makeLocal = (db: Settings.Database) =>
       where: { _tag: "Log", db },
       run: (request, hooks) => Effect.flatMap(runs, (m) => m.run(db, request, hooks)).pipe(Effect.provide(context)),
       resume: (request, hooks) => Effect.flatMap(runs, (m) => m.resume(db, request, hooks)).pipe(Effect.provide(context)),
-      list: Effect.flatMap(StateStore.StateStore, (store) => store.goals()).pipe(withLog("read")),
-      children: (goalId) => Effect.flatMap(StateStore.StateStore, (store) => store.goals({ parent: goalId })).pipe(withLog("read")),
+      // Before any run there is no log: no goals, rather than an error (the caller says where none is).
+      list: Effect.flatMap(logExists, (exists) =>
+        exists
+          ? Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.goals(), withRunners(store))).pipe(withLog("read"))
+          : Effect.succeed([])),
+      children: (goalId) =>
+        Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.goals({ parent: goalId }), withRunners(store))).pipe(withLog("read")),
+      summary: (goalId) =>
+        Effect.gen(function*() {
+          const store = yield* StateStore.StateStore
+          const summary = yield* store.goal(goalId)
+          if (Option.isNone(summary)) return yield* noGoal(goalId)
+          const [listed] = yield* withRunners(store)([summary.value])
+          return listed ?? { ...summary.value, running: false }
+        }).pipe(withLog("read")),
       continuedBy: (goalId) => Continuation.continuedBy(goalId).pipe(withLog("read")),
       events: (goalId) => load(goalId).pipe(withLog("read")),
       follow,

@@ -65,6 +65,13 @@ export interface Decided {
   readonly cancelled?: string
 }
 
+/**
+ * A goal as a listing shows it: a log's summary with whether a live runner holds its lease now
+ * (`running`), or a server's view (whose `activity` says so). `GoalSummary.phase` of either says
+ * whether an open goal runs, waits, or is idle.
+ */
+export type Listed = (GoalSummary.GoalSummary & { readonly running: boolean }) | Api.Goal
+
 /** An event of a followed goal, or the note that no runner holds it (said once a time). */
 export type Followed = { readonly _tag: "Event"; readonly event: Event.Event } | { readonly _tag: "Unattended" }
 
@@ -75,9 +82,11 @@ export interface Service {
   /** Go on with an open goal. */
   readonly resume: (request: ResumeRequest, hooks: Hooks) => Effect.Effect<Goal.Result, Failure>
   /** Every goal, newest first: the log's summaries, or the server's views of them. */
-  readonly list: Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
+  readonly list: Effect.Effect<ReadonlyArray<Listed>, Failure>
   /** The sub-goals a goal delegated, newest first. */
-  readonly children: (goalId: string) => Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary | Api.Goal>, Failure>
+  readonly children: (goalId: string) => Effect.Effect<ReadonlyArray<Listed>, Failure>
+  /** One goal's summary (or view); a goal that does not exist is an error. */
+  readonly summary: (goalId: string) => Effect.Effect<Listed, Failure>
   /** The goals that continue `goalId` (`rx run --continue`), from their own first events. */
   readonly continuedBy: (goalId: string) => Effect.Effect<ReadonlyArray<string>, Failure>
   /** A goal's events as far as they are recorded; a goal that does not exist is an error. */

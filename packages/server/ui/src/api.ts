@@ -1,6 +1,7 @@
 /**
  * The rx API from the page: same origin, the bearer token in a header (never in a URL), kept in
- * this tab's sessionStorage. A 401 forgets the token and asks for it again.
+ * this tab's sessionStorage, and handed to a new tab of the page by an open one. A 401 forgets
+ * the token and asks for it again.
  */
 import type { Event, Goal, GoalPage } from "./types.js"
 
@@ -9,6 +10,44 @@ const key = "rx.token"
 export const token = (): string | null => sessionStorage.getItem(key)
 export const remember = (value: string) => sessionStorage.setItem(key, value)
 export const forget = () => sessionStorage.removeItem(key)
+
+/**
+ * Tabs of this page hand the token to a new one: a tab without it asks on a BroadcastChannel,
+ * which reaches only this origin's pages in this browser profile (never a URL, a Referer, a
+ * cookie or a log), and a tab that has it answers. The new tab checks it with the server before
+ * keeping it in its own sessionStorage.
+ */
+const channelName = "rx.token"
+const channelOf = (): BroadcastChannel | undefined => (typeof BroadcastChannel === "undefined" ? undefined : new BroadcastChannel(channelName))
+
+/** Answer other tabs' asks with this tab's token, while it has one. */
+export const shareWithNewTabs = () => {
+  const channel = channelOf()
+  if (channel === undefined) return
+  channel.onmessage = (event: MessageEvent<unknown>) => {
+    const data = event.data
+    const current = token()
+    if (typeof data === "object" && data !== null && "ask" in data && current !== null) channel.postMessage({ token: current })
+  }
+}
+
+/** The token an open tab of this page has, if one answers within `waitMs`. */
+export const fromOpenTab = (waitMs: number): Promise<string | null> =>
+  new Promise((resolve) => {
+    const channel = channelOf()
+    if (channel === undefined) return resolve(null)
+    const done = (value: string | null) => {
+      clearTimeout(timer)
+      channel.close()
+      resolve(value)
+    }
+    const timer = setTimeout(() => done(null), waitMs)
+    channel.onmessage = (event: MessageEvent<unknown>) => {
+      const data = event.data
+      if (typeof data === "object" && data !== null && "token" in data && typeof data.token === "string") done(data.token)
+    }
+    channel.postMessage({ ask: true })
+  })
 
 /** An error of the API, with its body's message. */
 export class ApiError extends Error {

@@ -45,7 +45,7 @@ const login = (root: HTMLElement) => {
   const problem = h("p", { class: "problem" })
   const form = h("form", { class: "login" },
     h("h1", {}, "rx"),
-    h("p", {}, "The server's bearer token: RX_TOKEN, or the file rx serve named when it started (rx-server.token beside its log). It is kept in this tab only."),
+    h("p", {}, "The server's bearer token: RX_TOKEN, or the file rx serve named when it started (rx-server.token beside its log). It is kept in this tab, not on disk: a new tab of this page gets it from a tab that has it; with none open, it asks again."),
     input,
     h("button", { class: "primary", attrs: { type: "submit" } }, "Open"),
     problem)
@@ -73,6 +73,25 @@ const route = () => {
   if (app === null) return
   if (Api.token() === null) {
     logout?.setAttribute("hidden", "")
+    if (askTabs) {
+      // Once, as the tab opens: an open tab of this page may hand its token over.
+      askTabs = false
+      const signal = current.signal
+      void Api.fromOpenTab(askTabsMs)
+        .then((handed) =>
+          handed === null
+            ? false
+            : Api.check(handed).then((ok) => {
+              if (ok) Api.remember(handed)
+              return ok
+            })
+        )
+        .catch(() => false)
+        .then(() => {
+          if (!signal.aborted) route()
+        })
+      return
+    }
     return login(app)
   }
   logout?.removeAttribute("hidden")
@@ -82,6 +101,11 @@ const route = () => {
   const status = /[?&]status=(open|waiting|terminated)/.exec(hash)?.[1] ?? ""
   ListPage.show(app, status, current.signal)
 }
+
+/** Whether this tab is yet to ask the open tabs for the token, and how long it waits for one to answer. */
+let askTabs = true
+const askTabsMs = 1_000
+Api.shareWithNewTabs()
 
 Api.whenUnauthorized(() => {
   refused = true

@@ -25,6 +25,9 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
 import { Effect, Either, Scope, Stream } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 
 /** Statements inside an operation. Each runs synchronously; a failing one ends the operation. */
 export interface Tx {
@@ -68,7 +71,11 @@ const failure = (cause: unknown, message: string): Effect.Effect<never, SqlError
 
 const attempt = <A>(f: () => A): Either.Either<A, unknown> => Either.try({ try: f, catch: (cause) => cause })
 
-/** Open `filename`; the handle closes with the scope. */
+/**
+ * Open `filename`; the handle closes with the scope. A read-only open that SQLite cannot make in
+ * place (a WAL log in a folder this user cannot write, with no `-shm` file beside it to share) reads
+ * a private copy instead (see `readCopy`), and says so once as an info log.
+ */
 export const open = (options: Options): Effect.Effect<Database, SqlError, Scope.Scope> =>
   Effect.gen(function*() {
     const opened = attempt(() =>
@@ -82,13 +89,93 @@ export const open = (options: Options): Effect.Effect<Database, SqlError, Scope.
       // better-sqlite3 reports a missing folder as a TypeError: a failure to open, not a bug.
       return yield* Effect.fail(new SqlError({ cause: opened.left, message: `Failed to open ${options.filename}` }))
     }
-    const handle = opened.right
-    yield* Effect.addFinalizer(() => Effect.sync(() => handle.close()))
+    let handle = opened.right
+    if (options.readonly) {
+      // SQLite opens a WAL database lazily: the first read is where a read-only folder shows.
+      const first = attempt(() => handle.prepare("SELECT count(*) FROM sqlite_schema").get())
+      if (Either.isLeft(first) && cannotReadInPlace(first.left)) {
+        handle.close()
+        const copy = yield* readCopy(options.filename, options.busyTimeoutMs)
+        handle = copy.handle
+        yield* noteCopy(options.filename, copy.wal)
+      }
+    }
+    const open = handle
+    yield* Effect.addFinalizer(() => Effect.sync(() => open.close()))
     if (options.synchronous !== undefined) {
       const set = attempt(() => handle.pragma(`synchronous = ${options.synchronous}`))
       if (Either.isLeft(set)) return yield* failure(set.left, "Failed to set synchronous")
     }
     return yield* make(handle, options.filename)
+  })
+
+interface Copy {
+  readonly handle: Sqlite.Database
+  readonly wal: boolean
+}
+
+/** The SQLite errors of a read-only open that needs to write beside the file (its `-shm` index). */
+const cannotReadInPlace = (cause: unknown): boolean =>
+  cause instanceof Sqlite.SqliteError &&
+  (cause.code === "SQLITE_READONLY_DIRECTORY" || cause.code === "SQLITE_CANTOPEN" || cause.code.startsWith("SQLITE_READONLY_CANT"))
+
+/** The files whose notes were said in this process: a command that opens a log several times says it once. */
+const noted = new Set<string>()
+
+const noteCopy = (filename: string, wal: boolean) =>
+  Effect.suspend(() => {
+    if (noted.has(filename)) return Effect.void
+    noted.add(filename)
+    return Effect.logInfo(
+      `${filename} is read from a private copy${wal ? " (with its -wal file)" : ""}: its folder is not writable here, so SQLite cannot read it in place; nothing is written beside it`
+    )
+  })
+
+/** A file's size and modification time, to tell whether it changed while it was copied. */
+const stamp = (file: string): string => {
+  const stat = fs.statSync(file, { throwIfNoEntry: false })
+  return stat === undefined ? "none" : `${stat.size}:${stat.mtimeMs}`
+}
+
+/**
+ * Copy `filename`, and its `-wal` file when there is one, into a new private folder (0700) and
+ * open the copy read-only; the folder is removed with the scope. The copy holds every committed
+ * transaction: SQLite rebuilds the WAL's index from the copied `-wal` file, whose frames are
+ * checksummed, so only whole commits count. (SQLite's `immutable` opening would skip the `-wal`
+ * file and miss its commits.) The `-shm` file is never copied: it is shared memory, rebuilt from the
+ * WAL. A copy made while another process wrote the files is made again.
+ */
+const readCopy = (filename: string, busyTimeoutMs: number): Effect.Effect<Copy, SqlError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const failed = (cause: unknown) => new SqlError({ cause, message: `Failed to read a copy of ${filename}` })
+    const dir = yield* Effect.acquireRelease(
+      Effect.try({ try: () => fs.mkdtempSync(path.join(os.tmpdir(), "rx-read-")), catch: failed }),
+      (dir) => Effect.sync(() => Either.try(() => fs.rmSync(dir, { recursive: true, force: true })))
+    )
+    const copy = path.join(dir, path.basename(filename))
+    for (let attempt_ = 0; attempt_ < 5; attempt_++) {
+      const copied = attempt(() => {
+        const before = `${stamp(filename)}/${stamp(`${filename}-wal`)}`
+        for (const suffix of ["-wal", "-shm", ""]) fs.rmSync(`${copy}${suffix}`, { force: true })
+        fs.copyFileSync(filename, copy)
+        const wal = (fs.statSync(`${filename}-wal`, { throwIfNoEntry: false })?.size ?? 0) > 0
+        if (wal) fs.copyFileSync(`${filename}-wal`, `${copy}-wal`)
+        return { wal, steady: before === `${stamp(filename)}/${stamp(`${filename}-wal`)}` }
+      })
+      if (Either.isLeft(copied)) return yield* Effect.fail(failed(copied.left))
+      if (!copied.right.steady) continue
+      const handle = attempt(() => new Sqlite(copy, { readonly: true, fileMustExist: true, timeout: busyTimeoutMs }))
+      if (Either.isLeft(handle)) return yield* Effect.fail(failed(handle.left))
+      const first = attempt(() => handle.right.prepare("SELECT count(*) FROM sqlite_schema").get())
+      if (Either.isLeft(first)) {
+        handle.right.close()
+        return yield* failure(first.left, `Failed to read a copy of ${filename}`)
+      }
+      return { handle: handle.right, wal: copied.right.wal }
+    }
+    return yield* Effect.fail(
+      new SqlError({ message: `${filename} kept changing while rx copied it to read it (another process is writing it); try again` })
+    )
   })
 
 const make = (handle: Sqlite.Database, filename: string): Effect.Effect<Database> =>

@@ -40,7 +40,7 @@ export const toStoreError = (where: Where, error: unknown): StateStore.StoreErro
   const message = code === "SQLITE_FULL"
     ? `${what} failed: the disk is full (${filename}: ${detail}); nothing of this write was recorded. Free some space, ${then}`
     : code.startsWith("SQLITE_READONLY")
-    ? `${what} failed: the database ${filename} is read-only (${detail}); nothing was recorded. Make the file and its directory writable (and open it without readonly), ${then}`
+    ? `${what} failed: the database ${filename} is read-only (${detail}); nothing was recorded. This user can read it but not write it: make the file and its folder writable, or copy the log (with its -wal file, if any) to a folder you can write and use the copy, ${then}`
     : code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")
     ? `${what} failed: ${filename} is locked by another process (waited ${where.busyTimeoutMs} ms: ${detail}); try again once it is done, or raise busyTimeoutMs`
     : code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB"
