@@ -446,7 +446,7 @@ describe("instructions and limits", () => {
       const refused = yield* rx(["resume", endedId, "--max-iterations", "5", "--db", other.db])
       expect(refused.code).toBe(1)
       expect(refused.stderr).toBe(
-        `rx: goal ${endedId} ended at its iteration limit (max_iterations, 1 iteration) and a terminated goal's log is closed, so --max-iterations cannot extend it: start a new goal with rx run\n`
+        `rx: goal ${endedId} ended at its iteration limit (max_iterations, 1 iteration) and a terminated goal's log is closed, so --max-iterations cannot extend it: rx run --continue ${endedId} goes on from where it stopped, as a new goal\n`
       )
       const after = yield* events(endedId, other.db)
       expect(after).toEqual(before)

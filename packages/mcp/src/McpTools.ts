@@ -282,7 +282,10 @@ const stdio = (
     const held = yield* Effect.scoped(Sandbox.hold(options.workspace, options.guards ?? [])).pipe(Effect.catchAll((why) => notStarted(String(why))))
     const tree = yield* ProcessTree.spawn({
       file: sandbox.path,
-      args: Sandbox.bwrapArgs(options.workspace, server.command, held.args, undefined, { network: request.network, readOnly: request.read }),
+      args: Sandbox.bwrapArgs(options.workspace, server.command, held.args, undefined, {
+        network: request.network,
+        readOnly: [...new Set([...Command.sandboxReads(server.command[0], options.workspace, env["PATH"] ?? ""), ...request.read])]
+      }),
       cwd: "/",
       // Its home is not there: temporary files go to the sandbox's own /tmp.
       env: { ...env, TMPDIR: "/tmp" },

@@ -195,6 +195,32 @@ describe.skipIf(!bwrapWorks)("McpTools in the sandbox", () => {
       expect(fs.existsSync(outside)).toBe(false)
       expect(fs.readFileSync(inside, "utf8")).toBe("stayed")
     }), 30_000)
+
+  it.scoped("a sandboxed server's program installed outside the system folders (Node by nvm, or in a cache) is bound read-only and runs", () =>
+    Effect.gen(function*() {
+      const workspace = yield* temp
+      const installation = yield* temp
+      fs.mkdirSync(path.join(installation, "bin"))
+      fs.mkdirSync(path.join(installation, "lib", "node_modules"), { recursive: true })
+      const node = path.join(installation, "bin", "node")
+      fs.symlinkSync(process.execPath, node)
+      // The link's installation; and the real program's, unless it lies in a system folder.
+      const real = fs.realpathSync(process.execPath)
+      const realInstallation = fs.existsSync(path.join(real, "..", "..", "lib", "node_modules")) ? path.dirname(path.dirname(real)) : path.dirname(real)
+      const system = Sandbox.systemPaths.some((folder) => real.startsWith(`${folder}/`))
+      expect(Command.sandboxReads(node, workspace, "")).toEqual(system ? [installation] : [installation, realInstallation])
+      expect(Command.sandboxReads("node", workspace, path.join(installation, "bin"))).toEqual(Command.sandboxReads(node, workspace, ""))
+      expect(Command.sandboxReads("/bin/sh", workspace, "")).toEqual([])
+      fs.copyFileSync(path.join(import.meta.dirname, "fixtures", "escape.mjs"), path.join(workspace, "escape.mjs"))
+      const sandbox = yield* Sandbox.resolve("bwrap", workspace)
+      const inside = path.join(workspace, "stayed.txt")
+      const source = yield* McpTools.make([{ name: "x", command: [node, path.join(workspace, "escape.mjs"), path.join(installation, "escaped.txt"), inside], sandbox: { network: false, read: [] } }], { workspace, sandbox })
+      const { events } = yield* run(source, [LanguageModel.callTool("x__escape", {}), LanguageModel.done("tried")])
+      expect(outcome(events, "x__escape")?._tag).toBe("ToolSucceeded")
+      expect(fs.readFileSync(inside, "utf8")).toBe("stayed")
+      // Bound read-only: the server could not write its installation.
+      expect(fs.existsSync(path.join(installation, "escaped.txt"))).toBe(false)
+    }), 30_000)
 })
 
 describe("McpTools over HTTP", () => {

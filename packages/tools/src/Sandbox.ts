@@ -65,8 +65,8 @@ export class SandboxUnavailable extends Schema.TaggedError<SandboxUnavailable>()
 export const installHint =
   "install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`; Fedora: `dnf install bubblewrap`; Arch: `pacman -S bubblewrap`), or choose sandbox mode `none` (`--sandbox none`) to run commands without isolation"
 
-/** System folders mounted read-only when present; links among them are recreated as links. */
-const systemPaths = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"]
+/** System folders every sandbox mounts read-only when present; links among them are recreated as links. */
+export const systemPaths: ReadonlyArray<string> = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"]
 
 /** Where bubblewrap is looked for, in order, when no `bwrapPath` is configured. */
 export const trustedBwrap: ReadonlyArray<string> = ["/usr/bin/bwrap", "/usr/local/bin/bwrap", "/bin/bwrap"]

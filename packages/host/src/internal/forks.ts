@@ -2,7 +2,7 @@
 import { Path } from "@effect/platform"
 import { StateStore } from "@rx/kernel"
 import { Effect } from "effect"
-import { make } from "../Fork.js"
+import { make } from "./fork.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"

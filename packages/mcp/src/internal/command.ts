@@ -15,6 +15,7 @@
  *   serves the workspace). `npx` installs its package first (`install`): a download is not
  *   counted in the start timeout.
  */
+import { Sandbox } from "@rx/tools"
 import { Either } from "effect"
 import { accessSync, constants, existsSync, realpathSync, statSync } from "node:fs"
 import * as NodePath from "node:path"
@@ -127,6 +128,28 @@ const splitLauncher = (args: ReadonlyArray<string>, valued: ReadonlySet<string>)
     }
   }
   return { options, values, rest: args.slice(i) }
+}
+
+/**
+ * What a sandboxed server's program needs bound read-only to be found in the sandbox, which
+ * mounts only the system folders and the workspace: a program outside them (a Node installed by
+ * nvm, or in a cache) brings its installation (the parent of its `bin` folder when that holds
+ * `lib/node_modules`, where `npx` and global packages live) or else its own folder.
+ */
+export const sandboxReads = (program: string, workspace: string, path: string): ReadonlyArray<string> => {
+  const found = program.includes("/")
+    ? NodePath.resolve(workspace, program)
+    : safePath(path, real(workspace)).map((folder) => NodePath.join(folder, program)).find(executable)
+  if (found === undefined) return []
+  const system = (file: string) => Sandbox.systemPaths.some((folder) => file === folder || file.startsWith(`${folder}/`))
+  const reads = new Set<string>()
+  for (const file of [found, real(found)]) {
+    if (system(file) || insideOf(workspace, file)) continue
+    const folder = NodePath.dirname(file)
+    const installation = NodePath.dirname(folder)
+    reads.add(NodePath.basename(folder) === "bin" && existsSync(NodePath.join(installation, "lib", "node_modules")) ? installation : folder)
+  }
+  return [...reads]
 }
 
 /**
