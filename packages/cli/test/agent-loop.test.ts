@@ -121,7 +121,7 @@ describe("suspension", () => {
       expect(first.stdout).toContain(`rx resume ${goalId} --db ${box.db} continues it once the model server answers`)
       expect((yield* events(goalId, box.db)).map((e) => e["_tag"])).toEqual(["GoalSubmitted", "ModelFailed", "Suspended"])
       const listed = yield* rx(["list", "--db", box.db])
-      expect(listed.stdout).toMatch(new RegExp(`${goalId}\\s+suspended\\(model_unavailable\\)\\s+0 it`))
+      expect(listed.stdout).toMatch(new RegExp(`${goalId}\\s+waiting\\(outage\\)\\s+0 it`))
       expect(jsonLines((yield* rx(["list", "--json", "--db", box.db])).stdout)[0]).toMatchObject({
         goalId,
         status: "open",
@@ -167,7 +167,7 @@ describe("suspension", () => {
         expect(withMarker(marker)).toEqual([])
         const goalId = String(lines[0]?.["goalId"])
         const listed = yield* rx(["list", "--db", box.db])
-        expect(listed.stdout).toMatch(new RegExp(`${goalId}\\s+suspended\\(shutdown\\)`))
+        expect(listed.stdout).toMatch(new RegExp(`${goalId}\\s+idle\\(shutdown\\)`))
         const resumed = yield* rx(["resume", goalId, "--db", box.db])
         expect(resumed.code).toBe(0)
         expect(resumed.stdout).toContain("after the shutdown")
@@ -202,7 +202,7 @@ describe("approvals", () => {
       expect(ran.stdout).toContain(`call ${goalId}:1 waits for approval: shell, with this input:\n  command: "echo approved > made.txt"\n`)
       expect(ran.stdout).toContain(`approve: rx approve ${goalId} --db ${box.db}`)
       expect(ran.stdout).toContain(`then:    rx resume ${goalId} --db ${box.db}`)
-      expect((yield* rx(["list", "--db", box.db])).stdout).toMatch(new RegExp(`${goalId}\\s+suspended\\(awaiting_approval\\)`))
+      expect((yield* rx(["list", "--db", box.db])).stdout).toMatch(new RegExp(`${goalId}\\s+waiting\\(approval\\)`))
       expect(existsSync(join(box.workspace, "made.txt"))).toBe(false)
       // A wrong call id, then the right decision; it runs nothing.
       const wrong = yield* rx(["approve", goalId, "--call", `${goalId}:7`, "--db", box.db])

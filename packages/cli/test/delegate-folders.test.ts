@@ -10,31 +10,8 @@ import { Effect, Layer } from "effect"
 import { execFileSync } from "node:child_process"
 import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import * as FakeServer from "../../llm/test/FakeServer.js"
-import { busyModel, jsonLines, rx, sandbox, serveRx } from "./helpers.js"
-
-type Reply = ReturnType<typeof FakeServer.completion>
-const usage = { prompt_tokens: 7, completion_tokens: 3 }
-const call = (name: string, args: unknown): Reply => FakeServer.completion({ toolCalls: [{ name, arguments: JSON.stringify(args) }], usage })
-const done = (summary: string) => call("done", { summary })
-const body = (reply: Reply) => (reply.kind === "json" ? reply.body : null)
-
-interface Message {
-  readonly role?: unknown
-  readonly content?: unknown
-}
-const messagesOf = (request: unknown): ReadonlyArray<Message> =>
-  typeof request === "object" && request !== null && "messages" in request && Array.isArray(request.messages) ? request.messages : []
-
-/** A model server answering each goal (found by a marker in its first user message) from its own script. */
-const treeModel = (scripts: Readonly<Record<string, ReadonlyArray<Reply>>>) =>
-  busyModel(0, (request) => {
-    const messages = messagesOf(request)
-    const goal = String(messages.find((m) => m.role === "user")?.content ?? "")
-    const steps = Object.entries(scripts).find(([marker]) => goal.includes(marker))?.[1] ?? [done("no script")]
-    const results = messages.filter((m) => m.role === "tool").length
-    return body(steps[Math.min(results, steps.length - 1)] ?? done("no script"))
-  })
+import { jsonLines, rx, sandbox, serveRx } from "./helpers.js"
+import { call, done, type Reply, treeModel } from "./tree.js"
 
 /** Each spelling of the repository's `.git` (or a folder in it), and where its hooks folder is from there. */
 const spellings: ReadonlyArray<{ readonly folder: string; readonly hooks: string; readonly git: string }> = [

@@ -10,31 +10,8 @@ import { SqliteStore } from "@rx/store-sqlite"
 import { Effect, Either, Layer } from "effect"
 import { existsSync, readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
-import * as FakeServer from "../../llm/test/FakeServer.js"
-import { busyModel, jsonLines, rx, sandbox, start, until } from "./helpers.js"
-
-type Reply = ReturnType<typeof FakeServer.completion>
-const usage = { prompt_tokens: 7, completion_tokens: 3 }
-const call = (name: string, args: unknown): Reply => FakeServer.completion({ toolCalls: [{ name, arguments: JSON.stringify(args) }], usage })
-const done = (summary: string) => call("done", { summary })
-const body = (reply: Reply) => (reply.kind === "json" ? reply.body : null)
-
-interface Message {
-  readonly role?: unknown
-  readonly content?: unknown
-}
-const messagesOf = (request: unknown): ReadonlyArray<Message> =>
-  typeof request === "object" && request !== null && "messages" in request && Array.isArray(request.messages) ? request.messages : []
-
-/** A model server answering each goal (found by a marker in its first user message) from its own script. */
-const treeModel = (scripts: Readonly<Record<string, ReadonlyArray<Reply>>>) =>
-  busyModel(0, (request) => {
-    const messages = messagesOf(request)
-    const goal = String(messages.find((m) => m.role === "user")?.content ?? "")
-    const steps = Object.entries(scripts).find(([marker]) => goal.includes(marker))?.[1] ?? [done("no script")]
-    const results = messages.filter((m) => m.role === "tool").length
-    return body(steps[Math.min(results, steps.length - 1)] ?? done("no script"))
-  })
+import { jsonLines, rx, sandbox, start, until } from "./helpers.js"
+import { call, done, treeModel } from "./tree.js"
 
 const tools = ["--tools", "read_file,write_file,shell,delegate", "--sandbox", "none"]
 const at = (box: { readonly db: string; readonly workspace: string }, baseUrl: string) =>

@@ -16,6 +16,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import * as Command from "../src/internal/command.js"
 import * as Limits from "../../tools/src/internal/limits.js"
+import { marked, processesWith } from "../../tools/test/processes.js"
 
 const fixture = path.join(import.meta.dirname, "fixtures", "server.mjs")
 const none = { _tag: "None", prlimit: undefined } as const
@@ -272,22 +273,6 @@ describe("Servers.parse", () => {
 })
 
 const raw = path.join(import.meta.dirname, "fixtures", "raw.mjs")
-
-/** Processes whose command line holds `marker`. */
-const processesWith = (marker: string): ReadonlyArray<number> =>
-  fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
-    try {
-      return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker)
-    } catch {
-      return false
-    }
-  }).map(Number)
-
-/** A marker unique to one test, and a finaliser that kills whatever still carries it. */
-const marked = Effect.acquireRelease(
-  Effect.sync(() => `rx-mcp-test-${process.pid}-${Math.random().toString(36).slice(2)}`),
-  (marker) => Effect.sync(() => processesWith(marker).forEach((pid) => process.kill(pid, "SIGKILL")))
-)
 
 /** Wait (polling) until nothing carries `marker`, or fail after `ms`. */
 const gone = (marker: string, ms = 20_000) =>

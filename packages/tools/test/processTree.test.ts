@@ -12,24 +12,9 @@ import * as path from "node:path"
 import * as Limits from "../src/internal/limits.js"
 import { ProcessTree } from "../src/index.js"
 import { invoke, makeDirs, ok, withTools } from "./helpers.js"
+import { marked, processesWith } from "./processes.js"
 
 const cgroups = Limits.discoverOnce()
-
-/** Processes whose command line holds `marker`. */
-const processesWith = (marker: string): ReadonlyArray<number> =>
-  fs.readdirSync("/proc").filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
-    try {
-      return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(marker)
-    } catch {
-      return false
-    }
-  }).map(Number)
-
-/** A marker unique to one test; whatever still carries it when the test ends is killed. */
-const marked = Effect.acquireRelease(
-  Effect.sync(() => `rx-tree-test-${randomBytes(6).toString("hex")}`),
-  (marker) => Effect.sync(() => processesWith(marker).forEach((pid) => process.kill(pid, "SIGKILL")))
-)
 
 /** Poll until `check` holds, or `ms` have passed; whether it held. */
 const within = (check: () => boolean, ms = 20_000) =>

@@ -21,7 +21,8 @@ export const links = (
   goals: Goals.Service,
   goalIds: ReadonlyArray<string>
 ): Effect.Effect<{ readonly origins: ReadonlyMap<string, Link>; readonly forks: ReadonlyMap<string, ReadonlyArray<Link>> }, Settings.UsageError | StateStore.StoreError, FileSystem.FileSystem | Path.Path> =>
-  goals.where._tag !== "Log"
+  // No goals (as before any run, when there is no log yet): no links, and no log is opened.
+  goals.where._tag !== "Log" || goalIds.length === 0
     ? Effect.succeed({ origins: new Map<string, Link>(), forks: new Map<string, ReadonlyArray<Link>>() })
     : Effect.map(Fork.forks(goalIds).pipe(Effect.provide(Log.layer(goals.where.db, "read"))), (forks) => {
       const origins = new Map<string, Link>()
