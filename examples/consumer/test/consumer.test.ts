@@ -16,6 +16,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { builtinModules } from "node:module"
 import { tmpdir } from "node:os"
 import { join, relative, resolve } from "node:path"
+import { pathToFileURL } from "node:url"
 
 const root = resolve(import.meta.dirname, "..", "..", "..")
 const readme = readFileSync(join(root, "README.md"), "utf8")
@@ -200,6 +201,14 @@ interface App {
   readonly versions: ReadonlyMap<string, string>
 }
 
+/** node-llama-cpp's CPU build for this platform, as @rx/llama's install hint names it (from its build: `pnpm build` first). */
+const cpuPackage = Effect.promise(async () => {
+  const install: { readonly cpuPackage: (platform: string, arch: string) => string | undefined } = await import(
+    pathToFileURL(join(pkg("@rx/llama").dir, "dist", "src", "Install.js")).href
+  )
+  return install.cpuPackage(process.platform, process.arch)
+})
+
 /** A new folder outside the workspace: `package.json`, the README's tsconfig and example, then one `npm install`. */
 const makeApp = (
   name: string,
@@ -211,6 +220,11 @@ const makeApp = (
     readonly ignoreScripts: boolean
     /** Optional peers left out of this app. */
     readonly without?: ReadonlyArray<string>
+    /**
+     * node-llama-cpp as its install hint has users install it (`Install.hint`): optional
+     * dependencies left out, and the one CPU build of this platform named instead of every GPU build.
+     */
+    readonly llamaCpuOnly?: boolean
   }
 ) =>
   Effect.gen(function*() {
@@ -226,8 +240,13 @@ const makeApp = (
     // A peer that is itself one of the tarballs (@rx/llama, an optional peer of @rx/cli) comes from its tarball.
     const peers = peersOf(packages).filter((p) => !packed.some((q) => q.manifest.name === p.name) && !(options.without ?? []).includes(p.name))
     const specs = peers.map((p) => `${p.name}@${pick === "lowest" ? p.lowest : p.narrowest}`)
+    const llama = peers.find((p) => p.name === "node-llama-cpp")
+    const cpu = options.llamaCpuOnly === true && llama !== undefined ? yield* cpuPackage : undefined
+    // The CPU build's version is node-llama-cpp's own: the lowest allowed here, as the app pins it.
+    if (cpu !== undefined && llama !== undefined) expect(pick, "the CPU build is pinned to the lowest node-llama-cpp").toBe("lowest")
+    const cpuOnly = cpu === undefined || llama === undefined ? [] : ["--omit=optional", `${cpu}@${llama.lowest}`]
     yield* npm(
-      ["install", "--no-audit", "--no-fund", "--prefer-offline", ...(options.ignoreScripts ? ["--ignore-scripts"] : []), ...packages.map((p) => p.file), ...specs],
+      ["install", "--no-audit", "--no-fund", "--prefer-offline", ...(options.ignoreScripts ? ["--ignore-scripts"] : []), ...cpuOnly, ...packages.map((p) => p.file), ...specs],
       dir
     )
     // Exits non-zero on a missing or invalid dependency or peer anywhere in the tree.
@@ -304,8 +323,9 @@ const loadAll = (app: App, packages: ReadonlyArray<Packed>) =>
   })
 
 /**
- * A goal run by @rx/llama's Layer on its tiny GGUF: node-llama-cpp as npm installed it, with no
- * install script run, so its prebuilt binary package works with nothing downloaded or built.
+ * A goal run by @rx/llama's Layer on its tiny GGUF: node-llama-cpp as its install hint has users
+ * install it (the CPU build only), with no install script run, so its prebuilt binary package
+ * works with nothing downloaded or built.
  * (Not through `rx run`: with scripts off, better-sqlite3 has no binary for the log.)
  */
 const runLocalModel = (app: App) =>
@@ -439,7 +459,8 @@ describe("rx installed from its tarballs", () => {
       const app = yield* makeApp("all-lowest", all(), "lowest", {
         dev: ["typescript", "@types/node", ...types()],
         files: { "all.ts": allPackages(all()) },
-        ignoreScripts: true
+        ignoreScripts: true,
+        llamaCpuOnly: true
       })
       yield* compileAndRun(app)
       yield* loadAll(app, all())

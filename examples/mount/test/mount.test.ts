@@ -56,10 +56,13 @@ describe("examples/mount: rx's commands in an app of one's own", () => {
     expect(refused).toEqual({ code: 1, stdout: "", stderr: "rx: there is no command \"lst\" (did you mean list?) (rx --help lists the commands)\n" })
     const bad = await run(dir, ["rx", "run", "hi", "--max-iterations", "0"])
     expect(bad).toEqual({ code: 1, stdout: "", stderr: "rx: --max-iterations: expected a whole number from 1 up, got \"0\"\n" })
-    // An outcome's own exit code: rx doctor of a log that is not there.
+    // A refused outcome: rx inspect of a log that is not there; and rx list before any run, an empty list.
     const state = join(dir, "state")
-    const missing = await run(dir, ["rx", "list", "--db", join(state, "rx.db")])
+    const missing = await run(dir, ["rx", "inspect", "nope", "--db", join(state, "rx.db")])
     expect(missing.code).toBe(1)
     expect(missing.stderr).toMatch(/^rx: no rx database at /)
+    const none = await run(dir, ["rx", "list", "--db", join(state, "rx.db")])
+    expect(none.code).toBe(0)
+    expect(none.stdout).toContain("no goals yet")
   }, 300_000)
 })
