@@ -4,14 +4,13 @@
  * and the user's next `git status` and `git commit` run no payload.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { type Event, StateStore } from "@rx/kernel"
-import { SqliteStore } from "@rx/store-sqlite"
-import { Effect, Layer } from "effect"
+import type { Event } from "@rx/kernel"
+import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
 import { existsSync, mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { jsonLines, rx, sandbox, serveRx } from "./helpers.js"
-import { call, done, type Reply, treeModel } from "./tree.js"
+import { call, done, logOf, type Reply, treeModel } from "./tree.js"
 
 /** Each spelling of the repository's `.git` (or a folder in it), and where its hooks folder is from there. */
 const spellings: ReadonlyArray<{ readonly folder: string; readonly hooks: string; readonly git: string }> = [
@@ -67,12 +66,6 @@ const attack = (box: { readonly root: string; readonly workspace: string }) => {
   return { scripts, check }
 }
 
-const logOf = (db: string) =>
-  Effect.gen(function*() {
-    const store = yield* StateStore.StateStore
-    const goals = yield* store.goals()
-    return new Map(yield* Effect.forEach(goals, (g) => Effect.map(store.load(g.goalId), (events) => [g.goalId, events] as const)))
-  }).pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename: db, readonly: true }))))
 
 /** Each delegate call's failure, in order. */
 const refusals = (events: ReadonlyArray<Event.Event>) =>

@@ -5,25 +5,17 @@
  * every commit of the tree, cancel, approval, limits, replay.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { type Event, Replay, State, StateStore } from "@rx/kernel"
-import { SqliteStore } from "@rx/store-sqlite"
-import { Effect, Either, Layer } from "effect"
+import { type Event, Replay, State } from "@rx/kernel"
+import { Effect, Either } from "effect"
 import { existsSync, readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { jsonLines, rx, sandbox, start, until } from "./helpers.js"
-import { call, done, treeModel } from "./tree.js"
+import { call, done, logOf, treeModel } from "./tree.js"
 
 const tools = ["--tools", "read_file,write_file,shell,delegate", "--sandbox", "none"]
 const at = (box: { readonly db: string; readonly workspace: string }, baseUrl: string) =>
   ["--db", box.db, "--workspace", box.workspace, "--base-url", baseUrl, "--model", "fake"]
 
-/** The goals of a log and each one's events, read in this process. */
-const logOf = (db: string) =>
-  Effect.gen(function*() {
-    const store = yield* StateStore.StateStore
-    const goals = yield* store.goals()
-    return new Map(yield* Effect.forEach(goals, (g) => Effect.map(store.load(g.goalId), (events) => [g.goalId, events] as const)))
-  }).pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename: db, readonly: true }))))
 
 /** The root goal's id: the one with no parent. */
 const rootOf = (logs: ReadonlyMap<string, ReadonlyArray<Event.Event>>) =>

@@ -1,4 +1,7 @@
 /** A model server for trees of goals: each goal (found by a marker in its first user message) answers from its own script. */
+import { StateStore } from "@rx/kernel"
+import { SqliteStore } from "@rx/store-sqlite"
+import { Effect, Layer } from "effect"
 import * as FakeServer from "../../llm/test/FakeServer.js"
 import { busyModel } from "./helpers.js"
 
@@ -27,3 +30,11 @@ export const treeModel = (scripts: Readonly<Record<string, ReadonlyArray<Reply>>
     const results = messages.filter((m) => m.role === "tool").length
     return body(steps[Math.min(results, steps.length - 1)] ?? done("no script"))
   })
+
+/** The goals of a log and each one's events, read in this process. */
+export const logOf = (db: string) =>
+  Effect.gen(function*() {
+    const store = yield* StateStore.StateStore
+    const goals = yield* store.goals()
+    return new Map(yield* Effect.forEach(goals, (g) => Effect.map(store.load(g.goalId), (events) => [g.goalId, events] as const)))
+  }).pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename: db, readonly: true }))))

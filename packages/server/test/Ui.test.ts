@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { LanguageModel, Tool, ToolRegistry } from "@rx/kernel"
 import { Toolbox } from "@rx/server"
-import { Deferred, Effect, Exit, Schema, Scope } from "effect"
+import { Deferred, Effect, Exit, Layer, Schema, Scope } from "effect"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
@@ -98,16 +98,19 @@ describe.skipIf(!available)("web inspector", () => {
       expect(yield* Effect.promise(() => page.evaluate("localStorage.length"))).toBe(0)
     }), 60_000)
 
+  /** A parent that delegates one listing: its sub-goal lists the files, then each is done. */
+  const delegatingModel = modelByGoal((goal, turn) =>
+    Effect.succeed(
+      goal.startsWith("parent")
+        ? turn === 0 ? LanguageModel.callTool("delegate", { goal: "child: list the files" }) : LanguageModel.done("delegated")
+        : turn === 0 ? LanguageModel.callTool("list_dir", {}) : LanguageModel.done("listed")
+    )
+  )
+
   it.scopedLive("a goal's tree: the list shows a sub-goal under its parent; the parent's page lists it with its status and links both ways", () =>
     Effect.gen(function*() {
       const b = yield* browser
-      const server = yield* startServer(modelByGoal((goal, turn) =>
-        Effect.succeed(
-          goal.startsWith("parent")
-            ? turn === 0 ? LanguageModel.callTool("delegate", { goal: "child: list the files" }) : LanguageModel.done("delegated")
-            : turn === 0 ? LanguageModel.callTool("list_dir", {}) : LanguageModel.done("listed")
-        )
-      ), { delegate: true })
+      const server = yield* startServer(delegatingModel, { delegate: true })
       const { page } = yield* login(b, server)
       const parent = yield* submit(server, { goal: "parent: delegate the listing" })
       const child = `${parent}.1`
@@ -133,13 +136,7 @@ describe.skipIf(!available)("web inspector", () => {
   it.scopedLive("a goal waiting on its sub-goal's approval offers the way to that approval, not Resume; approving it there finishes both", () =>
     Effect.gen(function*() {
       const b = yield* browser
-      const server = yield* startServer(modelByGoal((goal, turn) =>
-        Effect.succeed(
-          goal.startsWith("parent")
-            ? turn === 0 ? LanguageModel.callTool("delegate", { goal: "child: list the files" }) : LanguageModel.done("delegated")
-            : turn === 0 ? LanguageModel.callTool("list_dir", {}) : LanguageModel.done("listed")
-        )
-      ), { delegate: true })
+      const server = yield* startServer(delegatingModel, { delegate: true })
       const { page } = yield* login(b, server)
       const parent = yield* submit(server, { goal: "parent: delegate the listing", options: { approval: { list_dir: "ask" } } })
       const child = `${parent}.1`
@@ -168,6 +165,52 @@ describe.skipIf(!available)("web inspector", () => {
       expect(yield* text(page, ".meta")).toContain("running")
       yield* Deferred.succeed(gate, undefined)
       yield* Effect.promise(() => page.waitForSelector("#step-2 .event.ok"))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor())
+    }), 60_000)
+
+  it.scopedLive("a running goal is told something from its page (the model reads it at its next request); an ended goal is continued as a new goal from its page", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const gate = yield* Deferred.make<void>()
+      const held = listTwiceAfter(gate)
+      const heard: Array<number> = []
+      const server = yield* startServer(Layer.succeed(
+        LanguageModel.LanguageModel,
+        LanguageModel.LanguageModel.of({
+          generate: (request) => {
+            const turn = request.messages.filter((m) => m.role === "assistant").length
+            if (request.messages.some((m) => m.role === "user" && m.content.includes("use the blue folder"))) heard.push(turn)
+            return held("", turn)
+          }
+        })
+      ))
+      const { page } = yield* login(b, server)
+      const first = yield* submit(server, { goal: "list twice" })
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${first}`))
+      // The first call done, the model held at its second request: a message now is read at the third.
+      yield* Effect.promise(() => page.waitForSelector("#step-1 .event.ok"))
+      yield* Effect.promise(() => page.waitForSelector("#message-panel", { state: "visible" }))
+      expect(yield* Effect.promise(() => page.locator("#continue-panel").isVisible())).toBe(false)
+      yield* Effect.promise(() => page.fill("#message-text", "use the blue folder"))
+      yield* Effect.promise(() => page.fill("#sender-name", "Ada"))
+      yield* Effect.promise(() => page.click("#send-message"))
+      yield* Effect.promise(() => page.locator("#message-status").getByText("Sent").waitFor())
+      yield* Effect.promise(() => page.locator(".event", { hasText: "use the blue folder" }).waitFor())
+      expect(yield* text(page, ".event:has(.said)")).toContain("from Ada")
+      yield* Deferred.succeed(gate, undefined)
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor())
+      expect(heard).toEqual([2])
+
+      // Ended: no message box; Continue makes a new goal that names this one, and the page shows it.
+      yield* Effect.promise(() => page.waitForSelector("#continue-panel", { state: "visible" }))
+      expect(yield* Effect.promise(() => page.locator("#message-panel").isVisible())).toBe(false)
+      yield* Effect.promise(() => page.fill("#continue-text", "now list the docs"))
+      yield* Effect.promise(() => page.click("#continue"))
+      yield* Effect.promise(() => page.waitForURL((url) => url.hash.startsWith("#/goals/") && !url.hash.endsWith(encodeURIComponent(first))))
+      yield* Effect.promise(() => page.waitForSelector("#continues"))
+      const continues = yield* text(page, "#continues")
+      expect(continues).toContain(`Continues ${first} (it ended done)`)
+      expect(continues).toContain("now list the docs")
       yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor())
     }), 60_000)
 

@@ -194,10 +194,16 @@ export interface Submission {
   readonly workspace?: string
   readonly instructions?: string
   readonly options?: { readonly approval: Readonly<Record<string, "auto" | "ask" | "deny">> }
+  /** An ended goal this one continues (`goal` is then the new instruction). */
+  readonly continues?: string
 }
 /** Submit a goal; `key` makes a retry of the same form safe (the API's Idempotency-Key). */
 export const submit = (body: Submission, key: string) =>
   json<{ readonly goalId: string }>("/v1/goals", { method: "POST", body: JSON.stringify(body), headers: { "idempotency-key": key } })
+
+/** Tell a goal something: the model reads it at its next request; `key` makes a retry one message. */
+export const say = (goalId: string, text: string, by: string, key: string) =>
+  json<Goal>(`${goalPath(goalId)}/messages`, { method: "POST", body: JSON.stringify({ text, by }), headers: { "idempotency-key": key } })
 
 /**
  * Follow a goal's events (JSON lines) from after `after`, calling `onEvent` with each event and

@@ -1,7 +1,8 @@
 /**
  * One goal: its steps as they happen, the tool trace, a timeline of where time went, the
- * termination audit, the raw events (downloadable as JSON lines), and the actions: cancel, and
- * approve or deny the call waiting, shown exactly as it will run.
+ * termination audit, the raw events (downloadable as JSON lines), and the actions: cancel, approve
+ * or deny the call waiting (shown exactly as it will run), tell a running goal something, and
+ * continue an ended one as a new goal.
  */
 import * as Api from "./api.js"
 import { age, append, block, download, duration, fill, h, preview } from "./dom.js"
@@ -221,21 +222,90 @@ const auditView = (goal: Goal | undefined) => {
     h("dt", {}, "led there"), h("dd", {}, ...audit.evidence.map((seq) => h("a", { href: `#seq-${seq}`, class: "chip", on: { click: (ev) => jump(ev, seq) } }, `seq ${seq}`))))
 }
 
+/** Who acts: asked once per tab, kept in it, recorded with what they do. */
+const whoInput = (id: string) =>
+  h("input", { id, attrs: { type: "text", placeholder: "your name", "aria-label": "your name", maxlength: "80", value: Api.name() ?? "" } })
+
+/** The name given, kept for the tab; or undefined, with the field focused and why said in `status`. */
+const whoOf = (name: HTMLInputElement, status: HTMLElement, what: string): string | undefined => {
+  const by = name.value.trim()
+  if (by === "") {
+    name.focus()
+    fill(status, `Your name first: it is recorded with ${what}.`)
+    return undefined
+  }
+  Api.rememberName(by)
+  return by
+}
+
+/**
+ * A message to a goal that has not ended (`rx say`): recorded at once, read by the model at its
+ * next request, never interrupting a call. Built once per page, so what is typed survives refreshes.
+ */
+const messagePanel = (goalId: string) => {
+  const text = h("textarea", { id: "message-text", attrs: { rows: "2", maxlength: "8000", placeholder: "e.g. use the blue folder; leave the tests alone", "aria-label": "message" } })
+  const name = whoInput("sender-name")
+  const status = h("span", { class: "muted", id: "message-status" })
+  let key = crypto.randomUUID()
+  text.addEventListener("input", () => {
+    key = crypto.randomUUID()
+  })
+  const send = async () => {
+    if (text.value.trim() === "") return fill(status, "The message needs a text.")
+    const by = whoOf(name, status, "the message")
+    if (by === undefined) return
+    fill(status, "sending…")
+    try {
+      await Api.say(goalId, text.value, by, key)
+      text.value = ""
+      key = crypto.randomUUID()
+      fill(status, "Sent: the goal reads it at its next model request.")
+    } catch (error) {
+      fill(status, `Not sent: ${error instanceof Error ? error.message : String(error)}`)
+    }
+  }
+  return h("section", { class: "message", id: "message-panel" },
+    h("h2", {}, "Tell this goal"),
+    text,
+    h("div", { class: "actions" }, h("label", { class: "who" }, "Sending as ", name), h("button", { id: "send-message", on: { click: () => void send() } }, "Send"), status))
+}
+
+/**
+ * A goal that ended, continued as a new goal (`rx run --continue`): it starts from what this one
+ * did, with the text as its new instruction; the page then shows the new goal.
+ */
+const continuePanel = (goalId: string) => {
+  const text = h("input", { id: "continue-text", attrs: { type: "text", placeholder: "continue", "aria-label": "the new instruction" } })
+  const status = h("span", { class: "muted" })
+  let key = crypto.randomUUID()
+  text.addEventListener("input", () => {
+    key = crypto.randomUUID()
+  })
+  const go = async () => {
+    fill(status, "submitting…")
+    try {
+      const { goalId: next } = await Api.submit({ goal: text.value.trim() === "" ? "continue" : text.value, continues: goalId }, key)
+      location.hash = `#/goals/${encodeURIComponent(next)}`
+    } catch (error) {
+      fill(status, `Not continued: ${error instanceof Error ? error.message : String(error)}`)
+    }
+  }
+  return h("section", { class: "message", id: "continue-panel" },
+    h("h2", {}, "Continue as a new goal"),
+    h("p", { class: "muted" }, "A new goal starts from what this one did (its text, how it ended, its summaries and last steps); this goal's log stays as it is."),
+    h("div", { class: "actions" }, text, h("button", { id: "continue", on: { click: () => void go() } }, "Continue"), status))
+}
+
 /** The call waiting for a decision, exactly as it will run, with approve and deny. */
 const approvalPanel = (model: Model, refresh: () => void) => {
   const approval = model.goal?.approval
   if (model.goal?.status !== "waiting" || approval === null || approval === undefined) return null
   const reason = h("input", { attrs: { type: "text", placeholder: "why (told to the model when denied)", "aria-label": "reason" } })
   const status = h("span", { class: "muted" })
-  // Who decides: asked once per tab, kept in it, recorded with the decision.
-  const name = h("input", { id: "approver-name", attrs: { type: "text", placeholder: "your name", "aria-label": "your name", maxlength: "80", value: Api.name() ?? "" } })
+  const name = whoInput("approver-name")
   const act = (approve: boolean) => async () => {
-    const by = name.value.trim()
-    if (by === "") {
-      name.focus()
-      return fill(status, "Your name first: it is recorded with the decision.")
-    }
-    Api.rememberName(by)
+    const by = whoOf(name, status, "the decision")
+    if (by === undefined) return
     fill(status, approve ? "approving…" : "denying…")
     try {
       await Api.decide(model.goalId, approval.callId, approve, approve ? undefined : reason.value, by)
@@ -290,10 +360,12 @@ const resumePanel = (model: Model, refresh: () => void) => {
 const treeView = (model: Model) => {
   const submitted = model.events[0]
   const parent = submitted?._tag === "GoalSubmitted" ? submitted.parent : undefined
+  const continues = submitted?._tag === "GoalSubmitted" ? submitted.continues : undefined
   const waitsOn = model.goal?.status === "terminated" ? undefined : model.goal?.suspended?.child
-  if (parent === undefined && waitsOn === undefined && model.children.length === 0) return null
+  if (parent === undefined && continues === undefined && waitsOn === undefined && model.children.length === 0) return null
   return h("section", { class: "tree", id: "tree" },
     parent === undefined ? null : h("p", { id: "parent" }, "Sub-goal of ", goalLink(parent.goalId), ` (its call ${parent.callId}, depth ${parent.depth})`),
+    continues === undefined ? null : h("p", { id: "continues" }, "Continues ", goalLink(continues.goalId), ` (it ended ${continues.reason}), told: `, h("q", {}, preview(continues.text, 300))),
     waitsOn === undefined ? null : h("p", { class: "wait", id: "waits-on" }, "Waits on its sub-goal ", goalLink(waitsOn), `: ${model.goal?.suspended?.detail ?? ""}`),
     model.children.length === 0 ? null : h("table", { class: "goals children", id: "children" },
       h("thead", {}, h("tr", {}, ...["sub-goal", "status", "text", "iterations"].map((c) => h("th", {}, c)))),
@@ -323,9 +395,13 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
   ])
   raw.addEventListener("toggle", () => drawRaw())
   const problem = h("p", { class: "problem" })
+  const tell = messagePanel(goalId)
+  const onward = continuePanel(goalId)
+  tell.hidden = true
+  onward.hidden = true
   fill(root,
     h("p", {}, h("a", { href: "#/" }, "← goals")),
-    head, treeBox, problem, approval,
+    head, treeBox, problem, approval, tell, onward,
     h("h2", {}, "Steps"), steps,
     h("h2", {}, "Tool trace"), traceBox,
     h("h2", {}, "Timeline"), timelineBox,
@@ -366,6 +442,8 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
         settings.workspace === undefined ? "" : `, in ${settings.workspace}`,
         " ", cancel))
     fill(approval, approvalPanel(model, () => void refresh()), resumePanel(model, () => void refresh()))
+    tell.hidden = g === undefined || g.status === "terminated"
+    onward.hidden = g?.status !== "terminated"
     fill(treeBox, treeView(model))
     fill(auditBox, auditView(g))
   }

@@ -46,6 +46,8 @@ export type Event = Base & (
     readonly instructions?: string
     /** For a sub-goal: the goal and call that delegated it. */
     readonly parent?: { readonly goalId: string; readonly callId: string; readonly depth: number }
+    /** For a goal that continues an ended one: that goal, how it ended, and the new instruction. */
+    readonly continues?: { readonly goalId: string; readonly reason: string; readonly text: string }
   }
   | { readonly _tag: "ModelResponded"; readonly response: { readonly text: string; readonly toolCalls: ReadonlyArray<ToolCall>; readonly finishReason?: string; readonly usage: { readonly inputTokens: number; readonly outputTokens: number } } }
   | { readonly _tag: "ModelFailed"; readonly message: string }
