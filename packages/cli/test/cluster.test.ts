@@ -121,7 +121,7 @@ describe("rx worker and rx serve --cluster", () => {
       expect(inspected.stdout + inspected.stderr + server.output().stdout).not.toContain(":rx@")
     }).pipe(Effect.provide(Database.layer)), 180_000)
 
-  it.scopedLive("rx run --cluster hands the goal to the workers and follows it as a local run prints it; rx resume --cluster of an ended goal says how it ended", () =>
+  it.scopedLive("rx run --cluster hands the goal to the workers and follows it as a local run prints it; rx resume --cluster of an ended goal says how it ended; rx run --cluster --continue goes on from it", () =>
     Effect.gen(function*() {
       const model = yield* busyModel(0, answer)
       // One worker: the goal can only run there.
@@ -141,6 +141,14 @@ describe("rx worker and rx serve --cluster", () => {
       expect(again.code, again.stderr).toBe(0)
       expect(again.stdout).toContain("done after 2 iterations")
       expect(model.stats.requests).toBe(2)
+      // Continued on the cluster: a new goal that names the ended one runs on the worker; the ended log stays as it was.
+      const continued = yield* rx(["run", "--continue", goalId, "and now check it", "--cluster", "--failover", "5", "--db", url, "--workspace", folder, "--sandbox", "none", "--json"], env)
+      expect(continued.code, continued.stderr).toBe(0)
+      const next = jsonLines(continued.stdout)
+      expect(next[0]).toMatchObject({ _tag: "GoalSubmitted", goal: "write c1.txt", continues: { goalId, reason: "done", text: "and now check it" } })
+      expect(next.at(-1)).toMatchObject({ _tag: "Terminated", reason: "done" })
+      expect(model.stats.requests).toBeGreaterThan(2)
+      expect(jsonLines((yield* rx(["events", goalId, "--db", url], env)).stdout)).toEqual(log)
       // A folder on no volume, a SQLite log, a model setting: each one line, nothing recorded.
       const outside = yield* rx(["run", "write x.txt", "--cluster", "--db", url, "--workspace", mkdtempSync(join(tmpdir(), "rx-novolume-"))], env)
       expect(outside.code).toBe(1)
@@ -152,7 +160,7 @@ describe("rx worker and rx serve --cluster", () => {
       const model2 = yield* rx(["resume", goalId, "--cluster", "--db", url, "--model", "other"], env)
       expect(model2.stderr).toMatch(/^rx: --model does not apply with --cluster/)
       const listed = yield* rx(["list", "--db", url, "--json"], env)
-      expect(jsonLines(listed.stdout)).toHaveLength(1)
+      expect(jsonLines(listed.stdout)).toHaveLength(2)
     }).pipe(Effect.provide(Database.layer)), 180_000)
 
   it.scopedLive("SIGTERM drains a worker: what it runs past the drain time is recorded and finished by the other", () =>

@@ -6,7 +6,7 @@
  */
 import { FileSystem, Path } from "@effect/platform"
 import { OpenAiCompatible, Retry } from "@rx/llm"
-import { type LanguageModel, Options as RunOptions, Prompt, type Runner, type StateStore, type Tool, ToolRegistry } from "@rx/kernel"
+import { Continuation, type LanguageModel, Options as RunOptions, Prompt, Runner, type StateStore, type Tool, ToolRegistry } from "@rx/kernel"
 import type { McpTools } from "@rx/mcp"
 import * as McpFlags from "@rx/mcp/Flags"
 import type * as Servers from "@rx/mcp/Servers"
@@ -458,6 +458,35 @@ export const goalText = (arg: Option.Option<string>, file: Option.Option<string>
       })
     }
     return goal
+  })
+
+/**
+ * How `rx run` records its goal, checked before anything else is said: the goal's text
+ * (`goalText`) with the workspace's instructions (`instructionsOf`, read only for a new goal), or,
+ * with `continues`, a continuation of that ended goal, which takes its text and instructions and
+ * has the argument, if any, as its new instruction. The Effect returned records it.
+ */
+export const submission = (
+  db: Settings.Database,
+  request: { readonly goal: Option.Option<string>; readonly goalFile: Option.Option<string>; readonly continues?: Option.Option<string> | undefined },
+  options: RunOptions.Input,
+  instructionsOf: Effect.Effect<string, UsageError, FileSystem.FileSystem | Path.Path>
+) =>
+  Effect.gen(function*() {
+    const continued = Option.getOrUndefined(request.continues ?? Option.none())
+    if (continued === undefined) {
+      const goal = yield* goalText(request.goal, request.goalFile, options)
+      const instructions = yield* instructionsOf
+      return (observe?: Runner.Observer) =>
+        Runner.submit({ goal, options, ...(observe === undefined ? {} : { observe }), ...(instructions === "" ? {} : { instructions }) })
+    }
+    return (observe?: Runner.Observer) =>
+      Continuation.submit({ goalId: continued, text: Option.getOrUndefined(request.goal), options, ...(observe === undefined ? {} : { observe }) }).pipe(
+        Effect.catchTags({
+          "@rx/kernel/GoalNotFound": () => Log.noGoal(continued, db),
+          "@rx/kernel/NotContinuable": (error) => new UsageError({ message: error.message })
+        })
+      )
   })
 
 /**

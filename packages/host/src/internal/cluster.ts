@@ -2,7 +2,7 @@
  * The goals of a cluster's Postgres log: loaded only by `--cluster`.
  */
 import type { FileSystem, Path } from "@effect/platform"
-import { Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
+import { Goal, Options as RunOptions, StateStore } from "@rx/kernel"
 import { Builtins } from "@rx/tools"
 import { Context, Effect, Layer, Option } from "effect"
 import { makeLocal } from "./local.js"
@@ -56,10 +56,8 @@ export const makeCluster = (db: Settings.Database, failover: Option.Option<numbe
           const approval = yield* Settings.approval(v.ask ?? [], v.deny ?? [], Setup.builtinNames, offered)
           const settings: Settings.Recorded = { ...Setup.recordedTools(v, workspace), volume: volume.id, ...(offered.length === Setup.builtinNames.length ? {} : { tools: offered }) }
           const options: RunOptions.Input = { ...Setup.runOptions(v), ...(Object.keys(approval).length === 0 ? {} : { approval }), settings }
-          if (request.continues !== undefined && Option.isSome(request.continues)) return yield* new UsageError({ message: "rx run --continue does not apply with --cluster yet: continue the goal on this machine (without --cluster)" })
-          const goal = yield* Setup.goalText(request.goal, request.goalFile, options)
-          const instructions = yield* Setup.instructions(v, workspace)
-          const goalId = yield* Runner.submit({ goal, options, ...(instructions === "" ? {} : { instructions }) }).pipe(
+          const submit = yield* Setup.submission(db, request, options, Setup.instructions(v, workspace))
+          const goalId = yield* submit().pipe(
             Effect.provide(Layer.succeedContext(registry)),
             Effect.provide(client)
           )

@@ -3,9 +3,9 @@
  * built (nothing is recorded before they are known to work), then the kernel's `Runner`. Loaded
  * only by a command that runs a goal.
  */
-import { Continuation, Control, type Event, Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
+import { Control, type Event, Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
 import { Delegate } from "@rx/tools"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import type { Hooks, ResumeRequest, RunRequest } from "./service.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
@@ -57,20 +57,9 @@ export const run = (db: Settings.Database, request: RunRequest, hooks: Hooks) =>
       ...(services.mcp.leftOut.length === 0 ? {} : { mcpLeftOut: services.mcp.leftOut })
     }
     const options: RunOptions.Input = { ...Setup.runOptions(v), ...(Object.keys(approval).length === 0 ? {} : { approval }), settings }
-    const continued = Option.getOrUndefined(request.continues ?? Option.none())
-    const goal = continued === undefined ? yield* Setup.goalText(request.goal, request.goalFile, options) : ""
-    const instructions = yield* Setup.instructions(v, workspace)
+    const submit = yield* Setup.submission(db, request, options, Setup.instructions(v, workspace))
     yield* Setup.tell(services.notes)
-    // A continuation takes the ended goal's text and instructions; the argument, if any, is the new instruction.
-    const submitted = continued === undefined
-      ? Runner.submit({ goal, options, observe: hooks.observe, ...(instructions === "" ? {} : { instructions }) })
-      : Continuation.submit({ goalId: continued, text: Option.getOrUndefined(request.goal), options, observe: hooks.observe }).pipe(
-        Effect.catchTags({
-          "@rx/kernel/GoalNotFound": () => Log.noGoal(continued, db),
-          "@rx/kernel/NotContinuable": (error) => new UsageError({ message: error.message })
-        })
-      )
-    return yield* submitted.pipe(
+    return yield* submit(hooks.observe).pipe(
       Effect.flatMap((goalId) => Runner.resume(goalId, hooks)),
       Effect.provide(Setup.delegation(services.layer, tools, delegating ? hooks : undefined)),
       Effect.provide(Log.layer(db, "create"))
