@@ -211,14 +211,19 @@ describe("rx run with delegate", () => {
       expect(logs.get(root)?.find((e) => e._tag === "ToolSucceeded")).toMatchObject({ output: { child: `${root}.1`, reason: "cancelled" } })
     }))
 
+  /** A parent whose first sub-goal's shell call waits for approval: the run suspends (exit 11). */
+  const askingTree = Effect.gen(function*() {
+    const model = yield* treeModel(twoChildren)
+    const box = sandbox()
+    const ran = yield* rx(["run", "[P] delegate two tasks", "--ask", "shell", ...tools, ...at(box, model.baseUrl)])
+    expect(ran.code, ran.stderr).toBe(11)
+    const root = rootOf(yield* logOf(box.db))
+    return { model, box, ran, root, child: `${root}.1` }
+  })
+
   it.scopedLive("a sub-goal asking for approval suspends the parent; rx approve of the sub-goal, then rx resume of the parent, finishes both", () =>
     Effect.gen(function*() {
-      const model = yield* treeModel(twoChildren)
-      const box = sandbox()
-      const ran = yield* rx(["run", "[P] delegate two tasks", "--ask", "shell", ...tools, ...at(box, model.baseUrl)])
-      expect(ran.code, ran.stderr).toBe(11)
-      const root = rootOf(yield* logOf(box.db))
-      const child = `${root}.1`
+      const { model, box, ran, root, child } = yield* askingTree
       expect(ran.stdout).toContain(`goal ${root} waits on its sub-goal ${child} (awaiting_approval)`)
       expect(ran.stdout).toContain(`approve: rx approve ${child}`)
       expect(existsSync(join(box.workspace, "ledger.txt"))).toBe(false)
@@ -250,12 +255,7 @@ describe("rx run with delegate", () => {
 
   it.scopedLive("rx approve of a sub-goal cancelled with its parent says the goal was cancelled and runs nothing; the resume ends both cancelled", () =>
     Effect.gen(function*() {
-      const model = yield* treeModel(twoChildren)
-      const box = sandbox()
-      const ran = yield* rx(["run", "[P] delegate two tasks", "--ask", "shell", ...tools, ...at(box, model.baseUrl)])
-      expect(ran.code, ran.stderr).toBe(11)
-      const root = rootOf(yield* logOf(box.db))
-      const child = `${root}.1`
+      const { model, box, root, child } = yield* askingTree
       expect((yield* rx(["cancel", root, "--db", box.db])).code).toBe(0)
       const approved = yield* rx(["approve", child, "--by", "ann", "--db", box.db])
       expect(approved.code, approved.stderr).toBe(0)
@@ -269,12 +269,7 @@ describe("rx run with delegate", () => {
 
   it.scopedLive("rx deny of a sub-goal's call gives the next step its suspension gave: rx resume of the parent", () =>
     Effect.gen(function*() {
-      const model = yield* treeModel(twoChildren)
-      const box = sandbox()
-      const ran = yield* rx(["run", "[P] delegate two tasks", "--ask", "shell", ...tools, ...at(box, model.baseUrl)])
-      expect(ran.code, ran.stderr).toBe(11)
-      const root = rootOf(yield* logOf(box.db))
-      const child = `${root}.1`
+      const { box, ran, root, child } = yield* askingTree
       expect(ran.stdout).toContain(`then:    rx resume ${root} --db ${box.db} goes on with both`)
       const denied = yield* rx(["deny", child, "--reason", "not now", "--by", "ann", "--db", box.db])
       expect(denied.code, denied.stderr).toBe(0)
