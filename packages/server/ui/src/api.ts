@@ -197,6 +197,20 @@ export interface Submission {
   /** An ended goal this one continues (`goal` is then the new instruction). */
   readonly continues?: string
 }
+/**
+ * The Idempotency-Key of what a form holds: the same until the form changes (a retry of the same
+ * text is the same request), a new one after any input to `form`, or when `renew`ed after a send.
+ */
+export const idempotencyKey = (form: HTMLElement) => {
+  let key = crypto.randomUUID()
+  const renew = () => {
+    key = crypto.randomUUID()
+  }
+  form.addEventListener("input", renew)
+  form.addEventListener("change", renew)
+  return { current: () => key, renew }
+}
+
 /** Submit a goal; `key` makes a retry of the same form safe (the API's Idempotency-Key). */
 export const submit = (body: Submission, key: string) =>
   json<{ readonly goalId: string }>("/v1/goals", { method: "POST", body: JSON.stringify(body), headers: { "idempotency-key": key } })

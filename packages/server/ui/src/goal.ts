@@ -246,19 +246,16 @@ const messagePanel = (goalId: string) => {
   const text = h("textarea", { id: "message-text", attrs: { rows: "2", maxlength: "8000", placeholder: "e.g. use the blue folder; leave the tests alone", "aria-label": "message" } })
   const name = whoInput("sender-name")
   const status = h("span", { class: "muted", id: "message-status" })
-  let key = crypto.randomUUID()
-  text.addEventListener("input", () => {
-    key = crypto.randomUUID()
-  })
+  const key = Api.idempotencyKey(text)
   const send = async () => {
     if (text.value.trim() === "") return fill(status, "The message needs a text.")
     const by = whoOf(name, status, "the message")
     if (by === undefined) return
     fill(status, "sending…")
     try {
-      await Api.say(goalId, text.value, by, key)
+      await Api.say(goalId, text.value, by, key.current())
       text.value = ""
-      key = crypto.randomUUID()
+      key.renew()
       fill(status, "Sent: the goal reads it at its next model request.")
     } catch (error) {
       fill(status, `Not sent: ${error instanceof Error ? error.message : String(error)}`)
@@ -277,14 +274,11 @@ const messagePanel = (goalId: string) => {
 const continuePanel = (goalId: string) => {
   const text = h("input", { id: "continue-text", attrs: { type: "text", placeholder: "continue", "aria-label": "the new instruction" } })
   const status = h("span", { class: "muted" })
-  let key = crypto.randomUUID()
-  text.addEventListener("input", () => {
-    key = crypto.randomUUID()
-  })
+  const key = Api.idempotencyKey(text)
   const go = async () => {
     fill(status, "submitting…")
     try {
-      const { goalId: next } = await Api.submit({ goal: text.value.trim() === "" ? "continue" : text.value, continues: goalId }, key)
+      const { goalId: next } = await Api.submit({ goal: text.value.trim() === "" ? "continue" : text.value, continues: goalId }, key.current())
       location.hash = `#/goals/${encodeURIComponent(next)}`
     } catch (error) {
       fill(status, `Not continued: ${error instanceof Error ? error.message : String(error)}`)

@@ -35,15 +35,12 @@ const submitForm = () => {
   })
   const problem = h("p", { class: "problem", id: "new-goal-problem" })
   const button = h("button", { class: "primary", id: "new-goal-submit", attrs: { type: "submit" } }, "Submit")
-  let key = crypto.randomUUID()
-  // Another form content is another submission.
-  const changed = () => {
-    key = crypto.randomUUID()
-  }
-  const form = h("form", { class: "submit", on: { input: changed, change: changed } },
+  const form = h("form", { class: "submit" },
     text, workspace, instructions,
     h("details", { class: "approval-policy" }, h("summary", {}, "Approval policy (auto unless set)"), h("div", { class: "policies" }, ...policy.map((p) => p.label))),
     h("div", { class: "actions" }, button, problem))
+  // Another form content is another submission.
+  const key = Api.idempotencyKey(form)
   form.addEventListener("submit", (event) => {
     event.preventDefault()
     const goal = text.value
@@ -57,7 +54,7 @@ const submitForm = () => {
     }
     button.setAttribute("disabled", "")
     fill(problem)
-    Api.submit(body, key).then(({ goalId }) => {
+    Api.submit(body, key.current()).then(({ goalId }) => {
       location.hash = `#/goals/${encodeURIComponent(goalId)}`
     }, (error: unknown) => {
       button.removeAttribute("disabled")
