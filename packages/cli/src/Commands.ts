@@ -120,10 +120,11 @@ export const inspect = (flags: In<typeof Usage.inspect>) =>
   Effect.gen(function*() {
     const step = Option.getOrUndefined(flags.step)
     const goalId = idOf(flags)
-    const { children, continuedBy, events, goal, where } = yield* withGoals(flags, (goals) =>
+    const { children, continuedBy, events, forked, goal, where } = yield* withGoals(flags, (goals) =>
       Effect.all({
         events: goals.events(goalId),
         children: step === undefined ? goals.children(goalId) : Effect.succeed([]),
+        forked: step === undefined ? goals.forks(goalId) : Effect.succeed([]),
         continuedBy: step === undefined ? goals.continuedBy(goalId) : Effect.succeed([]),
         goal: step === undefined ? goals.summary(goalId) : Effect.succeed(undefined),
         where: Effect.succeed(Render.whereFlag(whereOf(goals.where)))
@@ -133,10 +134,9 @@ export const inspect = (flags: In<typeof Usage.inspect>) =>
       return yield* new UsageError({ message: `goal ${goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
     }
     const tree = { children, continuedBy, goal, where }
-    const linked = step === undefined ? yield* withGoals(flags, (goals) => Effect.flatMap(goals.list, (all) => Effect.flatMap(forking, (m) => m.links(goals, all.map((g) => g.goalId))))) : undefined
     const first = events[0]
     const forkedFrom = first?._tag === "GoalSubmitted" ? first.forkedFrom ?? null : null
-    const forks = linked?.forks.get(goalId) ?? []
+    const forks = forked.flatMap((f) => (f.forkedFrom === null ? [] : [{ goalId: f.goalId, iteration: f.forkedFrom.iteration }]))
     if (flags.json) {
       const json = Render.inspectJson(events, step, tree)
       return yield* Console.log(Render.jsonLine(JSON.stringify(step === undefined && typeof json === "object" && json !== null ? { ...json, forkedFrom, forks } : json)))
@@ -172,10 +172,8 @@ export const events = (flags: In<typeof Usage.events>) =>
 export const list = (flags: In<typeof Usage.list>) =>
   withGoals(flags, (goals) =>
     Effect.gen(function*() {
-      // Each summary says why an open goal waits; of each goal's log, only its first event is read (whether it is a fork).
-      const listed = yield* goals.list
-      const { origins } = yield* Effect.flatMap(forking, (m) => m.links(goals, listed.map((g) => g.goalId)))
-      const found = listed.map((g) => ({ ...g, forkedFrom: origins.get(g.goalId) ?? null }))
+      // Each summary says why an open goal waits, and where a fork was forked from: no log is read.
+      const found = yield* goals.list
       if (flags.json) return yield* Effect.forEach(found, (g) => Console.log(Render.jsonLine(JSON.stringify({ ...g, phase: Render.phaseJson(Render.phaseOf(g)) }))), { discard: true })
       // A continuation keeps its goal's text: only ended goals whose text a newer goal has are looked up.
       const texts = new Map<string, number>()
@@ -240,9 +238,6 @@ export type Env = FileSystem.FileSystem | Path.Path | ExitStatus
 /** A command whose module is loaded when it runs: `rx list` loads no server, no model adapter, no tools. */
 const later = <D extends Usage.Doc, K extends string>(load: () => Promise<{ readonly [k in K]: (input: In<D>) => Effect.Effect<void, unknown, Env> }>, name: K) =>
 (input: In<D>) => Effect.flatMap(Effect.promise(load), (module) => module[name](input))
-
-/** The fork links (`rx fork`), loaded when a command shows them. */
-const forking = Effect.promise(() => import("./internal/links.js"))
 
 export const fork = later<typeof Usage.fork, "fork">(() => import("./internal/fork.js"), "fork")
 export const evaluate = later<typeof Usage.evaluate, "evaluate">(() => import("./internal/evaluate.js"), "evaluate")

@@ -2,14 +2,15 @@
  * `rx fork ID --at N` through the real binary: a 20-step goal whose every step appends a line to
  * a ledger file, forked at step 5 against another model. The fork's log starts with the old
  * goal's first 5 steps, none of which runs again (the ledger), goes on live, replays identically,
- * and the two goals are linked both ways in rx list and rx inspect.
+ * and the two goals are linked both ways in rx list and rx inspect, on this machine and through
+ * a server.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
-import { jsonLines, rx, sandbox } from "./helpers.js"
+import { jsonLines, rx, sandbox, serveRx } from "./helpers.js"
 
 type Json = Record<string, any>
 
@@ -17,7 +18,7 @@ const call = (name: string, args: unknown) => FakeServer.completion({ toolCalls:
 const append = (line: string) => call("shell", { command: `echo ${line} >> ledger.txt` })
 
 describe("rx fork", () => {
-  it.scopedLive("a fork at step 5 of a 20-step goal: the first 5 steps copied, not run again; linked both ways; replay identical", () =>
+  it.scopedLive("a fork at step 5 of a 20-step goal: the first 5 steps copied, not run again; linked both ways, here and through rx serve; replay identical", () =>
     Effect.gen(function*() {
       const box = sandbox()
       const ledger = join(box.workspace, "ledger.txt")
@@ -72,5 +73,12 @@ describe("rx fork", () => {
       const inspectedOld = yield* rx(["inspect", goalId, "--db", box.db])
       expect(inspectedOld.stdout).toContain(`forks     ${forkId} (at step 5)`)
       expect(JSON.parse((yield* rx(["inspect", goalId, "--db", box.db, "--json"])).stdout)).toMatchObject({ forkedFrom: null, forks: [{ goalId: forkId, iteration: 5 }] })
+
+      // The same links through a server on the log.
+      const { url } = yield* serveRx(box, first.baseUrl)
+      const remote = ["--server", url, "--db", box.db]
+      expect((yield* rx(["list", ...remote])).stdout).toMatch(new RegExp(`\\n${goalId} .*\\n⑂ ${forkId} .*\\(fork of ${goalId} at step 5\\)`))
+      expect(JSON.parse((yield* rx(["inspect", goalId, ...remote, "--json"])).stdout)).toMatchObject({ forkedFrom: null, forks: [{ goalId: forkId, iteration: 5 }] })
+      expect((yield* rx(["inspect", forkId, ...remote])).stdout).toContain(`forked from ${goalId} at step 5`)
     }))
 })

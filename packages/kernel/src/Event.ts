@@ -107,6 +107,10 @@ export const Summary = Schema.Struct({
 })
 export type Summary = typeof Summary.Type
 
+/** Where a fork was forked from: the goal, and the iteration whose end its log was copied to. */
+export const ForkedFrom = Schema.Struct({ goalId: Schema.String, iteration: Schema.NonNegativeInt })
+export type ForkedFrom = typeof ForkedFrom.Type
+
 export const GoalSubmitted = Schema.TaggedStruct("GoalSubmitted", {
   ...Base,
   goal: Schema.String,
@@ -119,7 +123,7 @@ export const GoalSubmitted = Schema.TaggedStruct("GoalSubmitted", {
   /** For a sub-goal: the goal and call that delegated it. */
   parent: Schema.optional(Parent),
   /** For a fork: the goal whose events up to the end of `iteration` this log starts with (copied, never run again). */
-  forkedFrom: Schema.optional(Schema.Struct({ goalId: Schema.String, iteration: Schema.NonNegativeInt })),
+  forkedFrom: Schema.optional(ForkedFrom),
   /** For a goal that continues an ended one: that goal, how it ended, what it did, and the new instruction. */
   continues: Schema.optional(Continues)
 })

@@ -27,6 +27,8 @@ export const GoalSummary = Schema.Struct({
   goal: Schema.String,
   /** For a sub-goal: the goal that delegated it (`GoalSubmitted.parent`); null for a goal submitted on its own. */
   parent: Schema.NullOr(Schema.String),
+  /** For a fork (`rx fork`): the goal and iteration it was forked from (`GoalSubmitted.forkedFrom`); null otherwise. */
+  forkedFrom: Schema.NullOr(Event.ForkedFrom),
   status: Schema.Literal("open", "terminated"),
   /** Iterations completed. */
   iterations: Schema.NonNegativeInt,
@@ -95,6 +97,7 @@ export const update = (summary: GoalSummary | undefined, event: Event.Event): Go
       goalId: event.goalId,
       goal: event.goal,
       parent: event.parent?.goalId ?? null,
+      forkedFrom: event.forkedFrom ?? null,
       status: "open",
       iterations: 0,
       nextSeq: event.seq + 1,
@@ -125,6 +128,7 @@ const advanced = (
   goalId: summary.goalId,
   goal: summary.goal,
   parent: summary.parent,
+  forkedFrom: summary.forkedFrom,
   status: terminated === undefined ? summary.status : "terminated",
   iterations: summary.iterations + iterations,
   nextSeq: last.seq + 1,
@@ -167,6 +171,8 @@ export const Query = Schema.Struct({
   status: Schema.optional(Schema.Literal("open", "terminated")),
   /** Only the sub-goals of this goal. */
   parent: Schema.optional(Schema.String),
+  /** Only the forks of this goal. */
+  forkedFrom: Schema.optional(Schema.String),
   limit: Schema.optional(Schema.Int.pipe(Schema.positive()))
 })
 export type Query = typeof Query.Type

@@ -58,7 +58,7 @@ export interface Service {
   readonly load: (goalId: string, fromSeq?: number) => Effect.Effect<ReadonlyArray<Event.Event>, StoreError>
   /** One goal's summary. */
   readonly goal: (goalId: string) => Effect.Effect<Option.Option<GoalSummary.GoalSummary>, StoreError>
-  /** Goals, newest first (with `parent`, only that goal's sub-goals). */
+  /** Goals, newest first (with `parent`, only that goal's sub-goals; with `forkedFrom`, only its forks). */
   readonly goals: (query?: GoalSummary.Query) => Effect.Effect<ReadonlyArray<GoalSummary.GoalSummary>, StoreError>
   /**
    * The goal's events from `fromSeq`: those already stored, then each one as it is appended,
@@ -218,7 +218,8 @@ export const makeMemory = Effect.gen(function*() {
     goals: (query = {}) =>
       Effect.sync(() => {
         const all = [...summaries.values()]
-          .filter((s) => (query.status === undefined || s.status === query.status) && (query.parent === undefined || s.parent === query.parent))
+          .filter((s) => (query.status === undefined || s.status === query.status) && (query.parent === undefined || s.parent === query.parent) &&
+            (query.forkedFrom === undefined || s.forkedFrom?.goalId === query.forkedFrom))
           .sort((a, b) => b.submittedAt - a.submittedAt || (a.goalId < b.goalId ? 1 : -1))
         return query.limit === undefined ? all : all.slice(0, query.limit)
       }),

@@ -223,6 +223,28 @@ export const cases: ReadonlyArray<Case> = [
     })
   },
   {
+    name: "a fork's summary names where it was forked from; goals({ forkedFrom }) lists that goal's forks only, newest first, filtered",
+    run: Effect.gen(function*() {
+      const store = yield* StateStore
+      const origin = freshGoal("origin")
+      const other = freshGoal("other")
+      const [first, second, third] = [freshGoal("fork"), freshGoal("fork"), freshGoal("fork")] as const
+      const fork = (goalId: string, of: string, at: number, iteration: number) =>
+        sampleLog(goalId, at).map((e) => (e._tag === "GoalSubmitted" ? { ...e, forkedFrom: { goalId: of, iteration } } : e))
+      yield* store.append(origin, 0, sampleLog(origin, 8_000))
+      yield* store.append(first, 0, fork(first, origin, 8_001, 2))
+      yield* store.append(second, 0, fork(second, origin, 8_002, 1).slice(0, 3))
+      yield* store.append(third, 0, fork(third, other, 8_003, 1))
+      yield* same(Option.getOrUndefined(yield* store.goal(first))?.forkedFrom, { goalId: origin, iteration: 2 }, "goal(): a fork's origin")
+      yield* same(Option.getOrUndefined(yield* store.goal(origin))?.forkedFrom, null, "goal(): a goal that is no fork")
+      yield* same((yield* store.goals({ forkedFrom: origin })).map((g) => g.goalId), [second, first], "goals({ forkedFrom }): its forks, newest first")
+      yield* same((yield* store.goals({ forkedFrom: origin, status: "open" })).map((g) => g.goalId), [second], "goals({ forkedFrom, status })")
+      yield* same((yield* store.goals({ forkedFrom: origin, limit: 1 })).map((g) => g.goalId), [second], "goals({ forkedFrom, limit })")
+      yield* same((yield* store.goals({ forkedFrom: freshGoal("none") })).length, 0, "goals({ forkedFrom }) of a goal with no forks")
+      yield* same((yield* store.goals()).find((g) => g.goalId === third)?.forkedFrom, { goalId: other, iteration: 1 }, "goals(): each summary names its origin")
+    })
+  },
+  {
     name: "a goal's summary says why it waits, as its State does: the suspension, and the call awaiting a decision",
     run: Effect.gen(function*() {
       const store = yield* StateStore

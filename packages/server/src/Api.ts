@@ -86,6 +86,8 @@ export const Goal = Schema.Struct({
   goal: Schema.String,
   /** For a sub-goal (delegated by a goal's `delegate` call): the goal that delegated it; null otherwise. `GET /v1/goals?parent=` lists a goal's sub-goals. */
   parent: Schema.NullOr(Schema.String),
+  /** For a fork (`rx fork`): the goal and step it was forked from; null otherwise. `GET /v1/goals?forkedFrom=` lists a goal's forks. */
+  forkedFrom: Schema.NullOr(Event.ForkedFrom),
   status: GoalStatus,
   activity: Activity,
   /** Iterations completed. */
@@ -125,7 +127,8 @@ export const ListParams = Schema.Struct({
     { default: () => 50 }
   ),
   cursor: Schema.optional(Schema.String.annotations({ description: "The `cursor` of the previous page" })),
-  parent: Schema.optional(Schema.String.annotations({ description: "Only the sub-goals of this goal (those its delegate calls made)" }))
+  parent: Schema.optional(Schema.String.annotations({ description: "Only the sub-goals of this goal (those its delegate calls made)" })),
+  forkedFrom: Schema.optional(Schema.String.annotations({ description: "Only the forks of this goal (rx fork)" }))
 })
 
 /** `POST /v1/goals/{id}/approvals/{callId}`: run the call exactly as requested, or deny it (the model is told `reason`). */

@@ -48,9 +48,9 @@ export interface Service {
     }
   ) => Effect.Effect<Api.Submitted, Failure>
   /** One page of goals, newest first. */
-  readonly list: (params?: { readonly status?: Api.GoalStatus; readonly limit?: number; readonly cursor?: string; readonly parent?: string }) => Effect.Effect<Api.GoalPage, Failure>
+  readonly list: (params?: { readonly status?: Api.GoalStatus; readonly limit?: number; readonly cursor?: string; readonly parent?: string; readonly forkedFrom?: string }) => Effect.Effect<Api.GoalPage, Failure>
   /** Every goal (with `status`), newest first, a page at a time. */
-  readonly goals: (params?: { readonly status?: Api.GoalStatus; readonly parent?: string }) => Stream.Stream<Api.Goal, Failure>
+  readonly goals: (params?: { readonly status?: Api.GoalStatus; readonly parent?: string; readonly forkedFrom?: string }) => Stream.Stream<Api.Goal, Failure>
   readonly goal: (goalId: string) => Effect.Effect<Api.Goal, Failure>
   /**
    * The goal's events after `after` (all by default). Following (the default), the stream ends

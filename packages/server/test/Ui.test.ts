@@ -16,7 +16,9 @@ import { gzipSync } from "node:zlib"
 import { type Browser, chromium, type Page } from "playwright-core"
 import { freePort } from "../../llm/test/FakeServer.js"
 import { files } from "../src/internal/assets.js"
-import { call, listThenDone, listTwiceAfter, modelByGoal, type Running, startServer, token } from "./helpers.js"
+// The fork as rx fork makes it (its pure part, which needs only the kernel).
+import * as Fork from "../../host/src/internal/fork.js"
+import { call, listThenDone, listTwiceAfter, modelByGoal, type Running, startServer, token, withStore } from "./helpers.js"
 
 const executablePath = "/usr/bin/chromium"
 const available = fs.existsSync(executablePath)
@@ -131,6 +133,42 @@ describe.skipIf(!available)("web inspector", () => {
       expect(yield* text(page, "#parent")).toContain(`Sub-goal of ${parent} (its call ${parent}:1, depth 1)`)
       const shot = path.join(shots, "sub-goal.png")
       yield* Effect.promise(() => page.screenshot({ path: shot, fullPage: true }))
+    }), 60_000)
+
+  it.scopedLive("a fork (rx fork): the list shows it under its goal; each page links to the other with the step; Resume runs the fork on from there", () =>
+    Effect.gen(function*() {
+      const b = yield* browser
+      const server = yield* startServer(modelByGoal(listThenDone))
+      const { page } = yield* login(b, server)
+      const origin = yield* submit(server, { goal: "list the workspace" })
+      const row = (id: string) => `[id="goal-${id}"]`
+      yield* Effect.promise(() => page.locator(row(origin)).getByText("terminated: done").waitFor())
+      // Forked at step 1 (its list_dir), as rx fork records one, in the log the server serves.
+      const fork = yield* withStore(server.db, Fork.make(origin, 1))
+      yield* Effect.promise(() => page.locator(row(fork)).waitFor())
+      const ids = yield* Effect.promise(() => page.locator("table.goals tbody tr").evaluateAll((rows) => rows.map((r) => r.id)))
+      expect(ids.indexOf(`goal-${fork}`)).toBe(ids.indexOf(`goal-${origin}`) + 1)
+      expect(yield* text(page, `${row(fork)} td:first-child`)).toContain("⑂")
+      expect(yield* Effect.promise(() => page.locator(`${row(fork)} .tree`).getAttribute("title"))).toBe(`fork of ${origin} at step 1`)
+      // The goal's page lists its fork with the step; the fork's page names the goal and step it came from.
+      yield* Effect.promise(() => page.click(`${row(origin)} a`))
+      yield* Effect.promise(() => page.waitForSelector(`[id="fork-${fork}"]`))
+      const listed = yield* text(page, `[id="fork-${fork}"]`)
+      expect(listed).toContain("idle")
+      expect(yield* text(page, "#forks thead")).toContain("at step")
+      expect(yield* text(page, `[id="fork-${fork}"] td:nth-child(2)`)).toBe("1")
+      yield* Effect.promise(() => page.click(`[id="fork-${fork}"] a`))
+      yield* Effect.promise(() => page.waitForSelector("#forked-from"))
+      const from = yield* text(page, "#forked-from")
+      expect(from).toContain(`Forked from ${origin} at step 1: its steps 1 to 1 are copied here, not run again.`)
+      expect(from).toContain("not as they were at step 1")
+      yield* Effect.promise(() => page.waitForSelector("#step-1 .event.ok"))
+      // Nothing runs a fork until it is resumed: from its page, it goes on from step 2.
+      yield* Effect.promise(() => page.click("#resume"))
+      yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor())
+      yield* Effect.promise(() => page.click("#forked-from a"))
+      yield* Effect.promise(() => page.locator(`[id="fork-${fork}"]`).getByText("terminated: done").waitFor())
+      yield* Effect.promise(() => page.screenshot({ path: path.join(shots, "fork.png"), fullPage: true }))
     }), 60_000)
 
   it.scopedLive("a goal waiting on its sub-goal's approval offers the way to that approval, not Resume; approving it there finishes both", () =>

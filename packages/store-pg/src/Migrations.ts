@@ -98,6 +98,28 @@ const addGoalParent = Effect.gen(function*() {
   yield* sql`CREATE INDEX rx_goals_parent ON rx_goals (parent, submitted_at DESC, goal_id DESC) WHERE parent IS NOT NULL`
 })
 
+const addGoalFork = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // Where a fork was forked from (`GoalSummary.forkedFrom`), as JSON; NULL for any other goal. An
+  // index on its goal lists a goal's forks. The rx before this column already wrote forks: their
+  // rows are filled from their first events, the only ones that can name an origin.
+  yield* sql`ALTER TABLE rx_goals ADD COLUMN forked_from text`
+  yield* sql`CREATE INDEX rx_goals_forked_from ON rx_goals (((forked_from::json)->>'goalId'), submitted_at DESC, goal_id DESC) WHERE forked_from IS NOT NULL`
+  const forks = yield* sql<{ readonly goal_id: string }>`
+    SELECT goal_id FROM rx_events WHERE seq = 0 AND tag = 'GoalSubmitted' AND strpos(payload, '"forkedFrom"') > 0`
+  for (const { goal_id: goalId } of forks) {
+    const rows = yield* sql.unsafe(`SELECT ${eventColumns} FROM rx_events WHERE goal_id = $1 AND seq = 0`, [goalId]).values
+    // A first event that does not decode is left unlinked: reading it fails loudly anyway.
+    const first = yield* Effect.orElseSucceed(Effect.map(decodeRows(goalId, 0, rows), (events) => events[0]), () => undefined)
+    if (first?._tag !== "GoalSubmitted" || first.forkedFrom === undefined) continue
+    yield* sql.unsafe("UPDATE rx_goals SET forked_from = $1 WHERE goal_id = $2", [forkedFromParam(first.forkedFrom), goalId])
+  }
+})
+
+/** The `forked_from` column of a summary. */
+export const forkedFromParam = (forkedFrom: GoalSummary.GoalSummary["forkedFrom"]): string | null =>
+  forkedFrom === null ? null : JSON.stringify({ goalId: forkedFrom.goalId, iteration: forkedFrom.iteration })
+
 /** The `suspended` and `approval` columns of a summary. */
 export const waitingParams = (waiting: GoalSummary.Waiting): [string | null, string | null] => [
   waiting.suspended === null ? null : JSON.stringify(waiting.suspended),
@@ -109,11 +131,12 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0001_create_log": createLog,
   "0002_event_checksum": addChecksum,
   "0003_goal_waiting": addGoalWaiting,
-  "0004_goal_parent": addGoalParent
+  "0004_goal_parent": addGoalParent,
+  "0005_goal_fork": addGoalFork
 }
 
 /** The schema version this rx writes: the highest migration id. */
-export const latest = 4
+export const latest = 5
 
 /** The tables each schema version has; one missing means the database was damaged. */
 const tables = ["rx_events", "rx_goals", "rx_snapshots", "rx_leases"]

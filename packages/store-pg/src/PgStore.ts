@@ -167,7 +167,8 @@ export const makeWithClient = (
           Listener.payloadOf(goalId),
           checksums,
           ...Migrations.waitingParams(next),
-          next.parent
+          next.parent,
+          Migrations.forkedFromParam(next.forkedFrom)
         ], undefined)
         if (snapshot !== undefined) yield* conn.execute(upsertSnapshotSql, snapshot, undefined)
       })
@@ -247,7 +248,7 @@ export const makeWithClient = (
       )
 
     const goals: Service["goals"] = (q = {}) =>
-      rows(pg, selectGoalsSql, [q.status ?? null, q.limit ?? null, q.parent ?? null]).pipe(
+      rows(pg, selectGoalsSql, [q.status ?? null, q.limit ?? null, q.parent ?? null, q.forkedFrom ?? null]).pipe(
         Effect.mapError(failed("listing goals")),
         Effect.flatMap((found) => Effect.forEach(found, decodeSummary))
       )
@@ -363,7 +364,7 @@ export const makeWithClient = (
   })
 
 /** The `rx_goals` columns, named as `GoalSummary`'s fields, so a row decodes as one. */
-const summaryColumns = `goal_id AS "goalId", goal, parent, status, iterations, next_seq AS "nextSeq", last_iteration AS "lastIteration",
+const summaryColumns = `goal_id AS "goalId", goal, parent, forked_from AS "forkedFrom", status, iterations, next_seq AS "nextSeq", last_iteration AS "lastIteration",
   reason, suspended, approval, submitted_at AS "submittedAt", updated_at AS "updatedAt"`
 
 const lockGoalSql = `SELECT ${summaryColumns} FROM rx_goals WHERE goal_id = $1 FOR UPDATE`
@@ -374,6 +375,7 @@ const selectTaggedSql = `SELECT ${eventColumns} FROM rx_events
 WHERE goal_id = $1 AND seq >= $2 AND seq < $3 AND tag = ANY($4::text[]) ORDER BY seq`
 const selectGoalSql = `SELECT ${summaryColumns} FROM rx_goals WHERE goal_id = $1`
 const selectGoalsSql = `SELECT ${summaryColumns} FROM rx_goals WHERE ($1::text IS NULL OR status = $1) AND ($3::text IS NULL OR parent = $3)
+  AND ($4::text IS NULL OR (forked_from IS NOT NULL AND (forked_from::json)->>'goalId' = $4))
 ORDER BY submitted_at DESC, goal_id DESC LIMIT $2::integer`
 const selectSnapshotSql = "SELECT seq, state FROM rx_snapshots WHERE goal_id = $1 AND state_version = $2"
 const upsertSnapshotSql = `INSERT INTO rx_snapshots (goal_id, seq, state_version, state) VALUES ($1, $2, $3, $4)
@@ -382,17 +384,17 @@ ON CONFLICT (goal_id) DO UPDATE SET seq = excluded.seq, state_version = excluded
 /**
  * The events, the goal's new summary and the notification, in one statement: $1 goal, $2 encoding
  * version, $3-$5 the events' seqs, tags and payloads, $6-$13 the summary, $14 the notification's
- * payload, $15 the events' checksums, $16-$17 why the goal waits, $18 the parent. The events are
- * arrays, so a batch of any size binds these 18 parameters (Postgres allows 65,535 a statement).
+ * payload, $15 the events' checksums, $16-$17 why the goal waits, $18 the parent, $19 the fork's
+ * origin. The events are arrays, so a batch of any size binds these 19 parameters (Postgres allows 65,535 a statement).
  */
 const appendSql = `WITH inserted AS (
   INSERT INTO rx_events (goal_id, seq, tag, version, payload, checksum)
   SELECT $1, e.seq, e.tag, $2, e.payload, e.checksum
   FROM unnest($3::integer[], $4::text[], $5::text[], $15::integer[]) AS e(seq, tag, payload, checksum)
 ), summary AS (
-  INSERT INTO rx_goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, submitted_at, updated_at, suspended, approval, parent)
-  VALUES ($1, $6, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18)
-  ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, parent = excluded.parent, status = excluded.status, iterations = excluded.iterations,
+  INSERT INTO rx_goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, submitted_at, updated_at, suspended, approval, parent, forked_from)
+  VALUES ($1, $6, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18, $19)
+  ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, parent = excluded.parent, forked_from = excluded.forked_from, status = excluded.status, iterations = excluded.iterations,
     next_seq = excluded.next_seq, last_iteration = excluded.last_iteration, reason = excluded.reason,
     submitted_at = excluded.submitted_at, updated_at = excluded.updated_at, suspended = excluded.suspended, approval = excluded.approval
   RETURNING goal_id
@@ -407,7 +409,8 @@ const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> =>
 const SummaryRow = Schema.Struct({
   ...GoalSummary.GoalSummary.fields,
   suspended: Schema.NullOr(Schema.parseJson(GoalSummary.Suspension)),
-  approval: Schema.NullOr(Schema.parseJson(GoalSummary.Approval))
+  approval: Schema.NullOr(Schema.parseJson(GoalSummary.Approval)),
+  forkedFrom: Schema.NullOr(Schema.parseJson(Event.ForkedFrom))
 })
 const decodeSummaryEither = Schema.decodeUnknownEither(SummaryRow)
 

@@ -40,13 +40,14 @@ describe("opening a Postgres store", () => {
         expect(yield* sql`SELECT count(*)::int AS n FROM rx_events`).toEqual(before)
       }), 60_000)
 
-    it.scoped("a database of schema 2 has why each open goal waits filled from its log by the migration", () =>
+    it.scoped("a database of schema 2 has why each open goal waits, and where a fork comes from, filled from its log by the migrations", () =>
       Effect.gen(function*() {
         const { url } = yield* TestDatabase.fresh
         const base = { at: 1_000, iteration: 1 }
         const [submitted] = StoreConformance.sampleLog("w")
         const logs: ReadonlyArray<ReadonlyArray<Event.Event>> = ["ask", "down", "plain"].map((goalId) => [
-          { ...(submitted as Event.Event), goalId },
+          // "plain" is a fork, as `rx fork` records one: the migration that adds the column fills it.
+          { ...(submitted as Event.Event), goalId, ...(goalId === "plain" ? { forkedFrom: { goalId: "ask", iteration: 1 } } : {}) },
           ...(goalId === "ask"
             ? [
               { ...base, goalId, _tag: "ApprovalRequested", seq: 1, callId: "ask:1", tool: "shell", input: { command: "ls" }, index: 0 },
@@ -70,10 +71,12 @@ describe("opening a Postgres store", () => {
           [null, null]
         ])
         const sql = Context.get(ctx, SqlClient.SqlClient)
-        yield* sql`ALTER TABLE rx_goals DROP COLUMN suspended, DROP COLUMN approval, DROP COLUMN parent`
+        yield* sql`ALTER TABLE rx_goals DROP COLUMN suspended, DROP COLUMN approval, DROP COLUMN parent, DROP COLUMN forked_from`
         yield* sql`DELETE FROM rx_migrations WHERE migration_id >= 3`
         const migrated = yield* Effect.scoped(Effect.flatMap(PgStore.make({ url }), (s) => s.goals()))
         expect([...migrated].sort((a, b) => a.goalId.localeCompare(b.goalId))).toEqual(expected)
+        expect(expected.map((s) => s?.forkedFrom ?? null)).toEqual([null, null, { goalId: "ask", iteration: 1 }])
+        expect((yield* Effect.scoped(Effect.flatMap(PgStore.make({ url }), (s) => s.goals({ forkedFrom: "ask" })))).map((g) => g.goalId)).toEqual(["plain"])
       }), 60_000)
 
     it.scoped("a stored event that does not decode is an error naming goal and seq, never skipped", () =>

@@ -103,6 +103,27 @@ const addGoalParent = Effect.gen(function*() {
   yield* sql`CREATE INDEX goals_parent ON goals (parent, submitted_at DESC, goal_id DESC) WHERE parent IS NOT NULL`
 })
 
+const addGoalFork = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  // Where a fork was forked from (`GoalSummary.forkedFrom`), as JSON; NULL for any other goal. An
+  // index on its goal lists a goal's forks. The rx before this column already wrote forks: their
+  // rows are filled from their first events, the only ones that can name an origin.
+  yield* sql`ALTER TABLE goals ADD COLUMN forked_from TEXT`
+  yield* sql`CREATE INDEX goals_forked_from ON goals (json_extract(forked_from, '$.goalId'), submitted_at DESC, goal_id DESC) WHERE forked_from IS NOT NULL`
+  const forks = yield* sql<{ readonly goal_id: string }>`SELECT goal_id FROM events WHERE seq = 0 AND tag = 'GoalSubmitted' AND instr(payload, '"forkedFrom"') > 0`
+  for (const { goal_id: goalId } of forks) {
+    const rows = yield* sql.unsafe(`SELECT ${eventColumns(checksumColumnSince)} FROM events WHERE goal_id = ? AND seq = 0`, [goalId]).values
+    // A first event that does not decode is left unlinked: reading it fails loudly anyway, and Doctor names the row.
+    const first = yield* Effect.orElseSucceed(Effect.map(decodeRows(goalId, 0, rows), (events) => events[0]), () => undefined)
+    if (first?._tag !== "GoalSubmitted" || first.forkedFrom === undefined) continue
+    yield* sql.unsafe("UPDATE goals SET forked_from = ? WHERE goal_id = ?", [forkedFromParam(first.forkedFrom), goalId])
+  }
+})
+
+/** The `forked_from` column of a summary. */
+export const forkedFromParam = (forkedFrom: GoalSummary.GoalSummary["forkedFrom"]): string | null =>
+  forkedFrom === null ? null : JSON.stringify({ goalId: forkedFrom.goalId, iteration: forkedFrom.iteration })
+
 /** The last `Suspended` and `ApprovalRequested` of a goal: why it waits is in its log from the earlier of the two. */
 export const waitingTailSql =
   "SELECT max(CASE WHEN tag = 'Suspended' THEN seq END) AS suspended, max(CASE WHEN tag = 'ApprovalRequested' THEN seq END) AS approval FROM events WHERE goal_id = ?"
@@ -126,11 +147,12 @@ export const migrations: Record<string, Effect.Effect<void, unknown, SqlClient.S
   "0003_payload_format": addPayloadFormat,
   "0004_event_checksum": addChecksum,
   "0005_goal_waiting": addGoalWaiting,
-  "0006_goal_parent": addGoalParent
+  "0006_goal_parent": addGoalParent,
+  "0007_goal_fork": addGoalFork
 }
 
 /** The schema version this rx writes: the highest migration id. */
-export const latest = 6
+export const latest = 7
 
 /** The schema version that added the `goals` columns saying why an open goal waits. */
 export const waitingColumnsSince = 5
@@ -138,12 +160,15 @@ export const waitingColumnsSince = 5
 /** The schema version that added the `goals` column naming a sub-goal's parent. */
 export const parentColumnSince = 6
 
+/** The schema version that added the `goals` column saying where a fork was forked from. */
+export const forkColumnSince = 7
+
 /**
  * The oldest schema a read-only store reads as is: later migrations added a table reading does not
  * use (`leases`), the `format` column, whose value rows of older schemas all have (2, slim), and
  * the `checksum` column, which older rows lack anyway, so reads supply both, and the `goals`
  * columns saying why an open goal waits, which reads fill from the log, and the parent column, which
- * no goal of an older schema has. Raise it with a
+ * no goal of an older schema has, and the fork column, which reads fill from a goal's first event. Raise it with a
  * migration whose effect reads cannot supply.
  */
 export const readableFrom = 1

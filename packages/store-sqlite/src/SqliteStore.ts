@@ -142,6 +142,7 @@ const makeStore = (
     const failed = (what: string, goalId?: string, seq?: number) => (error: SqlError) => toStoreError({ ...config, what, goalId, seq }, error)
     const columns = eventColumns(schema)
     const selectEventsSql = `SELECT ${columns} FROM events WHERE goal_id = ? AND seq >= ? ORDER BY seq`
+    const selectFirstEventSql = `SELECT ${columns} FROM events WHERE goal_id = ? AND seq = 0`
 
     /**
      * The followers in this process: this store's appends are handed to them as they commit; a
@@ -348,24 +349,27 @@ const makeStore = (
       )
 
     /**
-     * A summary as read: a read-only store over a schema before the `goals` columns saying why a
-     * goal waits reads it from the open goal's log (its tail from the last event that can set it).
+     * A summary as read. A read-only store over an older schema reads what its `goals` row lacks
+     * from the goal's log: why an open goal waits (the tail from the last event that can set it),
+     * and where a fork was forked from (its first event).
      */
     const summaryOf = (row: unknown): Effect.Effect<GoalSummary.GoalSummary, StoreError> =>
-      schema >= Migrations.waitingColumnsSince
-        ? decodeSummary(row)
-        : Effect.flatMap(decodeSummary(row), (summary) => {
-          const goalId = summary.goalId
-          if (summary.status !== "open") return Effect.succeed(summary)
-          return db.read((tx) => {
+      schema >= Migrations.forkColumnSince ? decodeSummary(row) : Effect.flatMap(decodeSummary(row), (summary) => {
+        const goalId = summary.goalId
+        const read = <A>(f: (tx: Database.Tx) => A) =>
+          db.read((tx) => Either.right(f(tx))).pipe(Effect.catchTag("SqlError", (error) => Effect.fail(failed(`reading goal ${goalId}`, goalId)(error))))
+        const waiting = schema >= Migrations.waitingColumnsSince || summary.status !== "open"
+          ? Effect.succeed<GoalSummary.Waiting>(summary)
+          : Effect.flatMap(read((tx) => {
             const from = Migrations.tailFrom([tx.get(Migrations.waitingTailSql, [goalId])])
-            return Either.right(from === undefined ? undefined : { from, rows: tx.values(selectEventsSql, [goalId, from]) })
-          }).pipe(
-            Effect.catchTag("SqlError", (error) => Effect.fail(failed(`reading goal ${goalId}`, goalId)(error))),
-            Effect.flatMap((tail) => tail === undefined ? Effect.succeed(GoalSummary.notWaiting) : Effect.map(decodeRows(goalId, tail.from, tail.rows), GoalSummary.waitingOf)),
-            Effect.map((waiting) => ({ ...summary, suspended: waiting.suspended, approval: waiting.approval }))
-          )
-        })
+            return from === undefined ? undefined : { from, rows: tx.values(selectEventsSql, [goalId, from]) }
+          }), (tail) => tail === undefined ? Effect.succeed(GoalSummary.notWaiting) : Effect.map(decodeRows(goalId, tail.from, tail.rows), GoalSummary.waitingOf))
+        const forkedFrom = Effect.map(
+          Effect.flatMap(read((tx) => tx.values(selectFirstEventSql, [goalId])), (rows) => decodeRows(goalId, 0, rows)),
+          (events) => (events[0]?._tag === "GoalSubmitted" ? events[0].forkedFrom ?? null : null)
+        )
+        return Effect.map(Effect.all([waiting, forkedFrom]), ([w, f]) => ({ ...summary, suspended: w.suspended, approval: w.approval, forkedFrom: f }))
+      })
 
     const goal: Service["goal"] = (goalId) =>
       db.read((tx) => Either.right(tx.get(selectGoalSql, [goalId]))).pipe(
@@ -376,12 +380,22 @@ const makeStore = (
     const goals: Service["goals"] = (q = {}) => {
       // No goal of a schema before the parent column has a parent.
       if (q.parent !== undefined && schema < Migrations.parentColumnSince) return Effect.succeed([])
-      const conditions = [...(q.status === undefined ? [] : ["status = ?"]), ...(q.parent === undefined ? [] : ["parent = ?"])]
+      // Before the fork column, a goal's origin is in its first event: each goal's is read.
+      if (q.forkedFrom !== undefined && schema < Migrations.forkColumnSince) {
+        const { forkedFrom, limit, ...rest } = q
+        return Effect.map(goals(rest), (all) => all.filter((g) => g.forkedFrom?.goalId === forkedFrom).slice(0, limit))
+      }
+      const conditions = [
+        ...(q.status === undefined ? [] : ["status = ?"]),
+        ...(q.parent === undefined ? [] : ["parent = ?"]),
+        ...(q.forkedFrom === undefined ? [] : ["forked_from IS NOT NULL AND json_extract(forked_from, '$.goalId') = ?"])
+      ]
       const where = conditions.length === 0 ? "" : ` WHERE ${conditions.join(" AND ")}`
       const limit = q.limit === undefined ? "" : " LIMIT ?"
       const params = [
         ...(q.status === undefined ? [] : [q.status]),
         ...(q.parent === undefined ? [] : [q.parent]),
+        ...(q.forkedFrom === undefined ? [] : [q.forkedFrom]),
         ...(q.limit === undefined ? [] : [q.limit])
       ]
       return db.read((tx) => Either.right(tx.all(`SELECT * FROM goals${where} ORDER BY submitted_at DESC, goal_id DESC${limit}`, params))).pipe(
@@ -546,9 +560,9 @@ const selectGoalSql = "SELECT * FROM goals WHERE goal_id = ?"
 /** The summary after an append, only if the goal's log still ends at the expected seq (`goals_newest` untouched). */
 const advanceGoalSql = `UPDATE goals SET status = ?, iterations = ?, next_seq = ?, last_iteration = ?, reason = ?, suspended = ?, approval = ?,
   updated_at = ? WHERE goal_id = ? AND next_seq = ?`
-const upsertGoalSql = `INSERT INTO goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, suspended, approval, submitted_at, updated_at, parent)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, parent = excluded.parent, status = excluded.status, iterations = excluded.iterations,
+const upsertGoalSql = `INSERT INTO goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, suspended, approval, submitted_at, updated_at, parent, forked_from)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, parent = excluded.parent, forked_from = excluded.forked_from, status = excluded.status, iterations = excluded.iterations,
   next_seq = excluded.next_seq, last_iteration = excluded.last_iteration, reason = excluded.reason,
   suspended = excluded.suspended, approval = excluded.approval, submitted_at = excluded.submitted_at, updated_at = excluded.updated_at`
 const upsertSnapshotSql = `INSERT INTO snapshots (goal_id, seq, state_version, state) VALUES (?, ?, ?, ?)
@@ -602,14 +616,16 @@ const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> => [
   ...Migrations.waitingParams(s),
   s.submittedAt,
   s.updatedAt,
-  s.parent
+  s.parent,
+  Migrations.forkedFromParam(s.forkedFrom)
 ]
 
 /** A `goals` row's fields: why a goal waits is JSON (NULL when nothing waits). */
 const SummaryRow = Schema.Struct({
   ...GoalSummary.GoalSummary.fields,
   suspended: Schema.NullOr(Schema.parseJson(GoalSummary.Suspension)),
-  approval: Schema.NullOr(Schema.parseJson(GoalSummary.Approval))
+  approval: Schema.NullOr(Schema.parseJson(GoalSummary.Approval)),
+  forkedFrom: Schema.NullOr(Schema.parseJson(Event.ForkedFrom))
 })
 const decodeSummaryEither = Schema.decodeUnknownEither(SummaryRow)
 
@@ -622,6 +638,8 @@ const decodeSummary = (row: unknown): Either.Either<GoalSummary.GoalSummary, Sto
       goal: field(row, "goal"),
       // A database of a schema before the column has no sub-goals.
       parent: field(row, "parent") ?? null,
+      // Before its column, read from the goal's first event (`summaryOf`).
+      forkedFrom: field(row, "forked_from") ?? null,
       status: field(row, "status"),
       iterations: field(row, "iterations"),
       nextSeq: field(row, "next_seq"),

@@ -130,7 +130,8 @@ describe("an rx 0.1 database", () => {
         { message: "Running migration", annotations: { caller: "test", migration_id: "3", migration_name: "payload_format" }, locked: true },
         { message: "Running migration", annotations: { caller: "test", migration_id: "4", migration_name: "event_checksum" }, locked: true },
         { message: "Running migration", annotations: { caller: "test", migration_id: "5", migration_name: "goal_waiting" }, locked: true },
-        { message: "Running migration", annotations: { caller: "test", migration_id: "6", migration_name: "goal_parent" }, locked: true }
+        { message: "Running migration", annotations: { caller: "test", migration_id: "6", migration_name: "goal_parent" }, locked: true },
+        { message: "Running migration", annotations: { caller: "test", migration_id: "7", migration_name: "goal_fork" }, locked: true }
       ])
       expect(schemaOf(filename).version).toEqual({ id: Migrations.latest })
     }))

@@ -44,7 +44,7 @@ describe("SqliteStore", () => {
       expect(Option.map(summary, (s) => [s.status, s.reason, s.nextSeq])).toEqual(Option.some(["terminated", "done", events.length]))
     }))
 
-  it.scoped("why an open goal waits is in its summary; a database of schema 4 has it filled from the logs, read-only as it is and by the migration", () =>
+  it.scoped("why an open goal waits and where a fork comes from are in its summary; a database of schema 4 has them filled from the logs, read-only as it is and by the migrations", () =>
     Effect.gen(function*() {
       const filename = yield* tempDb
       const tools = ToolRegistry.layer([echo])
@@ -63,28 +63,44 @@ describe("SqliteStore", () => {
           Effect.zipRight(Control.cancel("ended"), Runner.resume("ended").pipe(Effect.provide(LanguageModel.layerScripted([]))))
         )
       ]
-      yield* Effect.forEach(runs, (run) => run, { discard: true }).pipe(Effect.provide(Layer.merge(Layer.fresh(SqliteStore.layer({ filename })), tools)))
+      // A fork of "ended" at its step 1, as `rx fork` records it.
+      const forked = Effect.flatMap(StateStore.StateStore, (store) =>
+        store.append("fork", 0, StoreConformance.sampleLog("fork", 9_000).map((e) => (e._tag === "GoalSubmitted" ? { ...e, forkedFrom: { goalId: "ended", iteration: 1 } } : e))))
+      yield* Effect.forEach([...runs, forked], (run): Effect.Effect<unknown, unknown, StateStore.StateStore | ToolRegistry.ToolRegistry> => run, { discard: true }).pipe(Effect.provide(Layer.merge(Layer.fresh(SqliteStore.layer({ filename })), tools)))
       const expected = Effect.gen(function*() {
         const store = yield* StateStore.StateStore
-        return yield* Effect.forEach(["ask", "down", "ended"], (id) => Effect.map(store.load(id), (events) => GoalSummary.updateAll(undefined, events)))
+        return yield* Effect.forEach(["ask", "down", "ended", "fork"], (id) => Effect.map(store.load(id), (events) => GoalSummary.updateAll(undefined, events)))
       })
       const listed = Effect.flatMap(StateStore.StateStore, (store) => Effect.map(store.goals(), (all) => [...all].sort((a, b) => a.goalId.localeCompare(b.goalId))))
       const reading = Layer.fresh(SqliteStore.layer({ filename, readonly: true }))
       const summaries = yield* expected.pipe(Effect.provide(reading))
-      expect(summaries.map((s) => [s?.goalId, s?.suspended?.reason ?? null, s?.approval?.tool ?? null])).toEqual([
-        ["ask", "awaiting_approval", "echo"],
-        ["down", "model_unavailable", null],
-        ["ended", null, null]
+      expect(summaries.map((s) => [s?.goalId, s?.suspended?.reason ?? null, s?.approval?.tool ?? null, s?.forkedFrom ?? null])).toEqual([
+        ["ask", "awaiting_approval", "echo", null],
+        ["down", "model_unavailable", null, null],
+        ["ended", null, null, null],
+        ["fork", null, null, { goalId: "ended", iteration: 1 }]
       ])
       expect(yield* listed.pipe(Effect.provide(reading))).toEqual(summaries)
+      const forksOf = (id: string, layer: Layer.Layer<StateStore.StateStore, unknown>) =>
+        Effect.flatMap(StateStore.StateStore, (store) => Effect.map(store.goals({ forkedFrom: id }), (all) => all.map((g) => g.goalId))).pipe(Effect.provide(layer))
+      expect(yield* forksOf("ended", reading)).toEqual(["fork"])
 
-      // The same database as rx of schema 4 left it: no columns saying why a goal waits.
-      const sqlite = new Sqlite(filename)
-      sqlite.exec("DROP INDEX goals_parent; ALTER TABLE goals DROP COLUMN parent; ALTER TABLE goals DROP COLUMN suspended; ALTER TABLE goals DROP COLUMN approval; DELETE FROM rx_migrations WHERE migration_id >= 5")
-      sqlite.close()
-      expect(yield* listed.pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename, readonly: true }))))).toEqual(summaries)
+      // The same database as an rx of schema 6 left it (forks recorded, no column for them), then of schema 4.
+      const downgrade = (statements: string) => {
+        const sqlite = new Sqlite(filename)
+        sqlite.exec(statements)
+        sqlite.close()
+      }
+      downgrade("DROP INDEX goals_forked_from; ALTER TABLE goals DROP COLUMN forked_from; DELETE FROM rx_migrations WHERE migration_id >= 7")
+      const readOnly = () => Layer.fresh(SqliteStore.layer({ filename, readonly: true }))
+      expect(yield* listed.pipe(Effect.provide(readOnly()))).toEqual(summaries)
+      expect(yield* forksOf("ended", readOnly())).toEqual(["fork"])
+      expect(yield* forksOf("ask", readOnly())).toEqual([])
+      downgrade("DROP INDEX goals_parent; ALTER TABLE goals DROP COLUMN parent; ALTER TABLE goals DROP COLUMN suspended; ALTER TABLE goals DROP COLUMN approval; DELETE FROM rx_migrations WHERE migration_id >= 5")
+      expect(yield* listed.pipe(Effect.provide(readOnly()))).toEqual(summaries)
       expect(yield* listed.pipe(Effect.provide(Layer.fresh(SqliteStore.layer({ filename }))))).toEqual(summaries)
       expect(yield* listed.pipe(Effect.provide(reading))).toEqual(summaries)
+      expect(yield* forksOf("ended", readOnly())).toEqual(["fork"])
       expect(yield* exec("SELECT max(migration_id) AS id FROM rx_migrations").pipe(Effect.provide(Layer.fresh(layerWithClient({ filename }))))).toEqual([{ id: Migrations.latest }])
     }))
 

@@ -73,21 +73,3 @@ export const origin = (events: ReadonlyArray<Event.Event>): Option.Option<{ read
   return first?._tag === "GoalSubmitted" && first.forkedFrom !== undefined ? Option.some(first.forkedFrom) : Option.none()
 }
 
-/**
- * The forks of each goal of the log, by the goal they were forked from: each goal's first event
- * read (one read per goal; a summary column would spare them).
- */
-export const forks = (goalIds: ReadonlyArray<string>): Effect.Effect<ReadonlyMap<string, ReadonlyArray<{ readonly goalId: string; readonly iteration: number }>>, StateStore.StoreError, StateStore.StateStore> =>
-  Effect.gen(function*() {
-    const store = yield* StateStore.StateStore
-    const byOrigin = new Map<string, Array<{ readonly goalId: string; readonly iteration: number }>>()
-    for (const goalId of goalIds) {
-      // Every listed goal's log starts with its GoalSubmitted: this never waits.
-      const first = yield* StateStore.first(store, goalId, 0, ["GoalSubmitted"])
-      if (first._tag !== "GoalSubmitted" || first.forkedFrom === undefined) continue
-      const from = first.forkedFrom
-      byOrigin.set(from.goalId, [...(byOrigin.get(from.goalId) ?? []), { goalId, iteration: from.iteration }])
-    }
-    return byOrigin
-  })
-

@@ -64,6 +64,7 @@ export const makeHttp = (url: string, given: Settings.Given) =>
     const rx = yield* connect
     const http = <A, R>(effect: (client: Client.Service) => Effect.Effect<A, ApiError.ApiError | Client.ClientError, R>) =>
       Effect.flatMap(rx, (client) => Effect.mapError(effect(client), explain(url)))
+    const listed = (params: Parameters<Client.Service["goals"]>[0]) => http((client) => Stream.runCollect(client.goals(params))).pipe(Effect.map((goals) => Array.from(goals)))
     /** The goal's events from the start, each from `from` on observed, until it ends or suspends. */
     const follow = (goalId: string, from: number, hooks: Hooks) =>
       Effect.flatMap(rx, (client) =>
@@ -105,8 +106,9 @@ export const makeHttp = (url: string, given: Settings.Given) =>
           yield* http((client) => client.resume(request.goalId))
           return yield* follow(request.goalId, before.nextSeq, hooks)
         }),
-      list: http((client) => Stream.runCollect(client.goals())).pipe(Effect.map((goals) => Array.from(goals))),
-      children: (goalId) => http((client) => Stream.runCollect(client.goals({ parent: goalId }))).pipe(Effect.map((goals) => Array.from(goals))),
+      list: listed({}),
+      children: (goalId) => listed({ parent: goalId }),
+      forks: (goalId) => listed({ forkedFrom: goalId }),
       summary: (goalId) => http((client) => client.goal(goalId)),
       events: (goalId) => http((client) => Stream.runCollect(client.events(goalId, { follow: false }))).pipe(Effect.map((events) => Array.from(events))),
       // A continuation keeps its goal's text: only goals of the same text submitted after this one ended are read.

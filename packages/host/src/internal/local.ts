@@ -21,6 +21,8 @@ export const makeLocal = (db: Settings.Database) =>
     const withLog = (access: Log.Access) => <A, E, R>(body: Effect.Effect<A, E, R>) =>
       body.pipe(Effect.provide(Log.layer(db, access)), Effect.provide(context))
     const noGoal = (goalId: string) => Log.noGoal(goalId, db)
+    const listed = (query: GoalSummary.Query) =>
+      Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.goals(query), withRunners(store))).pipe(withLog("read"))
     const logExists = Log.exists(db).pipe(Effect.provide(context))
     const load = (goalId: string) =>
       Effect.gen(function*() {
@@ -63,12 +65,9 @@ export const makeLocal = (db: Settings.Database) =>
       run: (request, hooks) => Effect.flatMap(runs, (m) => m.run(db, request, hooks)).pipe(Effect.provide(context)),
       resume: (request, hooks) => Effect.flatMap(runs, (m) => m.resume(db, request, hooks)).pipe(Effect.provide(context)),
       // Before any run there is no log: no goals, rather than an error (the caller says where none is).
-      list: Effect.flatMap(logExists, (exists) =>
-        exists
-          ? Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.goals(), withRunners(store))).pipe(withLog("read"))
-          : Effect.succeed([])),
-      children: (goalId) =>
-        Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.goals({ parent: goalId }), withRunners(store))).pipe(withLog("read")),
+      list: Effect.flatMap(logExists, (exists) => exists ? listed({}) : Effect.succeed([])),
+      children: (goalId) => listed({ parent: goalId }),
+      forks: (goalId) => listed({ forkedFrom: goalId }),
       summary: (goalId) =>
         Effect.gen(function*() {
           const store = yield* StateStore.StateStore

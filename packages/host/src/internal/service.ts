@@ -85,6 +85,8 @@ export interface Service {
   readonly list: Effect.Effect<ReadonlyArray<Listed>, Failure>
   /** The sub-goals a goal delegated, newest first. */
   readonly children: (goalId: string) => Effect.Effect<ReadonlyArray<Listed>, Failure>
+  /** The forks of a goal (`rx fork`), newest first. */
+  readonly forks: (goalId: string) => Effect.Effect<ReadonlyArray<Listed>, Failure>
   /** One goal's summary (or view); a goal that does not exist is an error. */
   readonly summary: (goalId: string) => Effect.Effect<Listed, Failure>
   /** The goals that continue `goalId` (`rx run --continue`), from their own first events. */

@@ -19,6 +19,7 @@ const view = (summary: GoalSummary.GoalSummary, activity: Api.Activity): Api.Goa
     goalId: summary.goalId,
     goal: summary.goal,
     parent: summary.parent,
+    forkedFrom: summary.forkedFrom,
     status: summary.status === "terminated" ? "terminated" : approval !== null ? "waiting" : "open",
     activity,
     iterations: summary.iterations,
@@ -59,9 +60,9 @@ const decodeCursor = Schema.decodeUnknownEither(CursorText)
 const after = ([at, id]: typeof Cursor.Type) => (summary: GoalSummary.GoalSummary) =>
   summary.submittedAt < at || (summary.submittedAt === at && summary.goalId < id)
 
-/** A page of goals with `status` (and of `parent`, if given), newest first, after `cursor`. */
+/** A page of goals with `status` (and of `parent`, or forks of `forkedFrom`, if given), newest first, after `cursor`. */
 export const page = (
-  params: { readonly status?: Api.GoalStatus | undefined; readonly limit: number; readonly cursor?: string | undefined; readonly parent?: string | undefined },
+  params: { readonly status?: Api.GoalStatus | undefined; readonly limit: number; readonly cursor?: string | undefined; readonly parent?: string | undefined; readonly forkedFrom?: string | undefined },
   activity: (goalId: string) => Api.Activity
 ) =>
   Effect.gen(function*() {
@@ -73,7 +74,8 @@ export const page = (
     const position = cursor === undefined ? undefined : cursor.right
     const stored = yield* store.goals({
       ...(params.status === undefined ? {} : { status: params.status === "terminated" ? "terminated" : "open" }),
-      ...(params.parent === undefined ? {} : { parent: params.parent })
+      ...(params.parent === undefined ? {} : { parent: params.parent }),
+      ...(params.forkedFrom === undefined ? {} : { forkedFrom: params.forkedFrom })
     })
     const candidates = position === undefined ? stored : stored.filter(after(position))
     const goals: Array<Api.Goal> = []

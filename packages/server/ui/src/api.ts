@@ -176,6 +176,7 @@ export const list = (status: string, cursor?: string) =>
 
 /** The sub-goals a goal delegated (the newest 100). */
 export const children = (goalId: string) => json<GoalPage>(`/v1/goals?limit=100&parent=${encodeURIComponent(goalId)}`)
+export const forks = (goalId: string) => json<GoalPage>(`/v1/goals?limit=100&forkedFrom=${encodeURIComponent(goalId)}`)
 
 const goalPath = (goalId: string) => `/v1/goals/${encodeURIComponent(goalId)}`
 

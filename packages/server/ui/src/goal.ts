@@ -19,6 +19,8 @@ interface Model {
   goal: Goal | undefined
   /** The sub-goals it delegated, oldest first. */
   children: ReadonlyArray<Goal>
+  /** Its forks (`rx fork`), oldest first. */
+  forks: ReadonlyArray<Goal>
 }
 
 /** A link to another goal's page. */
@@ -350,29 +352,40 @@ const resumePanel = (model: Model, refresh: () => void) => {
     h("div", { class: "actions" }, h("button", { class: "primary", id: "resume", on: { click: () => void resume() } }, "Resume"), status))
 }
 
-/** Where the goal is in its tree: the goal that delegated it, what it waits on, and its sub-goals with their status. */
+/** A table of related goals (sub-goals, forks): each linked, with its status, text and iterations, and any extra columns. */
+const goalsTable = (id: string, rowId: string, first: string, goals: ReadonlyArray<Goal>, extra: ReadonlyArray<readonly [string, (g: Goal) => string | number]> = []) =>
+  h("table", { class: "goals children", id },
+    h("thead", {}, h("tr", {}, ...[first, ...extra.map(([name]) => name), "status", "text", "iterations"].map((c) => h("th", {}, c)))),
+    h("tbody", {}, ...goals.map((g) =>
+      h("tr", { id: `${rowId}-${g.goalId}` },
+        h("td", {}, goalLink(g.goalId)),
+        ...extra.map(([, value]) => h("td", { class: "num" }, value(g))),
+        h("td", {}, badge(g)),
+        h("td", { title: preview(g.goal, 1_000) }, preview(g.goal, 100)),
+        h("td", { class: "num" }, g.iterations)))))
+
+/**
+ * Where the goal is in its tree: the goal that delegated it, the goal it was forked from or
+ * continues, what it waits on, and its sub-goals and forks with their status.
+ */
 const treeView = (model: Model) => {
   const submitted = model.events[0]
   const parent = submitted?._tag === "GoalSubmitted" ? submitted.parent : undefined
+  const forkedFrom = submitted?._tag === "GoalSubmitted" ? submitted.forkedFrom : undefined
   const continues = submitted?._tag === "GoalSubmitted" ? submitted.continues : undefined
   const waitsOn = model.goal?.status === "terminated" ? undefined : model.goal?.suspended?.child
-  if (parent === undefined && continues === undefined && waitsOn === undefined && model.children.length === 0) return null
+  if (parent === undefined && forkedFrom === undefined && continues === undefined && waitsOn === undefined && model.children.length === 0 && model.forks.length === 0) return null
   return h("section", { class: "tree", id: "tree" },
     parent === undefined ? null : h("p", { id: "parent" }, "Sub-goal of ", goalLink(parent.goalId), ` (its call ${parent.callId}, depth ${parent.depth})`),
+    forkedFrom === undefined ? null : h("p", { id: "forked-from" }, "Forked from ", goalLink(forkedFrom.goalId), ` at step ${forkedFrom.iteration}: its steps 1 to ${forkedFrom.iteration} are copied here, not run again. It went on with the workspace's files as they were when it started, not as they were at step ${forkedFrom.iteration}.`),
     continues === undefined ? null : h("p", { id: "continues" }, "Continues ", goalLink(continues.goalId), ` (it ended ${continues.reason}), told: `, h("q", {}, preview(continues.text, 300))),
     waitsOn === undefined ? null : h("p", { class: "wait", id: "waits-on" }, "Waits on its sub-goal ", goalLink(waitsOn), `: ${model.goal?.suspended?.detail ?? ""}`),
-    model.children.length === 0 ? null : h("table", { class: "goals children", id: "children" },
-      h("thead", {}, h("tr", {}, ...["sub-goal", "status", "text", "iterations"].map((c) => h("th", {}, c)))),
-      h("tbody", {}, ...model.children.map((c) =>
-        h("tr", { id: `child-${c.goalId}` },
-          h("td", {}, goalLink(c.goalId)),
-          h("td", {}, badge(c)),
-          h("td", { title: preview(c.goal, 1_000) }, preview(c.goal, 100)),
-          h("td", { class: "num" }, c.iterations))))))
+    model.children.length === 0 ? null : goalsTable("children", "child", "sub-goal", model.children),
+    model.forks.length === 0 ? null : goalsTable("forks", "fork", "fork", model.forks, [["at step", (g) => g.forkedFrom?.iteration ?? "?"]]))
 }
 
 export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => {
-  const model: Model = { goalId, events: [], lines: [], goal: undefined, children: [] }
+  const model: Model = { goalId, events: [], lines: [], goal: undefined, children: [], forks: [] }
   const head = h("div", { class: "head" })
   const treeBox = h("div", {})
   const approval = h("div", {})
@@ -472,9 +485,10 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
 
   const refresh = async () => {
     try {
-      const [goal, children] = await Promise.all([Api.goal(goalId), Api.children(goalId)])
+      const [goal, children, forks] = await Promise.all([Api.goal(goalId), Api.children(goalId), Api.forks(goalId)])
       model.goal = goal
       model.children = [...children.goals].reverse()
+      model.forks = [...forks.goals].reverse()
       fill(problem)
     } catch (error) {
       // A server that does not answer is said at the top of the page.

@@ -64,19 +64,34 @@ const submitForm = () => {
   return h("details", { class: "new-goal", id: "new-goal" }, h("summary", {}, "Submit a goal"), form)
 }
 
-/** The goals in list order, each goal's sub-goals (those on the page) right after it, oldest first, with their depth. */
+/** The goal a goal is shown under: the one that delegated it, or the one it was forked from. */
+const above = (g: Goal): string | null => g.parent ?? g.forkedFrom?.goalId ?? null
+
+/** The goals in list order, each goal's sub-goals and forks (those on the page) right after it, oldest first, with their depth. */
 export const tree = (goals: ReadonlyArray<Goal>): ReadonlyArray<readonly [Goal, number]> => {
   const ids = new Set(goals.map((g) => g.goalId))
-  const children = new Map<string, Array<Goal>>()
-  for (const g of goals) if (g.parent !== null && ids.has(g.parent)) children.set(g.parent, [g, ...(children.get(g.parent) ?? [])])
+  const below = new Map<string, Array<Goal>>()
+  for (const g of goals) {
+    const over = above(g)
+    if (over !== null && ids.has(over)) below.set(over, [g, ...(below.get(over) ?? [])])
+  }
   const out: Array<readonly [Goal, number]> = []
   const visit = (g: Goal, depth: number) => {
     out.push([g, depth])
-    for (const child of children.get(g.goalId) ?? []) visit(child, depth + 1)
+    for (const next of below.get(g.goalId) ?? []) visit(next, depth + 1)
   }
-  for (const g of goals) if (g.parent === null || !ids.has(g.parent)) visit(g, 0)
+  for (const g of goals) {
+    const over = above(g)
+    if (over === null || !ids.has(over)) visit(g, 0)
+  }
   return out
 }
+
+/** How a nested row hangs from the one above it: └ for a sub-goal, ⑂ for a fork. */
+const branch = (g: Goal, depth: number) =>
+  g.parent === null && g.forkedFrom !== null
+    ? h("span", { class: "tree fork", title: `fork of ${g.forkedFrom.goalId} at step ${g.forkedFrom.iteration}` }, `${"\u00a0\u00a0".repeat(depth - 1)}⑂\u00a0`)
+    : h("span", { class: "tree", title: `sub-goal of ${g.parent ?? "?"}` }, `${"\u00a0\u00a0".repeat(depth - 1)}└\u00a0`)
 
 export const show = (root: HTMLElement, status: string, signal: AbortSignal) => {
   const rows = h("tbody", {})
@@ -86,9 +101,9 @@ export const show = (root: HTMLElement, status: string, signal: AbortSignal) => 
   fill(root, submitForm(), bar, h("table", { class: "goals" }, h("thead", {}, h("tr", {}, ...["goal", "status", "text", "iterations", "submitted"].map((c) => h("th", {}, c)))), rows), note)
   const draw = (goals: ReadonlyArray<Goal>, more: boolean) => {
     fill(rows, ...tree(goals).map(([g, depth]) =>
-      h("tr", { id: `goal-${g.goalId}`, class: depth === 0 ? "" : "sub-goal" },
+      h("tr", { id: `goal-${g.goalId}`, class: depth === 0 ? "" : g.parent === null ? "fork" : "sub-goal" },
         h("td", {},
-          depth === 0 ? "" : h("span", { class: "tree", title: `sub-goal of ${g.parent ?? "?"}` }, `${"\u00a0\u00a0".repeat(depth - 1)}└\u00a0`),
+          depth === 0 ? "" : branch(g, depth),
           h("a", { href: `#/goals/${encodeURIComponent(g.goalId)}`, class: "mono" }, g.goalId)),
         h("td", {}, badge(g)),
         h("td", { title: preview(g.goal, 1_000) }, preview(g.goal, 100)),

@@ -6,6 +6,8 @@ export interface Goal {
   readonly goal: string
   /** For a sub-goal: the goal that delegated it. */
   readonly parent: string | null
+  /** For a fork (`rx fork`): the goal and step it was forked from. */
+  readonly forkedFrom: { readonly goalId: string; readonly iteration: number } | null
   readonly status: Status
   readonly activity: "running" | "queued" | "idle"
   readonly iterations: number
@@ -46,6 +48,8 @@ export type Event = Base & (
     readonly instructions?: string
     /** For a sub-goal: the goal and call that delegated it. */
     readonly parent?: { readonly goalId: string; readonly callId: string; readonly depth: number }
+    /** For a fork: the goal and step whose events up to there this log starts with. */
+    readonly forkedFrom?: { readonly goalId: string; readonly iteration: number }
     /** For a goal that continues an ended one: that goal, how it ended, and the new instruction. */
     readonly continues?: { readonly goalId: string; readonly reason: string; readonly text: string }
   }
