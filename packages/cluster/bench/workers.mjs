@@ -3,9 +3,18 @@
 // goal, tools that return at once) on a fresh database of the Postgres at RX_PG_URL (default: the
 // tests' server), RX_BENCH_GOALS goals (120) submitted at once from this process. A benchmark,
 // not a test: it prints one JSON line per worker count. Build first (`pnpm build`).
+//
+// `-- --quota 0.2`: each worker held to that share of one core by Linux's cpu controller (a cgroup
+// v1 group of its own under /sys/fs/cgroup/cpu, `cpu.cfs_quota_us`; root only), with 1, 2, 4 and
+// 8 workers (`--workers 1,2,4,8`) and RX_BENCH_GOALS 240: what the workers do scales only if the
+// figures grow with their count while Postgres and this process have cores to spare. Each line
+// says how long the quota held a worker back (`throttled_seconds`), and a last line each count's
+// goals per second over one worker's.
+//
+// Every run checks the ledger the workers' `append` tool writes: each goal's two calls, once each.
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Effect, Layer, Redacted, Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -16,7 +25,15 @@ import { StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { Workers } from "@rx/cluster"
 
 const adminUrl = process.env["RX_PG_URL"] ?? "postgres://rx:rx@127.0.0.1:5432/postgres"
-const goals = Number(process.env["RX_BENCH_GOALS"] ?? "120")
+const flag = (name) => {
+  const at = process.argv.indexOf(`--${name}`)
+  return at === -1 ? undefined : process.argv[at + 1]
+}
+const quota = flag("quota") === undefined ? undefined : Number(flag("quota"))
+if (quota !== undefined && !(quota > 0 && quota <= 4)) throw new Error(`--quota: a share of one core, above 0 and at most 4 (got ${flag("quota")})`)
+const counts = (flag("workers") ?? (quota === undefined ? "1,2,3" : "1,2,4,8")).split(",").map(Number)
+if (counts.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--workers: worker counts such as 1,2,4,8 (got ${flag("workers")})`)
+const goals = Number(process.env["RX_BENCH_GOALS"] ?? (quota === undefined ? "120" : "240"))
 const worker = fileURLToPath(new URL("../test/fixtures/worker.mjs", import.meta.url))
 const settings = { failoverMs: 15_000, refreshAssignmentsMs: 500, pollMs: 1000, shardsPerGroup: 30 }
 
@@ -38,13 +55,55 @@ const freePort = Effect.async((resume) => {
   })
 })
 
-/** A worker process, up (it printed READY); killed with the scope. */
-const startWorker = (args) =>
+/** The cpu controller's folder (cgroup v1) for this run's groups. */
+const cpuRoot = path.join("/sys/fs/cgroup/cpu", `rx-bench-${process.pid}`)
+
+/**
+ * A cgroup holding its processes to `share` of one core (`cpu.cfs_quota_us` over a 100 ms period),
+ * removed with the scope (after the worker in it is killed, as scopes close in reverse).
+ */
+const cpuGroup = (name, share) =>
+  Effect.acquireRelease(
+    Effect.try({
+      try: () => {
+        const dir = path.join(cpuRoot, name)
+        fs.mkdirSync(dir, { recursive: true })
+        fs.writeFileSync(path.join(dir, "cpu.cfs_period_us"), "100000")
+        fs.writeFileSync(path.join(dir, "cpu.cfs_quota_us"), String(Math.round(share * 100_000)))
+        return dir
+      },
+      catch: (error) => new Error(`--quota needs Linux's cpu controller (cgroup v1) at /sys/fs/cgroup/cpu, writable (root): ${error}`)
+    }),
+    (dir) => Effect.sync(() => {
+      // The killed worker leaves the group a moment later: try a few times.
+      for (let i = 0; i < 50; i++) {
+        try {
+          fs.rmdirSync(dir)
+          break
+        } catch {
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20)
+        }
+      }
+      try {
+        fs.rmdirSync(cpuRoot)
+      } catch {
+        // Another worker's group is still there; the last one removes the folder.
+      }
+    })
+  )
+
+/** How long the quota held the group's processes back, in seconds (`cpu.stat`'s throttled_time, ns). */
+const throttled = (dir) => Number(/throttled_time (\d+)/.exec(fs.readFileSync(path.join(dir, "cpu.stat"), "utf8"))?.[1] ?? "0") / 1e9
+
+/** A worker process, up (it printed READY), in the cgroup `group` if given (from its first instruction on); killed with the scope. */
+const startWorker = (args, group) =>
   Effect.acquireRelease(
     Effect.async((resume) => {
       const child = spawn(process.execPath, [worker, ...args], { stdio: ["ignore", "pipe", "pipe"] })
+      if (group !== undefined) fs.writeFileSync(path.join(group, "cgroup.procs"), String(child.pid))
       let output = ""
-      const timer = setTimeout(() => resume(Effect.dieMessage(`a worker did not start:\n${output}`)), 30_000)
+      // Held to a share of a core, a worker takes that much longer to load.
+      const timer = setTimeout(() => resume(Effect.dieMessage(`a worker did not start:\n${output}`)), group === undefined ? 30_000 : 300_000)
       child.stdout.setEncoding("utf8").on("data", (chunk) => {
         output += chunk
         if (output.includes("READY")) {
@@ -54,8 +113,40 @@ const startWorker = (args) =>
       })
       child.stderr.setEncoding("utf8").on("data", (chunk) => (output += chunk))
     }),
-    (child) => Effect.sync(() => child.kill("SIGKILL"))
+    (child) => Effect.async((resume) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+      child.once("exit", () => resume(Effect.void))
+      child.kill("SIGKILL")
+    })
   )
+
+/** A process's CPU seconds so far (user + system, from /proc). */
+const cpuOf = (pid) => {
+  const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+/** The machine's busy and total CPU seconds so far, all cores (from /proc/stat). */
+const machine = () => {
+  const [, ...ticks] = fs.readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).map(Number)
+  const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0)
+  const total = ticks.slice(0, 8).reduce((a, b) => a + b, 0)
+  return { busy: (total - idle) / 100, total: total / 100 }
+}
+
+/** Each goal's `append` calls (steps 1 and 3) in the ledger once each, and nothing else: nothing lost, nothing run twice. */
+const checkLedger = (ledger, ids) => {
+  const lines = fs.existsSync(ledger) ? fs.readFileSync(ledger, "utf8").trim().split("\n").filter((line) => line !== "") : []
+  const calls = lines.map((line) => line.split(" ")[0])
+  const expected = ids.flatMap((id) => [`${id}:1`, `${id}:3`]).sort()
+  const seen = [...calls].sort()
+  if (JSON.stringify(seen) !== JSON.stringify(expected)) {
+    const twice = calls.filter((c, i) => calls.indexOf(c) !== i)
+    const missing = expected.filter((c) => !calls.includes(c))
+    throw new Error(`the ledger is wrong: ${calls.length} calls for ${expected.length} expected; run twice: ${twice.slice(0, 5).join(", ") || "none"}; missing: ${missing.slice(0, 5).join(", ") || "none"}`)
+  }
+  return "each call once"
+}
 
 // The submitting process offers the workers' tool names, so the goals record them; it runs none.
 const offered = (name) =>
@@ -75,21 +166,38 @@ const measure = (count) =>
     const url = new URL(adminUrl)
     url.pathname = `/${name}`
     const ledger = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "rx-bench-")), "ledger")
+    const groups = []
+    const pids = []
     for (let i = 1; i <= count; i++) {
       const port = yield* freePort
-      yield* startWorker([`w${i}`, url.toString(), String(port), String(settings.failoverMs), ledger, "0"])
+      const group = quota === undefined ? undefined : yield* cpuGroup(`w${i}`, quota)
+      if (group !== undefined) groups.push(group)
+      pids.push((yield* startWorker([`w${i}`, url.toString(), String(port), String(settings.failoverMs), ledger, "0"], group)).pid)
     }
+    // Every worker takes its shards before the first goal: the runners see each other within a
+    // refresh of their assignments (500 ms); a quota slows that down.
+    if (quota !== undefined) yield* Effect.sleep("5 seconds")
+    const throttledBefore = groups.map(throttled)
+    const workersBefore = pids.map(cpuOf)
+    const machineBefore = machine()
+    const selfBefore = process.cpuUsage()
     return yield* Effect.gen(function*() {
       const store = yield* StateStore.StateStore
       const started = performance.now()
       const ids = yield* Effect.forEach(Array.from({ length: goals }, (_, i) => i), (i) =>
-        Workers.submit({ goal: `bench ${i}`, goalId: `bench-${i}`, options: { maxIterations: 20 } }))
+        Workers.submit({ goal: `bench ${i}`, goalId: `bench-${i}`, options: { maxIterations: 20 } }), { concurrency: quota === undefined ? 1 : 8 })
       const submitted = (performance.now() - started) / 1000
       while (true) {
-        const summaries = yield* Effect.forEach(ids, (id) => store.goal(id))
-        if (summaries.every((s) => Option.isSome(s) && s.value.status === "terminated")) {
+        // One query a poll (the database holds only these goals), so watching costs next to nothing.
+        const summaries = yield* store.goals()
+        if (summaries.length === ids.length && summaries.every((s) => s.status === "terminated")) {
           const seconds = (performance.now() - started) / 1000
-          const iterations = summaries.reduce((n, s) => n + (Option.isSome(s) ? s.value.iterations : 0), 0)
+          const iterations = summaries.reduce((n, s) => n + s.iterations, 0)
+          const self = process.cpuUsage(selfBefore)
+          const submitter = (self.user + self.system) / 1e6
+          const workersCpu = pids.reduce((n, pid, i) => n + cpuOf(pid) - (workersBefore[i] ?? 0), 0)
+          const now = machine()
+          const busy = now.busy - machineBefore.busy
           return {
             workers: count,
             goals,
@@ -97,12 +205,36 @@ const measure = (count) =>
             seconds: Number(seconds.toFixed(2)),
             submitting_seconds: Number(submitted.toFixed(2)),
             goals_per_second: Number((goals / seconds).toFixed(1)),
-            iterations_per_second: Number((iterations / seconds).toFixed(1))
+            iterations_per_second: Number((iterations / seconds).toFixed(1)),
+            // Where the machine's CPU went meanwhile: the workers, this process (submitting and
+            // polling), and the rest (Postgres, and whatever else runs here).
+            cpu_seconds: {
+              workers: Number(workersCpu.toFixed(2)),
+              submitter: Number(submitter.toFixed(2)),
+              rest: Number((busy - workersCpu - submitter).toFixed(2)),
+              machine_busy_fraction: Number((busy / (now.total - machineBefore.total)).toFixed(2))
+            },
+            ...(quota === undefined ? {} : {
+              quota,
+              throttled_seconds: Number(groups.reduce((n, g, i) => n + throttled(g) - (throttledBefore[i] ?? 0), 0).toFixed(2))
+            }),
+            ledger: checkLedger(ledger, ids)
           }
         }
-        yield* Effect.sleep("50 millis")
+        yield* Effect.sleep("100 millis")
       }
     }).pipe(Effect.provide(Layer.merge(Workers.layerClient({ url: url.toString(), ...settings }), tools)))
   }))
 
-for (const count of [1, 2, 3]) console.log(JSON.stringify(await Effect.runPromise(measure(count))))
+const results = []
+for (const count of counts) {
+  const result = await Effect.runPromise(measure(count))
+  results.push(result)
+  console.log(JSON.stringify(result))
+}
+const one = results.find((r) => r.workers === 1)
+if (one !== undefined && results.length > 1) {
+  console.log(JSON.stringify({
+    goals_per_second_over_one_worker: Object.fromEntries(results.map((r) => [r.workers, Number((r.goals_per_second / one.goals_per_second).toFixed(2))]))
+  }))
+}
