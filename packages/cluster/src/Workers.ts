@@ -19,7 +19,7 @@ import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Cause, Duration, Effect, ExecutionStrategy, Exit, Layer, Option, Redacted, Schedule, Scope } from "effect"
 import { type LanguageModel, Runner, StateStore, type ToolRegistry } from "@rx/kernel"
-import { PgStore } from "@rx/store-pg"
+import { Config as PgConfig, PgStore } from "@rx/store-pg"
 import * as Config from "./Config.js"
 import * as GoalEntity from "./GoalEntity.js"
 import type * as Workspaces from "./Workspaces.js"
@@ -43,11 +43,17 @@ export const drive = (goalId: string): Effect.Effect<void, StateStore.StoreError
   Effect.flatMap(GoalEntity.GoalEntity.client, (client) => client(goalId).Drive(undefined, { discard: true })).pipe(
     Effect.catchAll((error) =>
       new StateStore.StoreError({
-        message: `goal ${goalId} is recorded, but its Drive message could not be stored (${error._tag}): send it again with Workers.drive`,
+        message: `goal ${goalId} is recorded, but its Drive message could not be stored (${whyNot(error)}): send it again with Workers.drive`,
         goalId
       })
     )
   )
+
+/** Why the cluster refused a message: its error's kind, and what caused it (a database error's message, with any password hidden). */
+const whyNot = (error: { readonly _tag: string; readonly cause?: unknown }): string => {
+  const cause = error.cause instanceof Error ? error.cause.message : error.cause === undefined ? "" : String(error.cause)
+  return cause === "" ? error._tag : `${error._tag}: ${PgConfig.redact(cause)}`
+}
 
 /** The cluster's settings from ours; every field is set here, nothing is read from the environment. */
 const shardingConfig = (
