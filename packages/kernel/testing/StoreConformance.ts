@@ -152,6 +152,14 @@ export const cases: ReadonlyArray<Case> = [
       }
       const ahead = yield* Effect.either(store.append(goalId, 5, [{ ...(log[2] as Event.Event), seq: 5 }]))
       yield* check(Either.isLeft(ahead) && ahead.left._tag === "@rx/kernel/AppendConflict", "an append past the end must fail with AppendConflict")
+      // A second submission under the same id: refused, and the goal's summary is untouched.
+      const again = yield* Effect.either(store.append(goalId, 0, [{ ...(log[0] as Event.Event), goal: "another goal" } as Event.Event]))
+      yield* check(Either.isLeft(again) && again.left._tag === "@rx/kernel/AppendConflict", "a first append to a goal that has events must fail with AppendConflict")
+      if (Either.isLeft(again) && again.left._tag === "@rx/kernel/AppendConflict") {
+        yield* same([again.left.expectedSeq, again.left.actualSeq], [0, 2], "conflict seqs of a second first append")
+      }
+      const summary = Option.getOrUndefined(yield* store.goal(goalId))
+      yield* same([summary?.goal, summary?.nextSeq], ["say hi", 2], "the summary after a refused first append")
       yield* same((yield* store.load(goalId)).length, 2, "events after refused appends")
     })
   },

@@ -157,20 +157,23 @@ export const makeWithClient = (
         if (events.length === 0) return
         const next = GoalSummary.updateAll(Option.getOrUndefined(summary), events)
         if (next === undefined) return yield* new StoreError({ message: `goal ${goalId}: its log has no GoalSubmitted`, goalId, seq: expectedSeq })
-        yield* conn.execute(appendSql, [
-          goalId,
-          Event.version,
-          events.map((e) => e.seq),
-          events.map((e) => e._tag),
-          payloads,
-          ...summaryParams(next),
-          Listener.payloadOf(goalId),
-          checksums,
-          ...Migrations.waitingParams(next),
-          next.parent,
-          Migrations.forkedFromParam(next.forkedFrom)
-        ], undefined)
+        yield* conn.execute(appendSql, appendParams(goalId, events, payloads, checksums, next), undefined)
         if (snapshot !== undefined) yield* conn.execute(upsertSnapshotSql, snapshot, undefined)
+      })
+
+    /** The first events of a new goal and its summary, in one statement (`firstAppendSql`), with no lock to take. */
+    const firstAppend = (
+      goalId: string,
+      events: ReadonlyArray<Event.Event>,
+      payloads: ReadonlyArray<string>,
+      checksums: ReadonlyArray<number>
+    ): Effect.Effect<void, StateStore.AppendConflict | StoreError | SqlError> =>
+      Effect.gen(function*() {
+        const invalid = StateStore.validateBatch(goalId, 0, events)
+        if (Option.isSome(invalid)) return yield* invalid.value
+        const next = GoalSummary.updateAll(undefined, events)
+        if (next === undefined) return yield* new StoreError({ message: `goal ${goalId}: its log must start with GoalSubmitted`, goalId, seq: 0 })
+        yield* rows(pg, firstAppendSql, appendParams(goalId, events, payloads, checksums, next))
       })
 
     const append: Service["append"] = (goalId, expectedSeq, events, state) =>
@@ -195,7 +198,12 @@ export const makeWithClient = (
           : undefined
         const where = `appending to goal ${goalId} at seq ${expectedSeq}`
         if (events.length > 0) echoes.sending(goalId)
-        yield* transaction(pg, (conn) => appendIn(conn, goalId, expectedSeq, events, payloads, checksums, snapshot)).pipe(
+        // A goal's first append (a submission) is one statement, committed on its own: a log or
+        // summary row already there makes it a unique violation, as another writer's would.
+        const write = expectedSeq === 0 && snapshot === undefined && events.length > 0
+          ? Effect.uninterruptible(firstAppend(goalId, events, payloads, checksums))
+          : transaction(pg, (conn) => appendIn(conn, goalId, expectedSeq, events, payloads, checksums, snapshot))
+        yield* write.pipe(
           Effect.onExit((exit) => exit._tag === "Failure" && events.length > 0 ? Effect.sync(() => echoes.failed(goalId)) : Effect.void),
           Effect.catchIf(
             (error): error is SqlError => error._tag === "SqlError",
@@ -387,19 +395,48 @@ ON CONFLICT (goal_id) DO UPDATE SET seq = excluded.seq, state_version = excluded
  * payload, $15 the events' checksums, $16-$17 why the goal waits, $18 the parent, $19 the fork's
  * origin. The events are arrays, so a batch of any size binds these 19 parameters (Postgres allows 65,535 a statement).
  */
-const appendSql = `WITH inserted AS (
+const appendSqlWith = (onConflict: string) => `WITH inserted AS (
   INSERT INTO rx_events (goal_id, seq, tag, version, payload, checksum)
   SELECT $1, e.seq, e.tag, $2, e.payload, e.checksum
   FROM unnest($3::integer[], $4::text[], $5::text[], $15::integer[]) AS e(seq, tag, payload, checksum)
 ), summary AS (
   INSERT INTO rx_goals (goal_id, goal, status, iterations, next_seq, last_iteration, reason, submitted_at, updated_at, suspended, approval, parent, forked_from)
-  VALUES ($1, $6, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18, $19)
-  ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, parent = excluded.parent, forked_from = excluded.forked_from, status = excluded.status, iterations = excluded.iterations,
-    next_seq = excluded.next_seq, last_iteration = excluded.last_iteration, reason = excluded.reason,
-    submitted_at = excluded.submitted_at, updated_at = excluded.updated_at, suspended = excluded.suspended, approval = excluded.approval
+  VALUES ($1, $6, $7, $8, $9, $10, $11, $12, $13, $16, $17, $18, $19)${onConflict}
   RETURNING goal_id
 )
 SELECT pg_notify('${Listener.channel}', $14) FROM summary`
+const appendSql = appendSqlWith(`
+  ON CONFLICT (goal_id) DO UPDATE SET goal = excluded.goal, parent = excluded.parent, forked_from = excluded.forked_from, status = excluded.status, iterations = excluded.iterations,
+    next_seq = excluded.next_seq, last_iteration = excluded.last_iteration, reason = excluded.reason,
+    submitted_at = excluded.submitted_at, updated_at = excluded.updated_at, suspended = excluded.suspended, approval = excluded.approval`)
+
+/**
+ * `appendSql` for a goal's first events: the summary row is inserted, never updated, so a goal
+ * that has one already (or events: the events' key) fails the statement as a unique violation,
+ * and nothing of it is written.
+ */
+const firstAppendSql = appendSqlWith("")
+
+/** `appendSql`'s (and `firstAppendSql`'s) parameters: the events, and the goal's summary after them. */
+const appendParams = (
+  goalId: string,
+  events: ReadonlyArray<Event.Event>,
+  payloads: ReadonlyArray<string>,
+  checksums: ReadonlyArray<number>,
+  next: GoalSummary.GoalSummary
+): ReadonlyArray<unknown> => [
+  goalId,
+  Event.version,
+  events.map((e) => e.seq),
+  events.map((e) => e._tag),
+  payloads,
+  ...summaryParams(next),
+  Listener.payloadOf(goalId),
+  checksums,
+  ...Migrations.waitingParams(next),
+  next.parent,
+  Migrations.forkedFromParam(next.forkedFrom)
+]
 
 /** A summary's columns after `goal_id`, in `appendSql`'s order ($6-$13). */
 const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> =>
