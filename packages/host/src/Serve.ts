@@ -5,8 +5,8 @@
  */
 import { FileSystem, Path } from "@effect/platform"
 import type * as McpFlags from "@rx/mcp/Flags"
-import { Builtins, HttpFetch } from "@rx/tools"
-import { Config as ServerConfig, Server, TokenFile, Toolbox } from "@rx/server"
+import { Builtins, HttpFetch, Toolbox } from "@rx/tools"
+import { Config as ServerConfig, Server, TokenFile } from "@rx/server"
 import type { StateStore } from "@rx/kernel"
 import { Context, Effect, Layer, Option, type Scope } from "effect"
 import * as Net from "node:net"

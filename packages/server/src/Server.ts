@@ -24,7 +24,7 @@ import { createServer, type IncomingMessage, type Server as NodeServer, type Ser
 import * as Api from "./Api.js"
 import { BadRequest, Conflict, InternalError, NotFound, Unauthorized, Unavailable } from "./ApiError.js"
 import * as Config from "./Config.js"
-import * as Toolbox from "./Toolbox.js"
+import { Toolbox } from "@rx/tools"
 import * as Assets from "./internal/assets.js"
 import * as Body from "./internal/body.js"
 import * as Daemon from "./internal/daemon.js"

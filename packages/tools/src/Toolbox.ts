@@ -1,7 +1,8 @@
 /**
- * The tools of each goal. Goals submitted over HTTP each have their own workspace (a folder
- * inside the server's root), so the server asks the `Toolbox` for a `ToolRegistry` per
- * workspace: when a goal is submitted (its tool specs are recorded) and each time it runs.
+ * The tools of each goal, cached per workspace. Goals submitted to a server or a cluster each
+ * have their own workspace (a folder inside the root), so `rx serve` and the cluster's workers ask
+ * the `Toolbox` for a `ToolRegistry` per workspace: when a goal is submitted (its tool specs are
+ * recorded) and each time it runs.
  * A registry is built once per workspace and shared by the goals working there (the built-in
  * tools serve concurrent calls); it is dropped some time after it was built, or when more
  * workspaces are in use than the toolbox keeps.
@@ -11,11 +12,13 @@
  * client of the server that runs it, whatever the allow-list says).
  */
 import { ToolRegistry } from "@rx/kernel"
-import { Builtins, type Config as ToolsConfig, type Sandbox } from "@rx/tools"
+import * as Builtins from "./Builtins.js"
+import type * as ToolsConfig from "./Config.js"
+import type * as Sandbox from "./Sandbox.js"
 import { Context, Duration, Effect, Exit, Layer, Option, Schema, type Scope, ScopedCache } from "effect"
 
 /** The tools for a workspace could not be set up (an invalid config, a sandbox that is required but unusable). */
-export class ToolboxError extends Schema.TaggedError<ToolboxError>()("@rx/server/ToolboxError", {
+export class ToolboxError extends Schema.TaggedError<ToolboxError>()("@rx/tools/ToolboxError", {
   workspace: Schema.String,
   message: Schema.String
 }) {}
@@ -60,13 +63,13 @@ export interface Tools {
   readonly approval: Readonly<Record<string, "ask" | "deny">>
 }
 
-export class Toolbox extends Context.Tag("@rx/server/Toolbox")<Toolbox, Service>() {}
+export class Toolbox extends Context.Tag("@rx/tools/Toolbox")<Toolbox, Service>() {}
 
 /**
  * What a registry Layer may also provide: the approval policy its tools start with (an MCP
  * server's destructive tools ask a person). Without it, every tool runs without asking.
  */
-export class DefaultApproval extends Context.Tag("@rx/server/DefaultApproval")<DefaultApproval, Readonly<Record<string, "ask" | "deny">>>() {}
+export class DefaultApproval extends Context.Tag("@rx/tools/DefaultApproval")<DefaultApproval, Readonly<Record<string, "ask" | "deny">>>() {}
 
 /** How many workspaces' registries are kept, and for how long after each was built. */
 export interface Options {
