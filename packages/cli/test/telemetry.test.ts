@@ -208,12 +208,12 @@ const at = (box: ReturnType<typeof sandbox>, server: FakeServer.FakeServer) =>
 
 /**
  * A span of the SQLite store creating or migrating its tables when it opens a new database (no goal
- * yet): the schema, the migrations' table, and a migration's look for open goals to fill in.
+ * yet): the schema, the migrations' table, and the migrations' looks for open goals and forks to fill in.
  */
 const migration = (span: Span) =>
   span.name.startsWith("sql.") && span.attributes["rx.goal_id"] === undefined &&
   (span.attributes["db.query.text"] === undefined ||
-    /rx_migrations|^CREATE |^ALTER |^SELECT goal_id FROM goals WHERE status = 'open'$/.test(String(span.attributes["db.query.text"])))
+    /rx_migrations|^CREATE |^ALTER |^SELECT goal_id FROM goals WHERE status = 'open'$|^SELECT goal_id FROM events WHERE seq = 0 AND tag = 'GoalSubmitted'/.test(String(span.attributes["db.query.text"])))
 
 const goalOf = (stdout: string) => String(jsonLines(stdout)[0]?.["goalId"])
 
