@@ -105,6 +105,22 @@ export const makeWithClient = (
      */
     const followers = Followers.make()
     const echoes = Echoes.make(followers)
+    /**
+     * The summary row of each goal this store appended to last, as it wrote it (up to
+     * `maxCachedSummaries`): its next append moves the row on in one statement (`advanceSql`, only
+     * where the row is still at the expected seq), with no lock to take. Only a hint: a row that
+     * moved on meanwhile (another writer appended) is read again under its lock.
+     */
+    const written = new Map<string, GoalSummary.GoalSummary>()
+    const remember = (goalId: string, summary: GoalSummary.GoalSummary | undefined) => {
+      written.delete(goalId)
+      if (summary === undefined) return
+      if (written.size >= maxCachedSummaries) {
+        const oldest = written.keys().next()
+        if (oldest.done !== true) written.delete(oldest.value)
+      }
+      written.set(goalId, summary)
+    }
     const listener = yield* Listener.make(pg, { checkMs: config.listenCheckMs, timeoutMs: config.connectTimeoutMs, database }, echoes.notified)
     const presence = yield* Lease.makePresence(pg)
 
@@ -148,17 +164,18 @@ export const makeWithClient = (
       payloads: ReadonlyArray<string>,
       checksums: ReadonlyArray<number>,
       snapshot: ReadonlyArray<unknown> | undefined
-    ): Effect.Effect<void, StateStore.AppendConflict | StoreError | SqlError> =>
+    ): Effect.Effect<GoalSummary.GoalSummary | undefined, StateStore.AppendConflict | StoreError | SqlError> =>
       Effect.gen(function*() {
         const { end, summary } = yield* lockGoal(conn, goalId)
         if (end !== expectedSeq) return yield* new StateStore.AppendConflict({ goalId, expectedSeq, actualSeq: end })
         const invalid = StateStore.validateBatch(goalId, expectedSeq, events)
         if (Option.isSome(invalid)) return yield* invalid.value
-        if (events.length === 0) return
+        if (events.length === 0) return Option.getOrUndefined(summary)
         const next = GoalSummary.updateAll(Option.getOrUndefined(summary), events)
         if (next === undefined) return yield* new StoreError({ message: `goal ${goalId}: its log has no GoalSubmitted`, goalId, seq: expectedSeq })
         yield* conn.execute(appendSql, appendParams(goalId, events, payloads, checksums, next), undefined)
         if (snapshot !== undefined) yield* conn.execute(upsertSnapshotSql, snapshot, undefined)
+        return next
       })
 
     /** The first events of a new goal and its summary, in one statement (`firstAppendSql`), with no lock to take. */
@@ -167,13 +184,50 @@ export const makeWithClient = (
       events: ReadonlyArray<Event.Event>,
       payloads: ReadonlyArray<string>,
       checksums: ReadonlyArray<number>
-    ): Effect.Effect<void, StateStore.AppendConflict | StoreError | SqlError> =>
+    ): Effect.Effect<GoalSummary.GoalSummary, StateStore.AppendConflict | StoreError | SqlError> =>
       Effect.gen(function*() {
         const invalid = StateStore.validateBatch(goalId, 0, events)
         if (Option.isSome(invalid)) return yield* invalid.value
         const next = GoalSummary.updateAll(undefined, events)
         if (next === undefined) return yield* new StoreError({ message: `goal ${goalId}: its log must start with GoalSubmitted`, goalId, seq: 0 })
         yield* rows(pg, firstAppendSql, appendParams(goalId, events, payloads, checksums, next))
+        return next
+      })
+
+    /**
+     * Events after `summary` (the row as this store last wrote it), in one statement
+     * (`advanceSql`); undefined, with nothing written, when the row moved on meanwhile or the
+     * batch does not continue the log: the locking path then says why.
+     */
+    const nextAppend = (
+      goalId: string,
+      summary: GoalSummary.GoalSummary,
+      events: ReadonlyArray<Event.Event>,
+      payloads: ReadonlyArray<string>,
+      checksums: ReadonlyArray<number>
+    ): Effect.Effect<GoalSummary.GoalSummary | undefined, SqlError> =>
+      Effect.gen(function*() {
+        if (Option.isSome(StateStore.validateBatch(goalId, summary.nextSeq, events))) return undefined
+        const next = GoalSummary.updateAll(summary, events)
+        if (next === undefined) return undefined
+        const moved = yield* rows(pg, advanceSql, [
+          goalId,
+          Event.version,
+          events.map((e) => e.seq),
+          events.map((e) => e._tag),
+          payloads,
+          checksums,
+          next.status,
+          next.iterations,
+          next.nextSeq,
+          next.lastIteration,
+          next.reason,
+          next.updatedAt,
+          ...Migrations.waitingParams(next),
+          Listener.payloadOf(goalId),
+          summary.nextSeq
+        ])
+        return moved.length === 0 ? undefined : next
       })
 
     const append: Service["append"] = (goalId, expectedSeq, events, state) =>
@@ -200,11 +254,27 @@ export const makeWithClient = (
         if (events.length > 0) echoes.sending(goalId)
         // A goal's first append (a submission) is one statement, committed on its own: a log or
         // summary row already there makes it a unique violation, as another writer's would.
-        const write = expectedSeq === 0 && snapshot === undefined && events.length > 0
+        // Later ones after the summary this store wrote last are one statement too, unless the row
+        // moved on meanwhile; anything else takes the goal's row lock in a transaction.
+        const locking = transaction(pg, (conn) => appendIn(conn, goalId, expectedSeq, events, payloads, checksums, snapshot))
+        const last = written.get(goalId)
+        const write = events.length === 0 || snapshot !== undefined
+          ? locking
+          : expectedSeq === 0
           ? Effect.uninterruptible(firstAppend(goalId, events, payloads, checksums))
-          : transaction(pg, (conn) => appendIn(conn, goalId, expectedSeq, events, payloads, checksums, snapshot))
+          : last !== undefined && last.nextSeq === expectedSeq
+          ? Effect.uninterruptible(Effect.flatMap(nextAppend(goalId, last, events, payloads, checksums), (next) => next === undefined ? locking : Effect.succeed(next)))
+          : locking
         yield* write.pipe(
-          Effect.onExit((exit) => exit._tag === "Failure" && events.length > 0 ? Effect.sync(() => echoes.failed(goalId)) : Effect.void),
+          Effect.tap((next) => Effect.sync(() => remember(goalId, next))),
+          Effect.onExit((exit) =>
+            exit._tag === "Failure"
+              ? Effect.sync(() => {
+                written.delete(goalId)
+                if (events.length > 0) echoes.failed(goalId)
+              })
+              : Effect.void
+          ),
           Effect.catchIf(
             (error): error is SqlError => error._tag === "SqlError",
             (error) =>
@@ -416,6 +486,29 @@ const appendSql = appendSqlWith(`
  * and nothing of it is written.
  */
 const firstAppendSql = appendSqlWith("")
+
+/**
+ * The events after the summary row as its writer last wrote it, in one statement: the row moved
+ * on (only where it is still at $16, the expected seq), the events inserted only if it was, the
+ * notification sent. No row returned: the row had moved on, and nothing was written. $1 goal,
+ * $2 encoding version, $3-$6 the events' seqs, tags, payloads and checksums, $7-$14 the summary's
+ * changing columns, $15 the notification's payload.
+ */
+const advanceSql = `WITH summary AS (
+  UPDATE rx_goals SET status = $7, iterations = $8, next_seq = $9, last_iteration = $10, reason = $11, updated_at = $12,
+    suspended = $13, approval = $14
+  WHERE goal_id = $1 AND next_seq = $16
+  RETURNING goal_id
+), inserted AS (
+  INSERT INTO rx_events (goal_id, seq, tag, version, payload, checksum)
+  SELECT $1, e.seq, e.tag, $2, e.payload, e.checksum
+  FROM unnest($3::integer[], $4::text[], $5::text[], $6::integer[]) AS e(seq, tag, payload, checksum)
+  WHERE EXISTS (SELECT 1 FROM summary)
+)
+SELECT pg_notify('${Listener.channel}', $15) FROM summary`
+
+/** Goals whose summary row is kept in memory between appends. */
+const maxCachedSummaries = 256
 
 /** `appendSql`'s (and `firstAppendSql`'s) parameters: the events, and the goal's summary after them. */
 const appendParams = (
