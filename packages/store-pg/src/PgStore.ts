@@ -258,14 +258,14 @@ export const makeWithClient = (
         // moved on meanwhile; anything else takes the goal's row lock in a transaction.
         const locking = transaction(pg, (conn) => appendIn(conn, goalId, expectedSeq, events, payloads, checksums, snapshot))
         const last = written.get(goalId)
-        const write = events.length === 0 || snapshot !== undefined
-          ? locking
+        const oneStatement = events.length === 0 || snapshot !== undefined
+          ? undefined
           : expectedSeq === 0
-          ? Effect.uninterruptible(firstAppend(goalId, events, payloads, checksums))
-          : last !== undefined && last.nextSeq === expectedSeq
-          ? Effect.uninterruptible(Effect.flatMap(nextAppend(goalId, last, events, payloads, checksums), (next) => next === undefined ? locking : Effect.succeed(next)))
-          : locking
-        yield* write.pipe(
+          ? firstAppend(goalId, events, payloads, checksums)
+          : last?.nextSeq === expectedSeq
+          ? Effect.flatMap(nextAppend(goalId, last, events, payloads, checksums), (next) => next === undefined ? locking : Effect.succeed(next))
+          : undefined
+        yield* (oneStatement === undefined ? locking : Effect.uninterruptible(oneStatement)).pipe(
           Effect.tap((next) => Effect.sync(() => remember(goalId, next))),
           Effect.onExit((exit) =>
             exit._tag === "Failure"

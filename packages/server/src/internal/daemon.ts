@@ -5,11 +5,10 @@
  */
 import { FileSystem, HttpServer, Path } from "@effect/platform"
 import { Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
-import { Delegate, HttpFetch } from "@rx/tools"
+import { Delegate, HttpFetch, Toolbox } from "@rx/tools"
 import { Context, Effect, Layer, Option } from "effect"
 import type * as Config from "../Config.js"
 import { InvalidConfig } from "../Config.js"
-import { Toolbox } from "@rx/tools"
 import { type Closing, makeClosing, makeSubscribers } from "./events.js"
 import { hostsOf, originsOf } from "./guard.js"
 import * as Runs from "./runs.js"
