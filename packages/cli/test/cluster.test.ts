@@ -12,7 +12,7 @@ import { join } from "node:path"
 import { freePort } from "../../cluster/test/processes.js"
 import * as FakeServer from "../../llm/test/FakeServer.js"
 import * as Database from "../../store-pg/test/database.js"
-import { busyModel, jsonLines, rx, start, until } from "./helpers.js"
+import { busyModel, exec, jsonLines, rx, start, until } from "./helpers.js"
 
 /** The JSON body of an answer calling `name`. */
 const call = (name: string, args: unknown): unknown => {
@@ -173,13 +173,17 @@ describe("rx worker and rx serve --cluster", () => {
         const name = /write (\S+)\.txt/.exec(messages.map((m) => (typeof m.content === "string" ? m.content : "")).join("\n"))?.[1] ?? "none"
         return call("write_file", { path: `${name}-${steps}.txt`, content: `step ${steps}` })
       })
-      const { events, submit, workers, workspaces } = yield* cluster(model.baseUrl, 2, ["--drain", "2"])
+      const { events, submit, url, workers, workspaces } = yield* cluster(model.baseUrl, 2, ["--drain", "2"])
       const names = Array.from({ length: 6 }, (_, i) => `q${i}`)
       const goalIds = yield* Effect.forEach(names, (name) => submit(`write ${name}.txt`, name))
-      // Every goal has asked the model once: each is running somewhere. Then one worker is stopped.
+      // Every goal has asked the model once: each is running somewhere. Then the worker holding the
+      // most goals' leases is stopped (the shards, not the test, decide where each goal runs).
       yield* until(() => model.stats.requests >= names.length, "every goal to ask the model", 60_000)
-      const stopped = workers[0]
+      const holders = (yield* exec("psql", [url, "-Atc", "SELECT holder FROM rx_leases"])).stdout.split("\n")
+      const held = (pid: number | undefined) => holders.filter((h) => h.startsWith(`pid ${pid} `)).length
+      const stopped = [...workers].sort((a, b) => held(b.pid) - held(a.pid))[0]
       if (stopped === undefined) return
+      expect(held(stopped.pid), holders.join("\n")).toBeGreaterThan(0)
       stopped.kill("SIGTERM")
       const exit = yield* Effect.promise(() => stopped.done)
       expect(exit.code, exit.stderr).toBe(0)
