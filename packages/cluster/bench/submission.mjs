@@ -2,7 +2,9 @@
 // the submitting process, alone (no worker running, a fresh database of the Postgres at RX_PG_URL):
 // 200 goals one after another, each split into recording its `GoalSubmitted` (`Runner.submit`: one
 // Postgres transaction) and storing its `Drive` message (`Workers.drive`), with this process's CPU
-// per goal; then 200 more, 8 at a time. After 20 untimed submissions. Prints two JSON lines.
+// per goal; then 200 more, 8 at a time. After untimed submissions that warm the process up
+// (`--warmup N`, default 20: a process's first goals also compile the code they run; a
+// long-running submitter is past that). `--goals N` sets the 200. Prints two JSON lines.
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer, Redacted, Schema } from "effect"
@@ -19,9 +21,16 @@ const url = database.toString()
 const offered = (n) => Tool.make({ name: n, description: n, input: Schema.Struct({ text: Schema.String }), output: Schema.Struct({ text: Schema.String }), idempotent: true, execute: () => Effect.dieMessage("the submitting process runs no tools") })
 const tools = ToolRegistry.layer([offered("append"), offered("echo")])
 const settings = { failoverMs: 15_000, refreshAssignmentsMs: 500, pollMs: 1000, shardsPerGroup: 30 }
-const n = 200
+const flag = (name, fallback) => {
+  const at = process.argv.indexOf(`--${name}`)
+  const value = at < 0 ? fallback : Number(process.argv[at + 1])
+  if (!Number.isInteger(value) || value < 0) throw new Error(`--${name} takes a whole number, got ${process.argv[at + 1]}`)
+  return value
+}
+const n = flag("goals", 200)
+const warmup = flag("warmup", 20)
 const prog = Effect.gen(function*() {
-  for (let i = 0; i < 20; i++) yield* Workers.submit({ goal: `w ${i}`, goalId: `w-${i}` })
+  for (let i = 0; i < warmup; i++) yield* Workers.submit({ goal: `w ${i}`, goalId: `w-${i}` })
   let tSubmit = 0, tDrive = 0
   const cpu0 = process.cpuUsage()
   const t0 = performance.now()
@@ -35,7 +44,7 @@ const prog = Effect.gen(function*() {
   }
   const total = performance.now() - t0
   const cpu = process.cpuUsage(cpu0)
-  console.log(JSON.stringify({ per_goal_ms: Number((total / n).toFixed(2)), record_ms: Number((tSubmit / n).toFixed(2)), drive_ms: Number((tDrive / n).toFixed(2)), cpu_ms_per_goal: Number(((cpu.user + cpu.system) / 1000 / n).toFixed(2)) }))
+  console.log(JSON.stringify({ warmup, per_goal_ms: Number((total / n).toFixed(2)), record_ms: Number((tSubmit / n).toFixed(2)), drive_ms: Number((tDrive / n).toFixed(2)), cpu_ms_per_goal: Number(((cpu.user + cpu.system) / 1000 / n).toFixed(2)) }))
   const t1 = performance.now()
   yield* Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => Workers.submit({ goal: `c ${i}`, goalId: `c-${i}` }), { concurrency: 8 })
   console.log(JSON.stringify({ eight_at_a_time_per_goal_ms: Number(((performance.now() - t1) / n).toFixed(2)) }))
