@@ -4,6 +4,8 @@
  * cannot disagree. A value comes from the first of: the flag, the environment, what the goal
  * recorded (on resume), the workspace's `rx.config.json`, the user's config file, the default.
  */
+import * as AutoCorrect from "@effect/cli/AutoCorrect"
+import * as CliConfig from "@effect/cli/CliConfig"
 import { Path } from "@effect/platform"
 import { Settings as RecordedSettings } from "@rx/kernel"
 import type * as McpFlags from "@rx/mcp/Flags"
@@ -365,22 +367,9 @@ export const fromEnv = (only: ReadonlyArray<Key>): Effect.Effect<Found, UsageErr
     return found as Found
   })
 
-/** The closest key to a misspelt one, if any is close. */
+/** The closest key to a misspelt one, if any is close (case aside, as @effect/cli's own suggestions). */
 const closest = (word: string, candidates: ReadonlyArray<string>): string | undefined => {
-  const distance = (a: string, b: string) => {
-    const row = Array.from({ length: b.length + 1 }, (_, i) => i)
-    for (let i = 1; i <= a.length; i++) {
-      let previous = row[0] ?? 0
-      row[0] = i
-      for (let j = 1; j <= b.length; j++) {
-        const current = row[j] ?? 0
-        row[j] = Math.min(current + 1, (row[j - 1] ?? 0) + 1, previous + (a[i - 1]?.toLowerCase() === b[j - 1]?.toLowerCase() ? 0 : 1))
-        previous = current
-      }
-    }
-    return row[b.length] ?? Number.MAX_SAFE_INTEGER
-  }
-  const best = candidates.map((c) => [c, distance(word, c)] as const).sort((a, b) => a[1] - b[1])[0]
+  const best = candidates.map((c) => [c, AutoCorrect.levensteinDistance(word, c, CliConfig.defaultConfig)] as const).sort((a, b) => a[1] - b[1])[0]
   return best !== undefined && best[1] <= Math.max(2, Math.floor(word.length / 4)) ? best[0] : undefined
 }
 
