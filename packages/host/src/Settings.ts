@@ -575,10 +575,9 @@ export const runKeys: ReadonlyArray<Key> = ["db", ...modelKeys, ...limitKeys, ..
 export const resumeKeys: ReadonlyArray<Key> = ["db", ...modelKeys, ...limitKeys, "workspace", "sandbox", ...mcpKeys]
 /** The settings of `rx serve`: the goals' model and tools. */
 export const serveKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "workspace", "tools", "noShell", "sandbox", "httpAllow", ...mcpKeys]
-/** The settings of `rx worker`. */
 /** The settings of `rx eval`: the log, the model asked, other instructions, the gate. */
 export const evalKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "instructions", "minAgreement"]
-
+/** The settings of `rx worker`. */
 export const workerKeys: ReadonlyArray<Key> = ["db", ...modelKeys, "workspace", "tools", "noShell", "sandbox", "httpAllow"]
 
 /** The settings given as flags, typed by the command line (absent: not given). */
