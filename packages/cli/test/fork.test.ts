@@ -37,6 +37,13 @@ describe("rx fork", () => {
       expect(refused.code).toBe(1)
       expect(refused.stderr).toContain(`goal ${goalId} has no completed step 21 to fork at (steps 1 to 20)`)
       expect((yield* rx(["fork", goalId, ...common])).stderr).toContain("rx fork needs --at N")
+      // What the fork's resume would refuse is refused before anything is recorded: no fork is left behind.
+      const missing = join(box.workspace, "gone")
+      const nowhere = yield* rx(["fork", goalId, "--at", "5", ...common, "--workspace", missing])
+      expect([nowhere.code, nowhere.stderr]).toEqual([1, `rx: the workspace ${missing} does not exist: create it, or pass --workspace with an existing folder\n`])
+      const capped = yield* rx(["fork", goalId, "--at", "5", ...common, "--max-iterations", "5"])
+      expect([capped.code, capped.stderr]).toEqual([1, "rx: a fork at step 5 starts with 5 completed steps: --max-iterations must be more than 5\n"])
+      expect(jsonLines((yield* rx(["list", "--db", box.db, "--json"])).stdout).map((g) => g["goalId"])).toEqual([goalId])
 
       const second = yield* FakeServer.make([append("fork"), call("done", { summary: "forked" })])
       const forked = yield* rx(["fork", goalId, "--at", "5", ...common, "--base-url", second.baseUrl, "--json"])

@@ -95,6 +95,18 @@ export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorde
   })
 
 /**
+ * The settings a resume of a goal that recorded `recorded` runs with (`resolve` over the flags, the
+ * environment, what it recorded and the config files), its workspace checked to exist. `rx fork`
+ * checks them before it records the fork, so a fork that could not run records nothing.
+ */
+export const resumed = (given: Given, recorded: Settings.Recorded) =>
+  Effect.gen(function*() {
+    const resolved = yield* resolve(given, Settings.resumeKeys, recorded)
+    yield* existingWorkspace(resolved.workspace, resolved.found.workspace?.source._tag === "recorded")
+    return resolved
+  })
+
+/**
  * The workspace is a folder that exists: else one line saying so and what to do (never the
  * platform's `realPath`/`lstat` text). `recorded` says it came from the goal's log (a resume).
  */

@@ -53,9 +53,12 @@ export const forkId = (oldId: string, goal: string, at: number, now: number): st
 
 /** Make the fork of `goalId` at iteration `at` in the log: its events appended, nothing run. Returns its id. */
 export const make = (goalId: string, at: number, changes: Changes = {}): Effect.Effect<string, ForkError | StateStore.StoreError, StateStore.StateStore> =>
+  Effect.flatMap(StateStore.StateStore, (store) => Effect.flatMap(store.load(goalId), (origin) => makeOf(goalId, origin, at, changes)))
+
+/** `make` of a log already loaded (`origin`, the events of `goalId`). */
+export const makeOf = (goalId: string, origin: ReadonlyArray<Event.Event>, at: number, changes: Changes = {}): Effect.Effect<string, ForkError | StateStore.StoreError, StateStore.StateStore> =>
   Effect.gen(function*() {
     const store = yield* StateStore.StateStore
-    const origin = yield* store.load(goalId)
     if (origin.length === 0) return yield* new ForkError({ message: `no goal with id ${goalId}` })
     const now = yield* Clock.currentTimeMillis
     const first = origin[0] as Event.Event

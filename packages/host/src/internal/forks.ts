@@ -1,8 +1,8 @@
 /** `Fork` on a log on this machine, as `rx fork` asks it; loaded by that command only. */
 import { Path } from "@effect/platform"
-import { StateStore } from "@rx/kernel"
+import { State, StateStore } from "@rx/kernel"
 import { Effect } from "effect"
-import { make } from "./fork.js"
+import { makeOf } from "./fork.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
@@ -17,11 +17,22 @@ export const fromLog = (db: Settings.Database, goalId: string, at: number, given
       ? undefined
       : (yield* Setup.readText(path.resolve(v.instructions), "the --instructions file", Setup.maxInstructionBytes)).trim()
     return yield* Effect.gen(function*() {
-      const id = yield* make(goalId, at, { instructions }).pipe(
+      const origin = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId))
+      const submitted = origin[0]
+      // What the fork's resume would refuse is refused before the fork is recorded: the settings
+      // recorded up to the step it forks at, with the flags (a step that is not there is said by `makeOf`).
+      const end = origin.findIndex((e) => e._tag === "IterationCompleted" && e.iteration === at)
+      if (end > 0) {
+        const recorded = State.fromEvents(goalId, origin.slice(0, end + 1)).options.settings ?? {}
+        yield* Setup.modelName((yield* Setup.resumed(given, recorded)).values)
+        if (v.maxIterations !== undefined && v.maxIterations <= at) {
+          return yield* new UsageError({ message: `a fork at step ${at} starts with ${at} completed steps: --max-iterations must be more than ${at}` })
+        }
+      }
+      const id = yield* makeOf(goalId, origin, at, { instructions }).pipe(
         Effect.catchTag("@rx/host/ForkError", (error) => (error.message.startsWith("no goal") ? Log.noGoal(goalId, db) : new UsageError({ message: error.message })))
       )
-      const first = yield* Effect.flatMap(StateStore.StateStore, (store) => StateStore.first(store, id, 0, ["GoalSubmitted"]))
-      const recorded = first._tag === "GoalSubmitted" ? first.options.settings?.workspace : undefined
+      const recorded = submitted?._tag === "GoalSubmitted" ? submitted.options.settings?.workspace : undefined
       return { forkId: id, workspace: v.workspace === undefined ? recorded : path.resolve(v.workspace) }
     }).pipe(Effect.provide(Log.layer(db, "write")))
   })

@@ -72,8 +72,7 @@ export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hoo
     const state = yield* Goal.restore(goalId)
     if (state.seq === 0) return yield* Log.noGoal(goalId, db)
     const recorded = state.options.settings ?? {}
-    const { found, values: v, workspace, mcp } = yield* Setup.resolve(given, Settings.resumeKeys, recorded)
-    yield* Setup.existingWorkspace(workspace, found.workspace?.source._tag === "recorded")
+    const { values: v, workspace, mcp } = yield* Setup.resumed(given, recorded)
     if (recorded.volume !== undefined) yield* Postgres.onVolume(goalId, recorded.volume, workspace)
     // The limits of a goal are in its options; only a flag changes them.
     const limitFlags = Settings.values(Settings.fromGiven(given))
