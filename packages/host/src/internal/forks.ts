@@ -18,12 +18,11 @@ export const fromLog = (db: Settings.Database, goalId: string, at: number, given
       : (yield* Setup.readText(path.resolve(v.instructions), "the --instructions file", Setup.maxInstructionBytes)).trim()
     return yield* Effect.gen(function*() {
       const origin = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId))
-      const submitted = origin[0]
       // What the fork's resume would refuse is refused before the fork is recorded: the settings
       // recorded up to the step it forks at, with the flags (a step that is not there is said by `makeOf`).
       const end = origin.findIndex((e) => e._tag === "IterationCompleted" && e.iteration === at)
+      const recorded = end > 0 ? State.fromEvents(goalId, origin.slice(0, end + 1)).options.settings ?? {} : {}
       if (end > 0) {
-        const recorded = State.fromEvents(goalId, origin.slice(0, end + 1)).options.settings ?? {}
         yield* Setup.modelName((yield* Setup.resumed(given, recorded)).values)
         if (v.maxIterations !== undefined && v.maxIterations <= at) {
           return yield* new UsageError({ message: `a fork at step ${at} starts with ${at} completed steps: --max-iterations must be more than ${at}` })
@@ -32,7 +31,6 @@ export const fromLog = (db: Settings.Database, goalId: string, at: number, given
       const id = yield* makeOf(goalId, origin, at, { instructions }).pipe(
         Effect.catchTag("@rx/host/ForkError", (error) => (error.message.startsWith("no goal") ? Log.noGoal(goalId, db) : new UsageError({ message: error.message })))
       )
-      const recorded = submitted?._tag === "GoalSubmitted" ? submitted.options.settings?.workspace : undefined
-      return { forkId: id, workspace: v.workspace === undefined ? recorded : path.resolve(v.workspace) }
+      return { forkId: id, workspace: v.workspace === undefined ? recorded.workspace : path.resolve(v.workspace) }
     }).pipe(Effect.provide(Log.layer(db, "write")))
   })
