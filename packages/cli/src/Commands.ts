@@ -7,6 +7,7 @@ import { FileSystem, Path } from "@effect/platform"
 import * as Goals from "@rx/host/Goals"
 import * as Log from "@rx/host/Log"
 import * as Settings from "@rx/host/Settings"
+import * as View from "@rx/server/View"
 import { Doctor } from "@rx/store-sqlite"
 import { Console, Effect, Either, Option, Schema, Stream } from "effect"
 import * as ExitCode from "./ExitCode.js"
@@ -129,25 +130,17 @@ export const inspect = (flags: In<typeof Usage.inspect>) =>
         goal: step === undefined ? goals.summary(goalId) : Effect.succeed(undefined),
         where: Effect.succeed(Render.whereFlag(whereOf(goals.where)))
       }))
-    const last = Render.steps(events).length
-    if (step !== undefined && step > last) {
-      return yield* new UsageError({ message: `goal ${goalId} has no step ${step} (${last === 0 ? "it has no steps yet" : `steps 1 to ${last}`})` })
-    }
-    const tree = { children, continuedBy, goal, where }
     const first = events[0]
-    const forkedFrom = first?._tag === "GoalSubmitted" ? first.forkedFrom ?? null : null
-    const forks = forked.flatMap((f) => (f.forkedFrom === null ? [] : [{ goalId: f.goalId, iteration: f.forkedFrom.iteration }]))
-    if (flags.json) {
-      const json = Render.inspectJson(events, step, tree)
-      return yield* Console.log(Render.jsonLine(JSON.stringify(step === undefined && typeof json === "object" && json !== null ? { ...json, forkedFrom, forks } : json)))
+    if (first?._tag !== "GoalSubmitted") return yield* new UsageError({ message: `the log of goal ${goalId} does not start with GoalSubmitted` })
+    if (step !== undefined) {
+      const all = View.steps(events)
+      const one = all.find((s) => s.step === step)
+      if (one === undefined) return yield* new UsageError({ message: `goal ${goalId} has no step ${step} (${all.length === 0 ? "it has no steps yet" : `steps 1 to ${all.length}`})` })
+      return yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify({ goalId, ...Render.encodeStep(one) }))) : say(Render.step(one, Infinity, goalId).join("\n"))
     }
-    const forkLines = step === undefined
-      ? [
-        ...(forkedFrom === null ? [] : [`forked from ${forkedFrom.goalId} at step ${forkedFrom.iteration} (its steps 1 to ${forkedFrom.iteration} are copied here): rx inspect ${forkedFrom.goalId}`]),
-        ...(forks.length === 0 ? [] : [`forks     ${forks.map((f) => `${f.goalId} (at step ${f.iteration})`).join(", ")}`])
-      ]
-      : []
-    yield* say([...Render.inspect(events, step, tree), ...forkLines].join("\n"))
+    const forks = forked.flatMap((f) => (f.forkedFrom === null ? [] : [{ goalId: f.goalId, iteration: f.forkedFrom.iteration }]))
+    const view = Render.goalView(first, events, { children, continuedBy, forks, goal })
+    yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.encodeGoal(view)))) : say(Render.inspect(view, where).join("\n"))
   })
 
 export const events = (flags: In<typeof Usage.events>) =>

@@ -85,7 +85,8 @@ export const demo = (flags: Usage.Input<typeof Usage.demo>): Effect.Effect<void,
       }).pipe(Effect.provide(services))
       const log = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(outcome.goalId))
       yield* human(`\n${Render.endLine(outcome, ExitCode.of(outcome))}\n\n--- rx inspect ${outcome.goalId}\n`)
-      yield* human(Render.inspect(log, undefined).join("\n"))
+      const submitted = log[0]
+      if (submitted?._tag === "GoalSubmitted") yield* human(Render.inspect(Render.goalView(submitted, log)).join("\n"))
       const replayed = yield* Replay.verify(log)
       yield* human(`\n--- rx replay ${outcome.goalId}\nidentical: ${log.length} events reproduced with no live calls (${replayed.reason})`)
       yield* human(`\nnotes.txt now reads:\n${yield* fs.readFileString(path.join(workspace, "notes.txt"))}`)

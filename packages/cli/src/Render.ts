@@ -3,9 +3,11 @@
  * `list`. Pure functions of events, so the same log always prints the same way.
  */
 import { Audit, Event, GoalSummary, Options, State } from "@rx/kernel"
+import { Schema } from "effect"
 import type { Doctor } from "@rx/store-sqlite"
 import * as Notes from "@rx/host/Notes"
 import * as Settings from "@rx/host/Settings"
+import * as View from "@rx/server/View"
 
 const { redactUserinfo } = Settings
 
@@ -105,26 +107,6 @@ const pad = (text: string, width: number) => text.padEnd(width)
 /** `n thing` or `n things`. */
 export const plural = (n: number, thing: string, things = `${thing}s`) => `${n} ${n === 1 ? thing : things}`
 
-/** The last line of `text` that is not blank, without its line end. */
-const lastLine = (text: string): string => text.split("\n").map((line) => line.trim()).filter((line) => line !== "").at(-1) ?? ""
-
-/**
- * How a command ended when it did not end well, read from a tool's output that says it (the
- * shell's `exit_code`, `signal`, `timed_out`, `stderr`): `exit 3` (or `signal SIGKILL`,
- * `timed out`) and the last line of its stderr. Nothing for a command that exited 0 or an output
- * of another shape: a non-zero exit is a result the tool reports, not a tool failure, so the
- * call is `ok` in the log's terms, yet a person reading the step wants to see it failed.
- */
-export const commandFailure = (output: unknown): { readonly status: string; readonly stderr: string } | undefined => {
-  if (output === null || typeof output !== "object" || !("exit_code" in output)) return undefined
-  const o = output as { readonly exit_code?: unknown; readonly signal?: unknown; readonly timed_out?: unknown; readonly stderr?: unknown }
-  const stderr = typeof o.stderr === "string" ? lastLine(o.stderr.length > 64_000 ? o.stderr.slice(-64_000) : o.stderr) : ""
-  if (o.timed_out === true) return { status: "timed out", stderr }
-  if (typeof o.signal === "string" && o.signal !== "") return { status: `signal ${oneLine(o.signal, 20)}`, stderr }
-  if (typeof o.exit_code === "number" && o.exit_code !== 0) return { status: `exit ${o.exit_code}`, stderr }
-  return undefined
-}
-
 /** A duration as recorded, unless rx stopped during the call: then how long it ran is not known (the record spans rx's downtime). */
 const duration = (e: Event.Of<"ToolSucceeded"> | Event.Of<"ToolFailed">) =>
   e._tag === "ToolFailed" && e.error.kind === "unknown" ? "cut short" : `${e.durationMs} ms`
@@ -147,7 +129,7 @@ export const stepLine = (
         const result = `${event.error.kind === "recoverable" ? "error" : event.error.kind}: ${oneLine(event.error.message, 60)}`
         return `${head}  ${pad(result, 8)} ${duration(event)}`
       }
-      const failed = commandFailure(event.output)
+      const failed = View.commandFailure(event.output)
       if (failed === undefined) return `${head}  ${pad("ok", 8)} ${event.durationMs} ms`
       return `${head}  ${pad(failed.status, 8)} ${event.durationMs} ms${failed.stderr === "" ? "" : `  stderr: ${oneLine(failed.stderr, 100)}`}`
     }
@@ -207,11 +189,11 @@ export const thought = (event: Event.Event): string | undefined => {
 }
 
 /** Which call of an answer a rejection is about, when it is about one: `index 1, read_file: `. */
-const whichCall = (event: Event.Of<"ActionRejected">) =>
+const whichCall = (event: { readonly index?: number | undefined; readonly tool?: string | undefined }) =>
   event.index === undefined ? "" : `index ${event.index}${event.tool === undefined ? "" : `, ${oneLine(event.tool, 40)}`}: `
 
 /** A decision on a call: who, and for a denial why. */
-const decision = (event: Event.Of<"ApprovalDecided">) =>
+const decision = (event: { readonly approved: boolean; readonly by: string; readonly reason: string }) =>
   `${event.approved ? "approved" : "denied"} by ${oneLine(event.by, 80)}${event.approved ? "" : `: ${oneLine(event.reason, 200)}`}`
 
 /** Where the next commands find the goal: a `--db` to repeat, or (`server`) the `--server` it runs on. */
@@ -322,54 +304,27 @@ const policy = (options: Options.Options) => Object.entries(options.approval).ma
 /** A recorded setting as shown; a URL's user and password never (a log of an older rx may hold them). */
 const show = (value: unknown) => oneLine(typeof value === "string" ? redactUserinfo(value) : json(value), 200)
 
-/**
- * What changed between two options, one `name value (was old)` per field: the limits, and each
- * setting the transport recorded (workspace, sandbox, model, ...).
- */
-export const optionsDiff = (before: Options.Options, after: Options.Options): string => {
-  const { metadata: _before, settings: beforeMeta = {}, ...beforeLimits } = before
-  const { metadata: _after, settings: afterMeta = {}, ...afterLimits } = after
-  const changes = (a: Readonly<Record<string, unknown>>, b: Readonly<Record<string, unknown>>) =>
-    [...new Set([...Object.keys(a), ...Object.keys(b)])].flatMap((key) =>
-      json(a[key]) === json(b[key]) ? [] : [`${key} ${b[key] === undefined ? "(unset)" : show(b[key])} (was ${a[key] === undefined ? "unset" : show(a[key])})`]
-    )
-  const all = [...changes(beforeLimits, afterLimits), ...changes(beforeMeta, afterMeta)]
-  return all.length === 0 ? "nothing" : all.join(", ")
-}
+/** Changed options as one line, `name value (was old)` each: the limits, then each setting the transport recorded. */
+const changesText = (changes: ReadonlyArray<View.Change>): string =>
+  changes.length === 0
+    ? "nothing"
+    : changes.map((c) => `${c.name} ${c.value === undefined ? "(unset)" : show(c.value)} (was ${c.was === undefined ? "unset" : show(c.was)})`).join(", ")
 
-/** What each `OptionsChanged` of a log changed from the options before it, by seq. */
-export const optionsDiffs = (events: ReadonlyArray<Event.Event>): ReadonlyMap<number, string> => {
-  const submitted = events[0]
-  const diffs = new Map<number, string>()
-  if (submitted?._tag !== "GoalSubmitted") return diffs
-  let current = submitted.options
-  for (const e of events) {
-    if (e._tag !== "OptionsChanged") continue
-    diffs.set(e.seq, optionsDiff(current, e.options))
-    current = e.options
-  }
-  return diffs
-}
-
-/** Each `OptionsChanged` of a log, with when and what it changed from the options before it. */
-export const optionsChanges = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string> => {
-  const diffs = optionsDiffs(events)
-  return events.flatMap((e) =>
-    e._tag === "OptionsChanged" ? [`seq ${e.seq} (${date(e.at)}, after iteration ${e.iteration}): ${diffs.get(e.seq) ?? "nothing"}`] : []
-  )
-}
+/** What changed between two options (workspace, sandbox, model, the limits, ...). */
+export const optionsDiff = (before: Options.Options, after: Options.Options): string => changesText(View.changes(before, after))
 
 /**
  * Every call that asked for approval, with who decided what and when; a call still waiting is
  * shown whole (or says how much is not shown, and where to see it), as a person decides on it.
  */
-export const approvals = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string> => {
-  const decided = new Map<string, Event.Of<"ApprovalDecided">>()
-  for (const e of events) if (e._tag === "ApprovalDecided" && !decided.has(e.callId)) decided.set(e.callId, e)
-  return events.flatMap((e) => {
+const approvals = (goalId: string, steps: ReadonlyArray<View.Step>): ReadonlyArray<string> => {
+  const all = steps.flatMap((s) => s.entries.map((e) => [s.step, e] as const))
+  const decided = new Map<string, View.Entry & { readonly _tag: "ApprovalDecided" }>()
+  for (const [, e] of all) if (e._tag === "ApprovalDecided" && !decided.has(e.callId)) decided.set(e.callId, e)
+  return all.flatMap(([step, e]) => {
     if (e._tag !== "ApprovalRequested") return []
     const d = decided.get(e.callId)
-    const whole = `rx inspect ${e.goalId} --step ${e.iteration}`
+    const whole = `rx inspect ${goalId} --step ${step}`
     const when = `  call ${oneLine(e.callId, 80)} (seq ${e.seq}, ${date(e.at)}): `
     if (d !== undefined) return [`${when}${oneLine(e.tool, 40)} ${oneLineOr(json(e.input), 120, whole)}`, `    ${decision(d)} at ${date(d.at)} (seq ${d.seq})`]
     const [head, ...input] = callView(e.tool, e.input, whole)
@@ -438,11 +393,8 @@ export const phaseSentence = (p: GoalSummary.Phase, goalId: string, where = ""):
   }
 }
 
-/** A goal's phase as JSON: `{"state": "running" | "waiting" | "idle" | "terminated", ...}`. */
-export const phaseJson = (p: GoalSummary.Phase) => {
-  const { _tag, ...rest } = p
-  return { state: _tag, ...rest }
-}
+/** A goal's phase as JSON (`View.Phase`): `{"state": "running" | "waiting" | "idle" | "terminated", ...}`. */
+export const phaseJson = Schema.encodeSync(View.Phase)
 
 /** `rx list` of a log with no goals, or of none yet (before any run): where, and what starts one. */
 export const noGoals = (db: { readonly label: string; readonly postgres: boolean }, exists: boolean): string =>
@@ -498,74 +450,36 @@ export const listLine = (g: Listed, depth = 0, width = 18, continuedBy: Readonly
 export const listHeaderOf = (width: number) => `${pad("GOAL", width)} ${pad("STATUS", 28)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
 export const listHeader = listHeaderOf(18)
 
-/** One iteration of a log, gathered for `inspect`. */
-export interface Step {
-  readonly iteration: number
-  readonly events: ReadonlyArray<Event.Event>
-  /** A summary of earlier steps (`TurnsSummarised`), shown as a step of its own. */
-  readonly summary?: true
-}
-
-export const steps = (events: ReadonlyArray<Event.Event>): ReadonlyArray<Step> => {
-  const byIteration = new Map<number, Array<Event.Event>>()
-  const all: Array<Step> = []
-  for (const event of events) {
-    if (event.iteration === 0) continue
-    if (event._tag === "TurnsSummarised") {
-      all.push({ iteration: event.iteration, events: [event], summary: true })
-      continue
-    }
-    const list = byIteration.get(event.iteration)
-    if (list !== undefined) {
-      list.push(event)
-      continue
-    }
-    const fresh = [event]
-    byIteration.set(event.iteration, fresh)
-    all.push({ iteration: event.iteration, events: fresh })
-  }
-  return all
-}
-
-/** The tokens summaries spent, as the usage line adds them ("" when none was asked). */
-const summariesUsage = (events: ReadonlyArray<Event.Event>) => {
-  const asked = events.filter((e): e is Event.Of<"TurnsSummarised"> => e._tag === "TurnsSummarised")
-  if (asked.length === 0) return ""
-  const tokens = asked.reduce((n, e) => n + e.usage.inputTokens + e.usage.outputTokens, 0)
-  return ` (${tokens} of them in ${plural(asked.length, "summary", "summaries")})`
-}
-
 /** What a summary says of itself in one line. */
-export const summaryLine = (e: Event.Of<"TurnsSummarised">) =>
+export const summaryLine = (e: View.Entry & { readonly _tag: "TurnsSummarised" } | Event.Of<"TurnsSummarised">) =>
   e.failed === undefined
     ? `summarised steps ${e.from} to ${e.to}${e.cut === true ? " (cut to fit)" : ""}, ${e.usage.inputTokens} tokens in, ${e.usage.outputTokens} out`
     : `no summary of steps ${e.from} to ${e.to} (${oneLine(e.failed, 100)}): they are only counted`
 
 /**
- * A step in full: decision, tool, input, output or error, approvals, suspensions, state summary.
- * `changes` holds what each `OptionsChanged` changed, by seq.
+ * A step in full (`View.Step`): decision, each call with its input and output or error,
+ * approvals, suspensions, state summary. `goalId` names the command that shows a cut call whole.
  */
-export const step = (s: Step, width: number, changes: ReadonlyMap<number, string> = new Map()): ReadonlyArray<string> => {
-  const lines: Array<string> = [s.summary === true ? "summary" : `step ${s.iteration}`]
+export const step = (s: View.Step, width: number, goalId: string): ReadonlyArray<string> => {
+  const lines: Array<string> = [s.summary === true ? "summary" : `step ${s.step}`]
   const cut = (text: string) => (width === Infinity ? cap(text) : oneLine(text, width))
-  // Which call of the answer an event is about, said only when the answer made several.
-  const several = s.events.some((e) => e._tag === "ModelResponded" && e.response.toolCalls.length > 1)
+  // A cut call says how long it is and where to see it whole (it may be one a person decides on).
+  const whole = `rx inspect ${goalId} --step ${s.step}`
+  // Which call of the answer an entry is about, said only when the answer made several.
+  const several = s.entries.some((e) => e._tag === "ModelResponded" && e.calls.length > 1)
   const which = (index: number | undefined) => (several && index !== undefined ? `[${index}] ` : "")
-  for (const e of s.events) {
+  for (const e of s.entries) {
     switch (e._tag) {
       case "ModelResponded": {
-        const calls = e.response.toolCalls
-        const cutOff = e.response.finishReason === "length" ? " (cut off)" : ""
-        if (calls.length === 0) lines.push(`  model     ${cut(e.response.text)}${cutOff}`)
-        // A call cut here says how long it is and where to see it whole (it may be one a person decides on).
-        const whole = `rx inspect ${e.goalId} --step ${e.iteration}`
-        calls.forEach((call, i) => {
-          const label = calls.length === 1 ? "model    " : i === 0 ? `model [${i}]` : `      [${i}]`
+        const cutOff = e.finishReason === "length" ? " (cut off)" : ""
+        if (e.calls.length === 0) lines.push(`  model     ${cut(e.text)}${cutOff}`)
+        e.calls.forEach((call, i) => {
+          const label = e.calls.length === 1 ? "model    " : i === 0 ? `model [${i}]` : `      [${i}]`
           const text = `${call.name} ${call.arguments}`
           lines.push(`  ${label} ${width === Infinity ? cap(text) : oneLineOr(text, width, whole)}${cutOff}`)
         })
-        if (calls.length > 0 && e.response.text.trim() !== "") lines.push(`  thought   ${cut(e.response.text)}`)
-        lines.push(`  usage     ${e.response.usage.inputTokens} in, ${e.response.usage.outputTokens} out`)
+        if (e.calls.length > 0 && e.text.trim() !== "") lines.push(`  thought   ${cut(e.text)}`)
+        lines.push(`  usage     ${e.usage.inputTokens} in, ${e.usage.outputTokens} out`)
         break
       }
       case "ModelFailed":
@@ -574,12 +488,23 @@ export const step = (s: Step, width: number, changes: ReadonlyMap<number, string
       case "ActionRejected":
         lines.push(`  rejected  ${whichCall(e)}${e.kind}: ${cut(e.reason)}`)
         break
-      case "ToolStarted":
-        lines.push(`  tool      ${which(e.index)}${oneLine(e.tool, 80)} (call ${oneLine(e.callId, 80)})`, `  input     ${cut(json(e.input))}`)
+      case "Call": {
+        // An outcome whose start the log does not hold shows no input.
+        if (e.endSeq !== e.seq) lines.push(`  tool      ${which(e.index)}${oneLine(e.tool, 80)} (call ${oneLine(e.callId, 80)})`, `  input     ${cut(json(e.input))}`)
+        if (e.failed !== undefined) lines.push(`  failed    ${e.failed}${e.stderrLastLine === undefined || e.stderrLastLine === "" ? "" : `, last line of stderr: ${cut(e.stderrLastLine)}`}`)
+        if (e.endSeq !== undefined && e.error === undefined) lines.push(`  output    ${cut(json(e.output))}`)
+        if (e.error !== undefined) lines.push(`  error     ${e.error.kind}: ${cut(e.error.message)}`)
+        if (e.endSeq !== undefined) {
+          lines.push(
+            e.durationMs === null || e.durationMs === undefined
+              ? `  duration  unknown: rx stopped during the call (${e.spanMs ?? "?"} ms from its start to this record, rx's downtime included)`
+              : `  duration  ${e.durationMs} ms`
+          )
+        }
         break
-      case "ApprovalRequested": {
+      }
+      case "ApprovalRequested":
         // What a person decides on: in full in the step's own view, else said how long, and where to see it.
-        const whole = `rx inspect ${e.goalId} --step ${e.iteration}`
         lines.push(
           `  approval  ${which(e.index)}${oneLine(e.tool, 80)} (call ${oneLine(e.callId, 80)}) waits for a person's approval, requested ${date(e.at)}`,
           ...(width === Infinity
@@ -587,37 +512,20 @@ export const step = (s: Step, width: number, changes: ReadonlyMap<number, string
             : [`  input     ${oneLineOr(json(e.input), width, whole)}`])
         )
         break
-      }
       case "ApprovalDecided":
         lines.push(`  decided   ${decision(e)} (call ${oneLine(e.callId, 80)}, ${date(e.at)})`)
         break
       case "Suspended":
         lines.push(`  suspended ${e.reason}: ${cut(e.detail)} (${date(e.at)})`)
         break
-      case "ToolSucceeded": {
-        const failed = commandFailure(e.output)
-        if (failed !== undefined) lines.push(`  failed    ${failed.status}${failed.stderr === "" ? "" : `, last line of stderr: ${cut(failed.stderr)}`}`)
-        lines.push(`  output    ${cut(json(e.output))}`, `  duration  ${e.durationMs} ms`)
+      case "IterationCompleted":
+        lines.push(`  state     ${plural(e.toolCalls, "call")}, ${plural(e.consecutiveFailures, "failure")} in a row, ${e.consecutiveMalformed} rejected in a row, ${e.idleIterations} idle, repeats ${e.repeats}`)
         break
-      }
-      case "ToolFailed":
-        lines.push(
-          `  error     ${e.error.kind}: ${cut(e.error.message)}`,
-          e.error.kind === "unknown"
-            ? `  duration  unknown: rx stopped during the call (${e.durationMs} ms from its start to this record, rx's downtime included)`
-            : `  duration  ${e.durationMs} ms`
-        )
-        break
-      case "IterationCompleted": {
-        const m = e.summary
-        lines.push(`  state     ${plural(m.toolCalls, "call")}, ${plural(m.consecutiveFailures, "failure")} in a row, ${m.consecutiveMalformed} rejected in a row, ${m.idleIterations} idle, repeats ${m.repeats}`)
-        break
-      }
       case "CancelRequested":
         lines.push(`  cancel    ${cut(e.reason)}`)
         break
       case "OptionsChanged":
-        lines.push(`  options   changed (seq ${e.seq})${changes.has(e.seq) ? `: ${changes.get(e.seq) ?? ""}` : ""}`)
+        lines.push(`  options   changed (seq ${e.seq}): ${changesText(e.changes)}`)
         break
       case "Terminated":
         lines.push(`  end       ${e.reason}: ${cut(e.detail)}`)
@@ -627,8 +535,6 @@ export const step = (s: Step, width: number, changes: ReadonlyMap<number, string
         break
       case "TurnsSummarised":
         lines.push(`  ${summaryLine(e)}`, ...(e.failed === undefined ? [`  text      ${cut(e.text)}`] : []))
-        break
-      case "GoalSubmitted":
         break
     }
   }
@@ -670,165 +576,33 @@ export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string>
   ]
 }
 
-/** Where a goal is in its tree: the goal that delegated it (from its `GoalSubmitted`), and its own sub-goals. */
+/** Where a goal is in its tree, as a store says: its sub-goals, the goals that continue it, its forks, and the goal itself as listed. */
 export interface Tree {
-  readonly children: ReadonlyArray<Listed>
+  readonly children?: ReadonlyArray<Listed>
   /** The goals that continue this one (`rx run --continue`), from their own first events. */
   readonly continuedBy?: ReadonlyArray<string>
-  /** The goal itself as listed (whether a runner holds it), and the flag that names where it is (` --db x`). */
+  /** Its forks (`rx fork`), each with the step it was forked at. */
+  readonly forks?: ReadonlyArray<{ readonly goalId: string; readonly iteration: number }>
+  /** The goal itself as listed: whether a runner holds it. */
   readonly goal?: Listed | undefined
-  readonly where?: string | undefined
 }
 
-/** The lines of `rx inspect` that place a goal in its tree: its parent and call, and each sub-goal with its status. */
-const treeLines = (submitted: Event.Of<"GoalSubmitted">, tree: Tree | undefined): ReadonlyArray<string> => {
-  const parent = submitted.parent
-  const sorted = [...(tree?.children ?? [])].sort((a, b) => a.submittedAt - b.submittedAt || (a.goalId < b.goalId ? -1 : 1))
-  return [
-    ...(parent === undefined ? [] : [`parent    ${oneLine(parent.goalId, 200)} (its call ${oneLine(parent.callId, 200)}, depth ${parent.depth}): rx inspect ${shellWord(parent.goalId)}`]),
-    ...(submitted.continues === undefined
-      ? []
-      : [`continues ${oneLine(submitted.continues.goalId, 200)} (ended ${submitted.continues.reason}), with: ${oneLine(submitted.continues.text, 200)}: rx inspect ${shellWord(submitted.continues.goalId)}`]),
-    ...(tree?.continuedBy ?? []).map((id) => `continued by ${oneLine(id, 200)}: rx inspect ${shellWord(id)}`),
-    ...sorted.map((c, i) => `${i === 0 ? "sub-goals" : "         "} ${pad(oneLine(c.goalId, 200), 18)} ${pad(status(c), 28)} ${oneLine(c.goal, 60)}`)
-  ]
-}
-
-/** `rx inspect`: the goal, its place in its tree, every step, the tool trace, the termination audit. */
-export const inspect = (events: ReadonlyArray<Event.Event>, only: number | undefined, tree?: Tree): ReadonlyArray<string> => {
-  const submitted = events[0]
-  if (submitted?._tag !== "GoalSubmitted") return ["this log does not start with GoalSubmitted"]
+/** `rx inspect`'s view of a goal (`View.Goal`): from its log, and what the store says of its tree. */
+export const goalView = (submitted: Event.Of<"GoalSubmitted">, events: ReadonlyArray<Event.Event>, tree: Tree = {}): View.Goal => {
   const state = State.fromEvents(submitted.goalId, events)
-  const all = steps(events)
-  if (only !== undefined) {
-    const s = all.find((x) => x.iteration === only)
-    return s === undefined ? [`goal ${submitted.goalId} has no step ${only} (steps 1 to ${all.length})`] : step(s, Infinity, optionsDiffs(events))
-  }
-  const o = submitted.options
-  const metadata = Object.entries({ ...o.settings, ...o.metadata }).map(([k, v]) => `${oneLine(k, 40)}=${show(v)}`).join(", ")
-  const changes = optionsChanges(events)
-  const diffs = optionsDiffs(events)
-  const asked = approvals(events)
-  const approval = policy(o)
-  const suspensions = events.filter((e): e is Event.Of<"Suspended"> => e._tag === "Suspended")
-  const waiting = state.terminated === null && state.suspended !== null ? `, suspended (${state.suspended.reason})` : ""
-  const inputs = new Map(events.flatMap((e) => (e._tag === "ToolStarted" ? [[e.callId, e.input] as const] : [])))
-  const trace = events.filter((e): e is Event.Of<"ToolSucceeded"> | Event.Of<"ToolFailed"> => e._tag === "ToolSucceeded" || e._tag === "ToolFailed")
-  return [
-    `goal      ${submitted.goalId}`,
-    `text      ${cap(submitted.goal, 4_000)}`,
-    `submitted ${date(submitted.at)}`,
-    `status    ${
-      state.terminated !== null
-        ? `terminated (${state.terminated.reason})`
-        : tree?.goal === undefined
-        ? `open${waiting}`
-        : `open, ${phaseSentence(phaseOf(tree.goal), submitted.goalId, tree.where)}`
-    }, ${plural(state.completed, "iteration")}, ${plural(events.length, "event")}`,
-    ...(state.terminated === null && state.suspended?.child !== undefined ? [`waits on  its sub-goal ${oneLine(state.suspended.child, 200)}: ${oneLine(state.suspended.detail, 200)}`] : []),
-    ...treeLines(submitted, tree),
-    `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}${
-      o.maxTotalTokens === undefined ? "" : `, maxTotalTokens ${o.maxTotalTokens}`
-    }${o.compact === false ? ", compact off" : ""}${o.maxDepth === undefined ? "" : `, maxDepth ${o.maxDepth}`}${o.maxChildren === undefined ? "" : `, maxChildren ${o.maxChildren}`}${
-      o.maxTreeGoals === undefined ? "" : `, maxTreeGoals ${o.maxTreeGoals}`
-    }${o.maxTreeIterations === undefined ? "" : `, maxTreeIterations ${o.maxTreeIterations}`}`,
-    ...(approval === "" ? [] : [`approval  ${approval} (others auto)`]),
-    ...(submitted.instructions === undefined ? [] : [`instructions ${oneLine(submitted.instructions, 200)} (${submitted.instructions.length} characters)`]),
-    ...(metadata === "" ? [] : [`settings  ${metadata}`]),
-    ...changes.map((c, i) => `${i === 0 ? "changed  " : "         "} ${c}`),
-    `tools     ${oneLine(submitted.tools.map((t) => t.name).join(", "), 2_000)}`,
-    `usage     ${state.usage.inputTokens} tokens in, ${state.usage.outputTokens} out${summariesUsage(events)}`,
-    "",
-    ...all.flatMap((s) => [...step(s, 120, diffs), ""]),
-    ...(asked.length === 0 ? [] : ["approvals", ...asked, ""]),
-    ...(suspensions.length === 0 ? [] : [
-      "suspensions",
-      ...suspensions.map((e) => `  seq ${e.seq} (${date(e.at)}, iteration ${e.iteration}): ${e.reason}: ${oneLine(e.detail, 200)}`),
-      ""
-    ]),
-    "tool trace",
-    ...trace.map((e) => {
-      const failed = e._tag === "ToolSucceeded" ? commandFailure(e.output) : undefined
-      const result = e._tag === "ToolSucceeded" ? failed?.status ?? "ok" : e.error.kind
-      const time = e._tag === "ToolFailed" && e.error.kind === "unknown" ? "cut short" : `${String(e.durationMs).padStart(6)} ms`
-      const stderr = failed === undefined || failed.stderr === "" ? "" : `  stderr: ${oneLine(failed.stderr, 60)}`
-      return `  ${String(e.iteration).padStart(4)}  ${pad(oneLine(e.tool, 40), 12)} ${pad(result, 11)} ${time.padStart(9)}  ${oneLine(json(inputs.get(e.callId)), 60)}${stderr}`
-    }),
-    "",
-    "termination",
-    ...audit(events).map((l) => `  ${l}`)
-  ]
-}
-
-/** A step as `rx inspect --json` gives it: the model's answer, each call with its input and outcome, rejections, suspensions. */
-const stepJson = (s: Step) => {
-  const calls: Array<Record<string, unknown>> = []
-  const byId = new Map<string, Record<string, unknown>>()
-  const model: Array<Record<string, unknown>> = []
-  const rejected: Array<Record<string, unknown>> = []
-  const other: Array<Record<string, unknown>> = []
-  for (const e of s.events) {
-    switch (e._tag) {
-      case "ModelResponded":
-        model.push({ text: e.response.text, calls: e.response.toolCalls.map((c) => ({ name: c.name, arguments: c.arguments })), usage: e.response.usage, finishReason: e.response.finishReason })
-        break
-      case "ModelFailed":
-        model.push({ failed: e.message })
-        break
-      case "ActionRejected":
-        rejected.push({ kind: e.kind, reason: e.reason, ...(e.index === undefined ? {} : { index: e.index }), ...(e.tool === undefined ? {} : { tool: e.tool }) })
-        break
-      case "ToolStarted": {
-        const call: Record<string, unknown> = { callId: e.callId, tool: e.tool, input: e.input, outcome: "running" }
-        calls.push(call)
-        byId.set(e.callId, call)
-        break
-      }
-      case "ToolSucceeded":
-      case "ToolFailed": {
-        const call = byId.get(e.callId) ?? { callId: e.callId, tool: e.tool }
-        if (!byId.has(e.callId)) calls.push(call)
-        if (e._tag === "ToolSucceeded") {
-          const failed = commandFailure(e.output)
-          Object.assign(call, { outcome: failed === undefined ? "ok" : "command failed", output: e.output, durationMs: e.durationMs }, failed === undefined ? {} : { failed: failed.status, stderrLastLine: failed.stderr })
-        } else {
-          // Cut short by rx stopping: the recorded duration spans rx's downtime, so it is not the call's.
-          Object.assign(call, { outcome: e.error.kind, error: e.error, durationMs: e.error.kind === "unknown" ? null : e.durationMs })
-        }
-        break
-      }
-      case "ApprovalRequested":
-      case "ApprovalDecided":
-      case "Suspended":
-      case "CancelRequested":
-      case "OptionsChanged":
-      case "Terminated":
-        other.push(JSON.parse(Event.encodeJson(e)) as Record<string, unknown>)
-        break
-      case "IterationCompleted":
-      case "GoalSubmitted":
-        break
-    }
-  }
-  return { step: s.iteration, model, calls, rejected, events: other }
-}
-
-/** `rx inspect --json`: the goal, its status and usage, and each step (or only step `only`). */
-export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | undefined, tree?: Tree): unknown => {
-  const submitted = events[0]
-  if (submitted?._tag !== "GoalSubmitted") return { error: "this log does not start with GoalSubmitted" }
-  const all = steps(events)
-  if (only !== undefined) {
-    const s = all.find((x) => x.iteration === only)
-    return s === undefined ? { error: `goal ${submitted.goalId} has no step ${only}` } : { goalId: submitted.goalId, ...stepJson(s) }
-  }
-  const state = State.fromEvents(submitted.goalId, events)
+  let options = submitted.options
+  const optionsChanged = events.flatMap((e) => {
+    if (e._tag !== "OptionsChanged") return []
+    const changes = View.changes(options, e.options)
+    options = e.options
+    return [{ seq: e.seq, at: e.at, iteration: e.iteration, changes }]
+  })
   return {
     goalId: submitted.goalId,
     goal: submitted.goal,
-    submittedAt: date(submitted.at),
+    submittedAt: new Date(submitted.at),
     status: state.terminated === null ? "open" : "terminated",
-    ...(tree?.goal === undefined ? {} : { phase: phaseJson(phaseOf(tree.goal)) }),
+    ...(tree.goal === undefined ? {} : { phase: phaseOf(tree.goal) }),
     terminated: state.terminated,
     suspended: state.terminated === null ? state.suspended : null,
     iterations: state.completed,
@@ -836,21 +610,100 @@ export const inspectJson = (events: ReadonlyArray<Event.Event>, only: number | u
     usage: state.usage,
     parent: submitted.parent ?? null,
     continues: submitted.continues?.goalId ?? null,
-    continuedBy: tree?.continuedBy ?? [],
-    children: [...(tree?.children ?? [])].sort((a, b) => a.submittedAt - b.submittedAt).map((c) => ({
+    continuedWith: submitted.continues === undefined ? null : { reason: submitted.continues.reason, text: submitted.continues.text },
+    continuedBy: tree.continuedBy ?? [],
+    children: [...(tree.children ?? [])].sort((a, b) => a.submittedAt - b.submittedAt || (a.goalId < b.goalId ? -1 : 1)).map((c) => ({
       goalId: c.goalId,
       goal: c.goal,
       status: c.status,
-      phase: phaseJson(phaseOf(c)),
+      phase: phaseOf(c),
       reason: c.reason,
       suspended: c.suspended
     })),
+    forkedFrom: submitted.forkedFrom ?? null,
+    forks: tree.forks ?? [],
     options: submitted.options,
+    optionsChanged,
     ...(submitted.instructions === undefined ? {} : { instructions: submitted.instructions }),
     tools: submitted.tools.map((t) => t.name),
-    steps: all.map(stepJson),
+    steps: View.steps(events),
     termination: audit(events)
   }
+}
+
+/** `rx inspect --json`: the view's encoding. */
+export const encodeGoal = Schema.encodeSync(View.Goal)
+
+/** A step as `rx inspect --json --step N` gives it: the view's encoding. */
+export const encodeStep = Schema.encodeSync(View.Step)
+
+/** The lines of `rx inspect` that place a goal in its tree: its parent and call, what it continues, its sub-goals and forks. */
+const treeLines = (v: View.Goal): ReadonlyArray<string> => [
+  ...(v.parent === null ? [] : [`parent    ${oneLine(v.parent.goalId, 200)} (its call ${oneLine(v.parent.callId, 200)}, depth ${v.parent.depth}): rx inspect ${shellWord(v.parent.goalId)}`]),
+  ...(v.continues === null || v.continuedWith === null
+    ? []
+    : [`continues ${oneLine(v.continues, 200)} (ended ${v.continuedWith.reason}), with: ${oneLine(v.continuedWith.text, 200)}: rx inspect ${shellWord(v.continues)}`]),
+  ...v.continuedBy.map((id) => `continued by ${oneLine(id, 200)}: rx inspect ${shellWord(id)}`),
+  ...v.children.map((c, i) => `${i === 0 ? "sub-goals" : "         "} ${pad(oneLine(c.goalId, 200), 18)} ${pad(phaseLabel(c.phase), 28)} ${oneLine(c.goal, 60)}`)
+]
+
+/** `rx inspect`: the goal, its place in its tree, every step, the tool trace, the termination audit; `where` is the flag that names its log (` --db x`). */
+export const inspect = (v: View.Goal, where = ""): ReadonlyArray<string> => {
+  const o = v.options
+  const metadata = Object.entries({ ...o.settings, ...o.metadata }).map(([k, value]) => `${oneLine(k, 40)}=${show(value)}`).join(", ")
+  const approval = policy(o)
+  const asked = approvals(v.goalId, v.steps)
+  const entries = v.steps.flatMap((s) => s.entries.map((e) => [s.step, e] as const))
+  const suspensions = entries.flatMap(([i, e]) => (e._tag === "Suspended" ? [[i, e] as const] : []))
+  const trace = entries.flatMap(([i, e]) => (e._tag === "Call" && e.endSeq !== undefined ? [[i, e] as const] : []))
+  const summaries = entries.flatMap(([, e]) => (e._tag === "TurnsSummarised" ? [e] : []))
+  const summaryTokens = summaries.reduce((n, e) => n + e.usage.inputTokens + e.usage.outputTokens, 0)
+  return [
+    `goal      ${v.goalId}`,
+    `text      ${cap(v.goal, 4_000)}`,
+    `submitted ${v.submittedAt.toISOString()}`,
+    `status    ${
+      v.terminated !== null
+        ? `terminated (${v.terminated.reason})`
+        : v.phase === undefined
+        ? `open${v.suspended === null ? "" : `, suspended (${v.suspended.reason})`}`
+        : `open, ${phaseSentence(v.phase, v.goalId, where)}`
+    }, ${plural(v.iterations, "iteration")}, ${plural(v.events, "event")}`,
+    ...(v.suspended?.child === undefined ? [] : [`waits on  its sub-goal ${oneLine(v.suspended.child, 200)}: ${oneLine(v.suspended.detail, 200)}`]),
+    ...treeLines(v),
+    `limits    maxIterations ${o.maxIterations}, maxConsecutiveFailures ${o.maxConsecutiveFailures}, maxMalformed ${o.maxMalformed}, maxRepeats ${o.maxRepeats}, noProgressWindow ${o.noProgressWindow}, promptBudget ${o.promptBudget}, maxCallsPerAnswer ${o.maxCallsPerAnswer}${
+      o.maxTotalTokens === undefined ? "" : `, maxTotalTokens ${o.maxTotalTokens}`
+    }${o.compact === false ? ", compact off" : ""}${o.maxDepth === undefined ? "" : `, maxDepth ${o.maxDepth}`}${o.maxChildren === undefined ? "" : `, maxChildren ${o.maxChildren}`}${
+      o.maxTreeGoals === undefined ? "" : `, maxTreeGoals ${o.maxTreeGoals}`
+    }${o.maxTreeIterations === undefined ? "" : `, maxTreeIterations ${o.maxTreeIterations}`}`,
+    ...(approval === "" ? [] : [`approval  ${approval} (others auto)`]),
+    ...(v.instructions === undefined ? [] : [`instructions ${oneLine(v.instructions, 200)} (${v.instructions.length} characters)`]),
+    ...(metadata === "" ? [] : [`settings  ${metadata}`]),
+    ...v.optionsChanged.map((c, i) => `${i === 0 ? "changed  " : "         "} seq ${c.seq} (${date(c.at)}, after iteration ${c.iteration}): ${changesText(c.changes)}`),
+    `tools     ${oneLine(v.tools.join(", "), 2_000)}`,
+    `usage     ${v.usage.inputTokens} tokens in, ${v.usage.outputTokens} out${
+      summaries.length === 0 ? "" : ` (${summaryTokens} of them in ${plural(summaries.length, "summary", "summaries")})`
+    }`,
+    "",
+    ...v.steps.flatMap((s) => [...step(s, 120, v.goalId), ""]),
+    ...(asked.length === 0 ? [] : ["approvals", ...asked, ""]),
+    ...(suspensions.length === 0 ? [] : [
+      "suspensions",
+      ...suspensions.map(([i, e]) => `  seq ${e.seq} (${date(e.at)}, iteration ${i}): ${e.reason}: ${oneLine(e.detail, 200)}`),
+      ""
+    ]),
+    "tool trace",
+    ...trace.map(([i, e]) => {
+      const time = e.durationMs === null || e.durationMs === undefined ? "cut short" : `${String(e.durationMs).padStart(6)} ms`
+      const stderr = e.stderrLastLine === undefined || e.stderrLastLine === "" ? "" : `  stderr: ${oneLine(e.stderrLastLine, 60)}`
+      return `  ${String(i).padStart(4)}  ${pad(oneLine(e.tool, 40), 12)} ${pad(e.failed ?? e.outcome, 11)} ${time.padStart(9)}  ${oneLine(json(e.input), 60)}${stderr}`
+    }),
+    "",
+    "termination",
+    ...v.termination.map((l) => `  ${l}`),
+    ...(v.forkedFrom === null ? [] : [`forked from ${v.forkedFrom.goalId} at step ${v.forkedFrom.iteration} (its steps 1 to ${v.forkedFrom.iteration} are copied here): rx inspect ${v.forkedFrom.goalId}`]),
+    ...(v.forks.length === 0 ? [] : [`forks     ${v.forks.map((f) => `${f.goalId} (at step ${f.iteration})`).join(", ")}`])
+  ]
 }
 
 /** `rx doctor`: what was checked, each finding, and the verdict. */

@@ -5,7 +5,9 @@
  * behind when it cannot start.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Event } from "@rx/kernel"
+import * as View from "@rx/server/View"
+import { Effect, Either, Schema } from "effect"
 import { existsSync, mkdirSync } from "node:fs"
 import * as Net from "node:net"
 import { join } from "node:path"
@@ -41,11 +43,15 @@ describe("a command that fails", () => {
 
       const json = yield* rx(["inspect", id, "--db", box.db, "--json"])
       expect(json.code).toBe(0)
-      const goal = JSON.parse(json.stdout) as { status: string; iterations: number; steps: Array<{ step: number; calls: Array<Record<string, unknown>> }> }
-      expect(goal).toMatchObject({ goalId: id, goal: "fail", status: "terminated", iterations: 2, terminated: { reason: "done" } })
-      expect(goal.steps[0]?.calls[0]).toMatchObject({ tool: "shell", input: { command: failing }, outcome: "command failed", failed: "exit 3", stderrLastLine: "the last line" })
+      // `View.Goal`, encoded; its steps are the same the web inspector draws from the events it follows.
+      const goal = Schema.decodeUnknownSync(View.Goal)(JSON.parse(json.stdout))
+      expect(goal).toMatchObject({ goalId: id, goal: "fail", status: "terminated", iterations: 2, terminated: { reason: "done" }, phase: { _tag: "terminated", reason: "done" } })
+      const steps = goal.steps
+      const events = jsonLines((yield* rx(["events", id, "--db", box.db])).stdout).map((line) => Either.getOrThrow(Event.decode(line)))
+      expect(steps).toEqual(View.steps(events))
+      expect(steps[0]?.entries.find((e) => e._tag === "Call")).toMatchObject({ tool: "shell", input: { command: failing }, outcome: "command failed", failed: "exit 3", stderrLastLine: "the last line" })
       const one = JSON.parse((yield* rx(["inspect", id, "--db", box.db, "--json", "--step", "1"])).stdout) as Record<string, unknown>
-      expect(one).toMatchObject({ goalId: id, step: 1, calls: [{ tool: "shell", outcome: "command failed" }] })
+      expect(one).toEqual({ goalId: id, ...Schema.encodeSync(View.Step)(steps[0] ?? { step: 0, entries: [] }) })
 
       const replayed = yield* rx(["replay", id, "--db", box.db, "--json"])
       expect(replayed.code).toBe(0)

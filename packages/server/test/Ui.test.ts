@@ -5,8 +5,8 @@
  * Screenshots of the list and of a goal are written to a folder that is kept, and its path printed.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { LanguageModel, Tool, ToolRegistry } from "@rx/kernel"
-import { Toolbox } from "@rx/server"
+import { LanguageModel, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { Toolbox, View } from "@rx/server"
 import { Deferred, Effect, Exit, Layer, Schema, Scope } from "effect"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -609,6 +609,16 @@ describe.skipIf(!available)("web inspector: a person's first hour", () => {
       yield* Effect.promise(() => page.locator("#step-2 .event.ok details.raw-event summary").click())
       expect(yield* text(page, "#step-2 .event.ok details.raw-event pre")).toContain("\"exit_code\": 2")
       expect(yield* text(page, "table.trace")).toContain("exit 2")
+      // Each step draws exactly the entries of `View.steps`, as `rx inspect` prints them: in order, each row on its event.
+      const events = yield* withStore(server.db, Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId)))
+      const steps = View.steps(events)
+      expect(steps.map((s) => s.step)).toEqual([1, 2, 3, 4])
+      for (const s of steps) {
+        const drawn = yield* Effect.promise(() => page.locator(`#step-${s.step} [data-entry]`).evaluateAll((rows) => rows.map((row) => `${row.getAttribute("data-entry") ?? ""}@${row.id}`)))
+        expect(drawn).toEqual(s.entries.flatMap((e) =>
+          e._tag === "IterationCompleted" ? [] : e._tag === "Call" && e.endSeq !== undefined ? [`Call@seq-${e.seq}`, `Call@seq-${e.endSeq}`] : [`${e._tag}@seq-${e.seq}`]
+        ))
+      }
     }), 60_000)
 
   it.scopedLive("at 375 px nothing scrolls sideways: the list of 25 goals, and a goal with long outputs", () =>

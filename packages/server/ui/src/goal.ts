@@ -7,7 +7,9 @@
 import * as Api from "./api.js"
 import { age, append, block, download, duration, fill, h, preview } from "./dom.js"
 import { badge } from "./list.js"
-import type { Event, Goal, Of } from "./types.js"
+import type { Entry, Step } from "../../src/internal/entries.js"
+import { steps as stepsOf } from "../../src/internal/steps.js"
+import type { Event, Goal } from "./types.js"
 
 /** Raw events listed in the page at most (all of them download). */
 const rawShown = 500
@@ -26,6 +28,12 @@ interface Model {
 /** A link to another goal's page. */
 const goalLink = (goalId: string) => h("a", { href: `#/goals/${encodeURIComponent(goalId)}`, class: "mono goal-link" }, goalId)
 
+/** An entry of a step (`View.Entry`, as `rx inspect` shows it), by its kind. */
+type EntryOf<T extends Entry["_tag"]> = Extract<Entry, { readonly _tag: T }>
+
+/** The events of a goal by seq: each row's raw event. */
+type Raw = ReadonlyMap<number, Event>
+
 /** Events by iteration, in order. */
 const iterations = (events: ReadonlyArray<Event>): Map<number, Array<Event>> => {
   const by = new Map<number, Array<Event>>()
@@ -38,7 +46,8 @@ const iterations = (events: ReadonlyArray<Event>): Map<number, Array<Event>> => 
 }
 
 /** The event itself, as recorded: one click away from what the row shows of it. */
-const rawEvent = (e: Event) => {
+const rawEvent = (e: Event | undefined) => {
+  if (e === undefined) return null
   const details = h("details", { class: "raw-event" }, h("summary", {}, "raw event"))
   details.addEventListener("toggle", () => {
     if (!details.open || details.dataset["shown"] === "1") return
@@ -48,8 +57,8 @@ const rawEvent = (e: Event) => {
   return details
 }
 
-const row = (e: Event, label: string, cls: string, ...content: ReadonlyArray<Node | string | null>) =>
-  h("div", { class: `event ${cls}`, id: `seq-${e.seq}` }, h("span", { class: "label" }, label), h("div", { class: "content" }, ...content, rawEvent(e)))
+const row = (raw: Raw, seq: number, label: string, cls: string, ...content: ReadonlyArray<Node | string | null>) =>
+  h("div", { class: `event ${cls}`, id: `seq-${seq}` }, h("span", { class: "label" }, label), h("div", { class: "content" }, ...content, rawEvent(raw.get(seq))))
 
 type Json = Readonly<Record<string, unknown>>
 const isObject = (value: unknown): value is Json => typeof value === "object" && value !== null && !Array.isArray(value)
@@ -63,13 +72,14 @@ const labelled = (label: string, text: unknown, name: string) =>
  * file tool's path, bytes and hash on one line (and a read's content as text); anything else as
  * JSON. The event as recorded is one click away (`raw event`).
  */
-const outputView = (e: Of<"ToolSucceeded">, goalId: string): ReadonlyArray<Node | null> => {
+const outputView = (e: EntryOf<"Call">, goalId: string): ReadonlyArray<Node | null> => {
   const o = e.output
-  const name = `${goalId}-${e.seq}`
+  const name = `${goalId}-${e.endSeq ?? e.seq}`
+  const took = duration(e.durationMs ?? 0)
   // A sub-goal's end, as the delegate call recorded it: which sub-goal, how it ended, its summary.
   if (e.tool === "delegate" && isObject(o) && typeof o["child"] === "string") {
     return [
-      h("p", { class: "sub-goal-end" }, "sub-goal ", goalLink(o["child"]), ` ended ${String(o["reason"])} after ${String(o["iterations"])} iterations, ${String(o["tokens"])} tokens · ${duration(e.durationMs)}`),
+      h("p", { class: "sub-goal-end" }, "sub-goal ", goalLink(o["child"]), ` ended ${String(o["reason"])} after ${String(o["iterations"])} iterations, ${String(o["tokens"])} tokens · ${took}`),
       labelled("summary", o["summary"], `${name}-summary`)
     ]
   }
@@ -77,7 +87,7 @@ const outputView = (e: Of<"ToolSucceeded">, goalId: string): ReadonlyArray<Node 
     const failed = o["timed_out"] === true ? "timed out" : typeof o["signal"] === "string" ? `killed by ${o["signal"]}` : o["exit_code"] !== 0 ? `exit ${String(o["exit_code"])}` : null
     return [
       h("p", { class: failed === null ? "muted command" : "command failed" },
-        failed ?? "exit 0", ` · ${duration(e.durationMs)}`, typeof o["sandbox"] === "string" ? ` · sandbox ${o["sandbox"]}` : "",
+        failed ?? "exit 0", ` · ${took}`, typeof o["sandbox"] === "string" ? ` · sandbox ${o["sandbox"]}` : "",
         o["truncated"] === true ? " · output cut in the middle" : ""),
       labelled("stdout", o["stdout"], `${name}-stdout`),
       labelled("stderr", o["stderr"], `${name}-stderr`),
@@ -91,61 +101,62 @@ const outputView = (e: Of<"ToolSucceeded">, goalId: string): ReadonlyArray<Node 
       h("p", { class: "file" }, `${what} `, h("span", { class: "mono" }, o["path"]),
         bytes === undefined ? "" : ` · ${bytes.toLocaleString("en")} bytes`,
         " · sha256 ", h("span", { class: "mono", title: o["sha256"] }, o["sha256"].slice(0, 12)),
-        ` · ${duration(e.durationMs)}`),
+        ` · ${took}`),
       labelled("content", o["content"], `${name}-content`)
     ]
   }
-  return [h("p", { class: "muted" }, `${e.tool} succeeded in ${duration(e.durationMs)}`), block(o, `${name}-output`)]
+  return [h("p", { class: "muted" }, `${e.tool} succeeded in ${took}`), block(o, `${name}-output`)]
 }
 
-/** One event in a step. */
-const eventRow = (e: Event, goalId: string): HTMLElement | null => {
+/** The rows of one entry of a step: a call is two, its start (tool and input) and, once it has one, its outcome. */
+const entryRows = (e: Entry, goalId: string, raw: Raw): ReadonlyArray<HTMLElement> => {
   switch (e._tag) {
-    case "ModelResponded": {
-      const calls = e.response.toolCalls
-      return row(e, "model", "model",
-        ...(e.response.text.trim() === "" ? [] : [h("p", { class: "thought" }, e.response.text)]),
-        ...calls.map((c, i) => h("p", { class: "decision" }, calls.length > 1 ? `[${i}] ` : "", h("b", {}, c.name), " ", preview(c.arguments, 200))),
-        h("p", { class: "muted" }, `${e.response.usage.inputTokens} tokens in, ${e.response.usage.outputTokens} out${e.response.finishReason === "length" ? ", cut off" : ""}`))
-    }
+    case "ModelResponded":
+      return [row(raw, e.seq, "model", "model",
+        ...(e.text.trim() === "" ? [] : [h("p", { class: "thought" }, e.text)]),
+        ...e.calls.map((c, i) => h("p", { class: "decision" }, e.calls.length > 1 ? `[${i}] ` : "", h("b", {}, c.name), " ", preview(c.arguments, 200))),
+        h("p", { class: "muted" }, `${e.usage.inputTokens} tokens in, ${e.usage.outputTokens} out${e.finishReason === "length" ? ", cut off" : ""}`))]
     case "ModelFailed":
-      return row(e, "model", "bad", h("p", {}, `failed: ${e.message}`))
+      return [row(raw, e.seq, "model", "bad", h("p", {}, `failed: ${e.message}`))]
     case "ActionRejected":
       // An answer with no action: what the model said is what a person wants to read.
-      return e.kind === "no_action"
-        ? row(e, "rejected", "bad", h("p", {}, `no action: ${e.reason}`), h("p", { class: "muted" }, "the model said:"), h("p", { class: "said" }, e.raw.trim() === "" ? "(nothing)" : e.raw))
-        : row(e, "rejected", "bad", h("p", {}, `${e.index === undefined ? "" : `[${e.index}] `}${e.kind}: ${e.reason}`), block(e.raw, `${goalId}-${e.seq}-raw`))
-    case "ToolStarted":
-      return row(e, "tool", "tool", h("p", {}, h("b", {}, e.tool), ` call ${e.callId}`), block(e.input, `${goalId}-${e.seq}-input`))
-    case "ToolSucceeded":
-      return row(e, "output", "ok", ...outputView(e, goalId))
-    case "ToolFailed":
-      return row(e, "error", "bad",
-        h("p", {}, e.error.kind === "unknown" ? `${e.tool} was cut short: rx stopped during the call` : `${e.tool} failed (${e.error.kind}) in ${duration(e.durationMs)}`),
-        block(e.error.message, `${goalId}-${e.seq}-error`))
+      return [e.kind === "no_action"
+        ? row(raw, e.seq, "rejected", "bad", h("p", {}, `no action: ${e.reason}`), h("p", { class: "muted" }, "the model said:"), h("p", { class: "said" }, e.raw.trim() === "" ? "(nothing)" : e.raw))
+        : row(raw, e.seq, "rejected", "bad", h("p", {}, `${e.index === undefined ? "" : `[${e.index}] `}${e.kind}: ${e.reason}`), block(e.raw, `${goalId}-${e.seq}-raw`))]
+    case "Call": {
+      const start = row(raw, e.seq, "tool", "tool", h("p", {}, h("b", {}, e.tool), ` call ${e.callId}`), block(e.input, `${goalId}-${e.seq}-input`))
+      if (e.endSeq === undefined) return [start]
+      const end = e.error === undefined
+        ? row(raw, e.endSeq, "output", "ok", ...outputView(e, goalId))
+        : row(raw, e.endSeq, "error", "bad",
+          h("p", {}, e.durationMs === null || e.durationMs === undefined ? `${e.tool} was cut short: rx stopped during the call` : `${e.tool} failed (${e.error.kind}) in ${duration(e.durationMs)}`),
+          block(e.error.message, `${goalId}-${e.endSeq}-error`))
+      // An outcome whose start the log does not hold is drawn alone.
+      return e.endSeq === e.seq ? [end] : [start, end]
+    }
     case "ApprovalRequested":
-      return row(e, "approval", "wait", h("p", {}, h("b", {}, e.tool), ` call ${e.callId} waits for a person's approval`), block(e.input, `${goalId}-${e.seq}-input`))
+      return [row(raw, e.seq, "approval", "wait", h("p", {}, h("b", {}, e.tool), ` call ${e.callId} waits for a person's approval`), block(e.input, `${goalId}-${e.seq}-input`))]
     case "ApprovalDecided":
-      return row(e, "decided", e.approved ? "ok" : "bad", h("p", {}, `${e.approved ? "approved" : `denied (${e.reason})`} by ${e.by}, call ${e.callId}`))
+      return [row(raw, e.seq, "decided", e.approved ? "ok" : "bad", h("p", {}, `${e.approved ? "approved" : `denied (${e.reason})`} by ${e.by}, call ${e.callId}`))]
     case "Suspended":
-      return row(e, "suspended", "wait", h("p", {}, `${e.reason}: ${e.detail}`), e.child === undefined ? null : h("p", {}, "waits on its sub-goal ", goalLink(e.child)))
+      return [row(raw, e.seq, "suspended", "wait", h("p", {}, `${e.reason}: ${e.detail}`), e.child === undefined ? null : h("p", {}, "waits on its sub-goal ", goalLink(e.child)))]
     case "CancelRequested":
-      return row(e, "cancel", "bad", h("p", {}, e.reason))
+      return [row(raw, e.seq, "cancel", "bad", h("p", {}, e.reason))]
     case "OptionsChanged":
-      return row(e, "options", "muted", h("p", {}, "the goal's options changed"))
+      return [row(raw, e.seq, "options", "muted", h("p", {}, e.changes.length === 0 ? "the goal's options were set again, unchanged" : "the goal's options changed: "),
+        ...e.changes.map((c) => h("p", { class: "mono" }, `${c.name} ${c.value === undefined ? "(unset)" : preview(c.value, 200)} (was ${c.was === undefined ? "unset" : preview(c.was, 200)})`)))]
     case "Terminated":
-      return row(e, "end", e.reason === "done" ? "ok" : "bad", h("p", {}, h("b", {}, e.reason), `: ${e.detail}`))
+      return [row(raw, e.seq, "end", e.reason === "done" ? "ok" : "bad", h("p", {}, h("b", {}, e.reason), `: ${e.detail}`))]
     case "MessageSent":
-      return row(e, "message", "muted", h("p", {}, `from ${e.by}:`), h("p", { class: "said" }, e.text))
+      return [row(raw, e.seq, "message", "muted", h("p", {}, `from ${e.by}:`), h("p", { class: "said" }, e.text))]
     case "TurnsSummarised":
-      return e.failed === undefined
-        ? row(e, "summary", "muted",
+      return [e.failed === undefined
+        ? row(raw, e.seq, "summary", "muted",
           h("p", {}, `steps ${e.from} to ${e.to} summarised${e.cut === true ? " (cut to fit)" : ""}: ${e.usage.inputTokens} tokens in, ${e.usage.outputTokens} out`),
           h("p", { class: "said" }, e.text))
-        : row(e, "summary", "bad", h("p", {}, `no summary of steps ${e.from} to ${e.to} (${e.failed}): they are only counted`))
-    case "GoalSubmitted":
+        : row(raw, e.seq, "summary", "bad", h("p", {}, `no summary of steps ${e.from} to ${e.to} (${e.failed}): they are only counted`))]
     case "IterationCompleted":
-      return null
+      return []
   }
 }
 
@@ -167,31 +178,30 @@ const starts = (events: ReadonlyArray<Event>): Map<number, number> => {
   return at
 }
 
-const stepCard = (iteration: number, events: ReadonlyArray<Event>, start: number, goalId: string) => {
+/** A step's card: its entries (`View.steps`, and any summary made at it), and where its time went. */
+const stepCard = (iteration: number, entries: ReadonlyArray<Entry>, events: ReadonlyArray<Event>, start: number, goalId: string, raw: Raw) => {
   const t = timing(events, start)
   return h("section", { class: "step", id: `step-${iteration}` },
     h("h3", {}, `Step ${iteration}`, h("span", { class: "muted" }, ` model ${duration(t.model)}, tools ${duration(t.tools)}`)),
-    ...events.map((e) => eventRow(e, goalId)).filter((n): n is HTMLElement => n !== null))
+    // Each row names the entry it draws (`data-entry`), as `rx inspect --json` names it.
+    ...entries.flatMap((e) => entryRows(e, goalId, raw).map((row) => {
+      row.dataset["entry"] = e._tag
+      return row
+    })))
 }
 
-/** `ok`, or how a command that did not end well ended. */
-const exitOf = (o: unknown) =>
-  isObject(o) && "exit_code" in o && typeof o["stdout"] === "string"
-    ? o["timed_out"] === true ? "timed out" : typeof o["signal"] === "string" ? `killed by ${o["signal"]}` : o["exit_code"] !== 0 ? `exit ${String(o["exit_code"])}` : "ok"
-    : "ok"
-
-const trace = (events: ReadonlyArray<Event>) => {
-  const inputs = new Map(events.flatMap((e) => (e._tag === "ToolStarted" ? [[e.callId, e.input] as const] : [])))
-  const done = events.filter((e): e is Of<"ToolSucceeded"> | Of<"ToolFailed"> => e._tag === "ToolSucceeded" || e._tag === "ToolFailed")
+/** The calls that ended, each with its step, outcome (a command's exit when it did not exit 0), duration and input. */
+const trace = (view: ReadonlyArray<Step>) => {
+  const done = view.flatMap((s) => s.entries.flatMap((e) => (e._tag === "Call" && e.endSeq !== undefined ? [{ step: s.step, end: e.endSeq, call: e }] : [])))
   return h("table", { class: "trace" },
     h("thead", {}, h("tr", {}, ...["step", "tool", "result", "duration", "input"].map((c) => h("th", {}, c)))),
-    h("tbody", {}, ...done.map((e) =>
-      h("tr", { class: e._tag === "ToolFailed" ? "bad" : "" },
-        h("td", { class: "num" }, h("a", { href: `#seq-${e.seq}`, on: { click: (ev) => jump(ev, e.seq) } }, e.iteration)),
-        h("td", {}, e.tool),
-        h("td", {}, e._tag === "ToolSucceeded" ? exitOf(e.output) : e.error.kind),
-        h("td", { class: "num" }, duration(e.durationMs)),
-        h("td", { class: "mono" }, preview(inputs.get(e.callId), 80))))))
+    h("tbody", {}, ...done.map(({ call, end, step }) =>
+      h("tr", { class: call.error === undefined ? "" : "bad" },
+        h("td", { class: "num" }, h("a", { href: `#seq-${end}`, on: { click: (ev) => jump(ev, end) } }, step)),
+        h("td", {}, call.tool),
+        h("td", {}, call.failed ?? call.outcome),
+        h("td", { class: "num" }, call.durationMs === null || call.durationMs === undefined ? "cut short" : duration(call.durationMs)),
+        h("td", { class: "mono" }, preview(call.input, 80))))))
 }
 
 const timeline = (events: ReadonlyArray<Event>) => {
@@ -468,16 +478,20 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
     scheduled = false
     const by = iterations(model.events)
     const start = starts(model.events)
+    // The steps as `rx inspect` shows them: the events followed are the log's own encoding, which is the kernel's `Event`.
+    const view = stepsOf(model.events as unknown as Parameters<typeof stepsOf>[0])
+    const raw: Raw = new Map(model.events.map((e) => [e.seq, e]))
     for (const i of dirty) {
       if (i === 0) continue
-      const card = stepCard(i, by.get(i) ?? [], start.get(i) ?? 0, goalId)
+      const entries = view.filter((s) => s.step === i).flatMap((s) => s.entries)
+      const card = stepCard(i, entries, by.get(i) ?? [], start.get(i) ?? 0, goalId, raw)
       const old = cards.get(i)
       if (old === undefined) steps.appendChild(card)
       else old.replaceWith(card)
       cards.set(i, card)
     }
     dirty.clear()
-    fill(traceBox, trace(model.events))
+    fill(traceBox, trace(view))
     fill(timelineBox, timeline(model.events))
     drawRaw()
     drawHead()
