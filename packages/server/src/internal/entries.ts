@@ -20,7 +20,7 @@ export const ModelFailed = Schema.TaggedStruct("ModelFailed", { seq, message: Sc
 /** An answer, or one call of it (`index`), that was not run, with what the model said. */
 export const ActionRejected = Schema.TaggedStruct("ActionRejected", {
   seq,
-  kind: Schema.String,
+  kind: Event.RejectionKind,
   reason: Schema.String,
   index,
   tool: Schema.optional(Schema.String),
@@ -72,7 +72,7 @@ export const ApprovalDecided = Schema.TaggedStruct("ApprovalDecided", {
 export const Suspended = Schema.TaggedStruct("Suspended", {
   seq,
   at: Schema.Number,
-  reason: Schema.String,
+  reason: Event.SuspendReason,
   detail: Schema.String,
   child: Schema.optional(Schema.String)
 })
@@ -86,30 +86,17 @@ export type Change = typeof Change.Type
 /** What a resume changed in the goal's options, from the options before it: the limits, then the recorded settings. */
 export const OptionsChanged = Schema.TaggedStruct("OptionsChanged", { seq, at: Schema.Number, changes: Schema.Array(Change) })
 
-export const Terminated = Schema.TaggedStruct("Terminated", { seq, reason: Schema.String, detail: Schema.String })
+export const Terminated = Schema.TaggedStruct("Terminated", { seq, reason: Event.Reason, detail: Schema.String })
 
 export const MessageSent = Schema.TaggedStruct("MessageSent", { seq, at: Schema.Number, by: Schema.String, text: Schema.String })
 
 /** A summary of earlier steps, or (`failed`) why none was made. */
-export const TurnsSummarised = Schema.TaggedStruct("TurnsSummarised", {
-  seq,
-  from: Schema.Int,
-  to: Schema.Int,
-  text: Schema.String,
-  usage: Usage,
-  cut: Schema.optional(Schema.Literal(true)),
-  failed: Schema.optional(Schema.String)
-})
+const { cut, failed, from, text, to, usage } = Event.TurnsSummarised.fields
+export const TurnsSummarised = Schema.TaggedStruct("TurnsSummarised", { seq, from, to, text, usage, cut, failed })
 
 /** The state after the step, as the kernel recorded it. */
-export const IterationCompleted = Schema.TaggedStruct("IterationCompleted", {
-  seq,
-  toolCalls: Schema.Int,
-  consecutiveFailures: Schema.Int,
-  consecutiveMalformed: Schema.Int,
-  idleIterations: Schema.Int,
-  repeats: Schema.Int
-})
+const { consecutiveFailures, consecutiveMalformed, idleIterations, repeats, toolCalls } = Event.Summary.fields
+export const IterationCompleted = Schema.TaggedStruct("IterationCompleted", { seq, toolCalls, consecutiveFailures, consecutiveMalformed, idleIterations, repeats })
 
 export const Entry = Schema.Union(
   ModelResponded,
