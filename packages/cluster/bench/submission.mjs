@@ -6,6 +6,7 @@
 // (`--warmup N`, default 20: a process's first goals also compile the code they run; a
 // long-running submitter is past that). `--goals N` sets the 200. Prints two JSON lines.
 import * as Reactivity from "@effect/experimental/Reactivity"
+import { NodeRuntime } from "@effect/platform-node"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { Runner, Tool, ToolRegistry } from "@rx/kernel"
@@ -13,7 +14,6 @@ import { Workers } from "@rx/cluster"
 const adminUrl = process.env["RX_PG_URL"] ?? "postgres://rx:rx@127.0.0.1:5432/postgres"
 const admin = (s) => Effect.scoped(Effect.flatMap(PgClient.make({ url: Redacted.make(adminUrl), maxConnections: 1 }), (sql) => sql.unsafe(s))).pipe(Effect.provide(Reactivity.layer))
 const name = `rx_probe_${Date.now().toString(36)}`
-await Effect.runPromise(admin(`CREATE DATABASE ${name}`))
 const database = new URL(adminUrl)
 database.pathname = `/${name}`
 const url = database.toString()
@@ -49,4 +49,5 @@ const prog = Effect.gen(function*() {
   yield* Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) => Workers.submit({ goal: `c ${i}`, goalId: `c-${i}` }), { concurrency: 8 })
   console.log(JSON.stringify({ eight_at_a_time_per_goal_ms: Number(((performance.now() - t1) / n).toFixed(2)) }))
 }).pipe(Effect.provide(Layer.merge(Workers.layerClient({ url, ...settings }), tools)))
-await Effect.runPromise(prog).finally(() => Effect.runPromise(admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)))
+// Run by NodeRuntime.runMain: Ctrl-C or SIGTERM interrupts the run, and the database is dropped all the same.
+NodeRuntime.runMain(Effect.acquireUseRelease(admin(`CREATE DATABASE ${name}`), () => prog, () => Effect.orDie(admin(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`))))

@@ -13,8 +13,9 @@
 //
 // Every run checks the ledger the workers' `append` tool writes: each goal's two calls, once each.
 import * as Reactivity from "@effect/experimental/Reactivity"
+import { NodeRuntime } from "@effect/platform-node"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Console, Effect, Layer, Redacted, Schema } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -235,15 +236,19 @@ const measure = (count) =>
     }).pipe(Effect.provide(Layer.merge(Workers.layerClient({ url: url.toString(), ...settings }), tools)))
   }))
 
-const results = []
-for (const count of counts) {
-  const result = await Effect.runPromise(measure(count))
-  results.push(result)
-  console.log(JSON.stringify(result))
-}
-const one = results.find((r) => r.workers === 1)
-if (one !== undefined && results.length > 1) {
-  console.log(JSON.stringify({
-    goals_per_second_over_one_worker: Object.fromEntries(results.map((r) => [r.workers, Number((r.goals_per_second / one.goals_per_second).toFixed(2))]))
-  }))
-}
+// Run by NodeRuntime.runMain: Ctrl-C or SIGTERM interrupts the run, so its scopes close: each
+// worker is killed, its cgroup removed and the database dropped, none left behind.
+NodeRuntime.runMain(Effect.gen(function*() {
+  const results = []
+  for (const count of counts) {
+    const result = yield* measure(count)
+    results.push(result)
+    yield* Console.log(JSON.stringify(result))
+  }
+  const one = results.find((r) => r.workers === 1)
+  if (one !== undefined && results.length > 1) {
+    yield* Console.log(JSON.stringify({
+      goals_per_second_over_one_worker: Object.fromEntries(results.map((r) => [r.workers, Number((r.goals_per_second / one.goals_per_second).toFixed(2))]))
+    }))
+  }
+}))
