@@ -110,6 +110,16 @@ export interface Service {
 export class StateStore extends Context.Tag("@rx/kernel/StateStore")<StateStore, Service>() {}
 
 /**
+ * The reading side of a store that can follow a goal: its `follow`, `changes` (the follow as a
+ * Stream) and `first` (the head of the follow's first pull).
+ */
+export const followedBy = (follow: NonNullable<Service["follow"]>): Pick<Service, "changes"> & Required<Pick<Service, "follow" | "first">> => ({
+  changes: (goalId, fromSeq, tags) => Stream.unwrapScoped(Effect.map(follow(goalId, fromSeq, tags), Stream.repeatEffectChunk)),
+  follow,
+  first: (goalId, fromSeq, tags) => Effect.scoped(Effect.flatMap(follow(goalId, fromSeq, tags), (next) => Effect.map(next, Chunk.unsafeHead)))
+})
+
+/**
  * The goal's first event of one of the `tags` kinds at or after `fromSeq`, waiting for it: the
  * store's own `first` when it has one, otherwise the head of its `changes`.
  */

@@ -12,7 +12,7 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Chunk, Context, Effect, Either, Layer, Option, Redacted, Schema, type Scope, Stream } from "effect"
+import { Cause, Context, Effect, Either, Layer, Option, Redacted, Schema, type Scope } from "effect"
 import { Event, Followers, GoalSummary, State, StateStore } from "@rx/kernel"
 import * as Config from "./Config.js"
 import { checksum } from "./internal/checksum.js"
@@ -346,14 +346,6 @@ export const makeWithClient = (
             : loadTagged(goalId, cursor, tags))
       )
 
-    const changes: Service["changes"] = (goalId, fromSeq, tags) =>
-      Stream.unwrapScoped(Effect.map(follow(goalId, fromSeq, tags), Stream.repeatEffectChunk))
-
-    const followGoal: NonNullable<Service["follow"]> = (goalId, fromSeq, tags) => follow(goalId, fromSeq, tags)
-
-    const first: NonNullable<Service["first"]> = (goalId, fromSeq, tags) =>
-      Effect.scoped(Effect.flatMap(follow(goalId, fromSeq, tags), (next) => Effect.map(next, Chunk.unsafeHead)))
-
     /** The latest snapshot, if it is of this rx's State version and usable; otherwise none (fold from the start). */
     const snapshot: Service["snapshot"] = (goalId) =>
       rows(pg, selectSnapshotSql, [goalId, State.version]).pipe(
@@ -438,7 +430,7 @@ export const makeWithClient = (
         )
       )
 
-    return StateStore.StateStore.of({ append, load, goal, goals, changes, follow: followGoal, first, snapshot, lease, runner })
+    return StateStore.StateStore.of({ append, load, goal, goals, ...StateStore.followedBy(follow), snapshot, lease, runner })
   })
 
 /** The `rx_goals` columns, named as `GoalSummary`'s fields, so a row decodes as one. */

@@ -10,7 +10,7 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Chunk, Clock, Context, Effect, Either, Layer, Option, Schema, type Scope, Stream } from "effect"
+import { Cause, Clock, Context, Effect, Either, Layer, Option, Schema, type Scope } from "effect"
 import { Event, Followers, GoalSummary, State, StateStore } from "@rx/kernel"
 import * as Config from "./Config.js"
 import { checksum } from "./internal/checksum.js"
@@ -415,14 +415,6 @@ const makeStore = (
         startPolling
       )
 
-    const changes: Service["changes"] = (goalId, fromSeq, tags) =>
-      Stream.unwrapScoped(Effect.map(follow(goalId, fromSeq, tags), Stream.repeatEffectChunk))
-
-    const followGoal: NonNullable<Service["follow"]> = (goalId, fromSeq, tags) => follow(goalId, fromSeq, tags)
-
-    const first: NonNullable<Service["first"]> = (goalId, fromSeq, tags) =>
-      Effect.scoped(Effect.flatMap(follow(goalId, fromSeq, tags), (next) => Effect.map(next, Chunk.unsafeHead)))
-
     /** The latest snapshot, if it is of this rx's State version and decodes; otherwise none (fold from the start). */
     const snapshot: Service["snapshot"] = (goalId) =>
       db.read((tx) => Either.right(tx.get(selectSnapshotSql, [goalId]))).pipe(
@@ -541,7 +533,7 @@ const makeStore = (
         return isRunning(holder, now, config.leaseTimeoutMs) ? Option.some(describeHolder(holder)) : Option.none()
       })
 
-    return StateStore.StateStore.of({ append, load, goal, goals, changes, follow: followGoal, first, snapshot, lease, runner })
+    return StateStore.StateStore.of({ append, load, goal, goals, ...StateStore.followedBy(follow), snapshot, lease, runner })
   })
 
 const selectLeaseSql = "SELECT host, pid, token, acquired_at, heartbeat_at FROM leases WHERE goal_id = ?"
