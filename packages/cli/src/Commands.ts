@@ -121,26 +121,14 @@ export const inspect = (flags: In<typeof Usage.inspect>) =>
   Effect.gen(function*() {
     const step = Option.getOrUndefined(flags.step)
     const goalId = idOf(flags)
-    const { children, continuedBy, events, forked, goal, where } = yield* withGoals(flags, (goals) =>
-      Effect.all({
-        events: goals.events(goalId),
-        children: step === undefined ? goals.children(goalId) : Effect.succeed([]),
-        forked: step === undefined ? goals.forks(goalId) : Effect.succeed([]),
-        continuedBy: step === undefined ? goals.continuedBy(goalId) : Effect.succeed([]),
-        goal: step === undefined ? goals.summary(goalId) : Effect.succeed(undefined),
-        where: Effect.succeed(Render.whereFlag(whereOf(goals.where)))
-      }))
-    const first = events[0]
-    if (first?._tag !== "GoalSubmitted") return yield* new UsageError({ message: `the log of goal ${goalId} does not start with GoalSubmitted` })
-    if (step !== undefined) {
-      const all = View.steps(events)
-      const one = all.find((s) => s.step === step)
-      if (one === undefined) return yield* new UsageError({ message: `goal ${goalId} has no step ${step} (${all.length === 0 ? "it has no steps yet" : `steps 1 to ${all.length}`})` })
-      return yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify({ goalId, ...Render.encodeStep(one) }))) : say(Render.step(one, Infinity, goalId).join("\n"))
+    if (step === undefined) {
+      const { view, where } = yield* withGoals(flags, (goals) => Effect.all({ view: goals.view(goalId), where: Effect.succeed(Render.whereFlag(whereOf(goals.where))) }))
+      return yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.encodeGoal(view)))) : say(Render.inspect(view, where).join("\n"))
     }
-    const forks = forked.flatMap((f) => (f.forkedFrom === null ? [] : [{ goalId: f.goalId, iteration: f.forkedFrom.iteration }]))
-    const view = Render.goalView(first, events, { children, continuedBy, forks, goal })
-    yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify(Render.encodeGoal(view)))) : say(Render.inspect(view, where).join("\n"))
+    const all = View.steps(yield* withGoals(flags, (goals) => goals.events(goalId)))
+    const one = all.find((s) => s.step === step)
+    if (one === undefined) return yield* new UsageError({ message: `goal ${goalId} has no step ${step} (${all.length === 0 ? "it has no steps yet" : `steps 1 to ${all.length}`})` })
+    yield* flags.json ? Console.log(Render.jsonLine(JSON.stringify({ goalId, ...Render.encodeStep(one) }))) : say(Render.step(one, Infinity, goalId).join("\n"))
   })
 
 export const events = (flags: In<typeof Usage.events>) =>

@@ -7,6 +7,7 @@
 import { FileSystem, Path } from "@effect/platform"
 import { LanguageModel, Replay, Runner, StateStore } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
+import * as View from "@rx/server/View"
 import { Builtins } from "@rx/tools"
 import { Effect, Layer } from "effect"
 import type * as Usage from "./Usage.js"
@@ -86,7 +87,7 @@ export const demo = (flags: Usage.Input<typeof Usage.demo>): Effect.Effect<void,
       const log = yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(outcome.goalId))
       yield* human(`\n${Render.endLine(outcome, ExitCode.of(outcome))}\n\n--- rx inspect ${outcome.goalId}\n`)
       const submitted = log[0]
-      if (submitted?._tag === "GoalSubmitted") yield* human(Render.inspect(Render.goalView(submitted, log)).join("\n"))
+      if (submitted?._tag === "GoalSubmitted") yield* human(Render.inspect(View.goal(submitted, log)).join("\n"))
       const replayed = yield* Replay.verify(log)
       yield* human(`\n--- rx replay ${outcome.goalId}\nidentical: ${log.length} events reproduced with no live calls (${replayed.reason})`)
       yield* human(`\nnotes.txt now reads:\n${yield* fs.readFileString(path.join(workspace, "notes.txt"))}`)

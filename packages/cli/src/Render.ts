@@ -2,7 +2,7 @@
  * What `rx` prints: one line per step while a goal runs, and the views of `inspect` and
  * `list`. Pure functions of events, so the same log always prints the same way.
  */
-import { Audit, Event, GoalSummary, Options, State } from "@rx/kernel"
+import { type Event, GoalSummary, type Options, type State } from "@rx/kernel"
 import { Schema } from "effect"
 import type { Doctor } from "@rx/store-sqlite"
 import * as Notes from "@rx/host/Notes"
@@ -21,12 +21,7 @@ export const fieldLimit = 16_000
 export const cap = (text: string, max = fieldLimit): string =>
   text.length <= max ? text : `${text.slice(0, max)}… (${text.length - max} more characters; rx events prints the whole event)`
 
-const oneLine = (text: string, max: number): string => {
-  // Only the start matters: a 5 MB value is not flattened whole.
-  const head = text.length > max * 4 ? text.slice(0, max * 4) : text
-  const flat = head.replace(/\s+/g, " ").trim()
-  return flat.length <= max && head === text ? flat : `${flat.slice(0, max - 1)}…`
-}
+const { decision, oneLine } = View
 
 const json = (value: unknown): string => JSON.stringify(value) ?? "null"
 
@@ -191,10 +186,6 @@ export const thought = (event: Event.Event): string | undefined => {
 /** Which call of an answer a rejection is about, when it is about one: `index 1, read_file: `. */
 const whichCall = (event: { readonly index?: number | undefined; readonly tool?: string | undefined }) =>
   event.index === undefined ? "" : `index ${event.index}${event.tool === undefined ? "" : `, ${oneLine(event.tool, 40)}`}: `
-
-/** A decision on a call: who, and for a denial why. */
-const decision = (event: { readonly approved: boolean; readonly by: string; readonly reason: string }) =>
-  `${event.approved ? "approved" : "denied"} by ${oneLine(event.by, 80)}${event.approved ? "" : `: ${oneLine(event.reason, 200)}`}`
 
 /** Where the next commands find the goal: a `--db` to repeat, or (`server`) the `--server` it runs on. */
 export type Where = { readonly db: string } | { readonly server: string } | undefined
@@ -539,96 +530,6 @@ export const step = (s: View.Step, width: number, goalId: string): ReadonlyArray
     }
   }
   return lines
-}
-
-/** Why the run stopped, the limit involved, and the events that led there (`Audit.of`). */
-export const audit = (events: ReadonlyArray<Event.Event>): ReadonlyArray<string> => {
-  const found = Audit.of(events)
-  const submitted = events[0]
-  if (found === undefined) {
-    if (submitted?._tag !== "GoalSubmitted") return ["not terminated: the goal is open (rx resume <id> continues it)"]
-    const id = submitted.goalId
-    const { awaiting, suspended } = State.fromEvents(id, events)
-    const decide = awaiting !== null && awaiting.decision === null ? `rx approve ${id} or rx deny ${id}, then ` : ""
-    return [
-      suspended === null
-        ? `not terminated: the goal is open (${decide}rx resume ${id} continues it)`
-        : `not terminated: the goal is open, suspended (${suspended.reason}): ${oneLine(suspended.detail, 500)} (${decide}rx resume ${id} continues it)`
-    ]
-  }
-  const describe = (e: Event.Event) => {
-    switch (e._tag) {
-      case "ToolFailed": return `seq ${e.seq}: ${e.tool} failed (${e.error.kind}): ${oneLine(e.error.message, 80)}`
-      case "ToolSucceeded": return `seq ${e.seq}: ${e.tool} succeeded: ${oneLine(json(e.output), 80)}`
-      case "ActionRejected": return `seq ${e.seq}: answer rejected (${e.kind}): ${oneLine(e.reason, 80)}`
-      case "ModelResponded": return `seq ${e.seq}: model answered ${oneLine(e.response.toolCalls[0]?.arguments ?? e.response.text, 80)}`
-      case "CancelRequested": return `seq ${e.seq}: cancel requested: ${oneLine(e.reason, 80)}`
-      case "ApprovalDecided": return `seq ${e.seq}: call ${oneLine(e.callId, 80)} ${decision(e)}`
-      default: return `seq ${e.seq}: ${e._tag}`
-    }
-  }
-  return [
-    `reason    ${found.reason} (seq ${found.seq}, ${date(found.at)})`,
-    `detail    ${oneLine(found.detail, 2_000)}`,
-    `limit     ${found.limit}`,
-    "led there",
-    ...found.evidence.map((e) => `  ${describe(e)}`)
-  ]
-}
-
-/** Where a goal is in its tree, as a store says: its sub-goals, the goals that continue it, its forks, and the goal itself as listed. */
-export interface Tree {
-  readonly children?: ReadonlyArray<Listed>
-  /** The goals that continue this one (`rx run --continue`), from their own first events. */
-  readonly continuedBy?: ReadonlyArray<string>
-  /** Its forks (`rx fork`), each with the step it was forked at. */
-  readonly forks?: ReadonlyArray<{ readonly goalId: string; readonly iteration: number }>
-  /** The goal itself as listed: whether a runner holds it. */
-  readonly goal?: Listed | undefined
-}
-
-/** `rx inspect`'s view of a goal (`View.Goal`): from its log, and what the store says of its tree. */
-export const goalView = (submitted: Event.Of<"GoalSubmitted">, events: ReadonlyArray<Event.Event>, tree: Tree = {}): View.Goal => {
-  const state = State.fromEvents(submitted.goalId, events)
-  let options = submitted.options
-  const optionsChanged = events.flatMap((e) => {
-    if (e._tag !== "OptionsChanged") return []
-    const changes = View.changes(options, e.options)
-    options = e.options
-    return [{ seq: e.seq, at: e.at, iteration: e.iteration, changes }]
-  })
-  return {
-    goalId: submitted.goalId,
-    goal: submitted.goal,
-    submittedAt: new Date(submitted.at),
-    status: state.terminated === null ? "open" : "terminated",
-    ...(tree.goal === undefined ? {} : { phase: phaseOf(tree.goal) }),
-    terminated: state.terminated,
-    suspended: state.terminated === null ? state.suspended : null,
-    iterations: state.completed,
-    events: events.length,
-    usage: state.usage,
-    parent: submitted.parent ?? null,
-    continues: submitted.continues?.goalId ?? null,
-    continuedWith: submitted.continues === undefined ? null : { reason: submitted.continues.reason, text: submitted.continues.text },
-    continuedBy: tree.continuedBy ?? [],
-    children: [...(tree.children ?? [])].sort((a, b) => a.submittedAt - b.submittedAt || (a.goalId < b.goalId ? -1 : 1)).map((c) => ({
-      goalId: c.goalId,
-      goal: c.goal,
-      status: c.status,
-      phase: phaseOf(c),
-      reason: c.reason,
-      suspended: c.suspended
-    })),
-    forkedFrom: submitted.forkedFrom ?? null,
-    forks: tree.forks ?? [],
-    options: submitted.options,
-    optionsChanged,
-    ...(submitted.instructions === undefined ? {} : { instructions: submitted.instructions }),
-    tools: submitted.tools.map((t) => t.name),
-    steps: View.steps(events),
-    termination: audit(events)
-  }
 }
 
 /** `rx inspect --json`: the view's encoding. */

@@ -12,6 +12,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchem
 import { Event, Options } from "@rx/kernel"
 import { Schema } from "effect"
 import * as ApiError from "./ApiError.js"
+import * as View from "./View.js"
 
 /** The run options a client may set: every kernel option but `settings` and `metadata`, which the server records itself. */
 export const RunOptions = Options.Options.omit("settings", "metadata").annotations({ identifier: "RunOptions" })
@@ -204,6 +205,7 @@ export class GoalsGroup extends HttpApiGroup.make("goals")
   .add(HttpApiEndpoint.post("submit", "/v1/goals").setPayload(SubmitRequest).setHeaders(SubmitHeaders).addSuccess(Submitted, { status: 202 }))
   .add(HttpApiEndpoint.get("list", "/v1/goals").setUrlParams(ListParams).addSuccess(GoalPage))
   .add(HttpApiEndpoint.get("get")`/v1/goals/${goalId}`.addSuccess(Goal))
+  .add(HttpApiEndpoint.get("view")`/v1/goals/${goalId}/view`.addSuccess(View.Goal))
   .add(
     HttpApiEndpoint.get("events")`/v1/goals/${goalId}/events`
       .setUrlParams(EventsParams)

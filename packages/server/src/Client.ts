@@ -17,6 +17,7 @@ import { Event, Issues } from "@rx/kernel"
 import { Context, Duration, Effect, Either, Layer, Option, ParseResult, Predicate, Redacted, Schema, Stream } from "effect"
 import * as Api from "./Api.js"
 import * as ApiError from "./ApiError.js"
+import type * as View from "./View.js"
 
 /** The server could not be reached, or answered something that is not this API. */
 export class ClientError extends Schema.TaggedError<ClientError>()("@rx/server/ClientError", {
@@ -52,6 +53,8 @@ export interface Service {
   /** Every goal (with `status`), newest first, a page at a time. */
   readonly goals: (params?: { readonly status?: Api.GoalStatus; readonly parent?: string; readonly forkedFrom?: string }) => Stream.Stream<Api.Goal, Failure>
   readonly goal: (goalId: string) => Effect.Effect<Api.Goal, Failure>
+  /** The goal whole, as `rx inspect` shows it (`View.Goal`). */
+  readonly view: (goalId: string) => Effect.Effect<View.Goal, Failure>
   /**
    * The goal's events after `after` (all by default). Following (the default), the stream ends
    * after `Terminated`; otherwise with the last event recorded when it was asked for.
@@ -189,6 +192,7 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
             page.cursor === null ? Option.none() : Option.some(page.cursor)
           ] as const)).pipe(Stream.flattenIterables),
       goal: (goalId) => call(api.goals.get({ path: { id: goalId } })),
+      view: (goalId) => call(api.goals.view({ path: { id: goalId } })),
       events: (goalId, options = {}) =>
         options.follow === false ? connection(goalId, options.after, false) : following(goalId, options.after, 0),
       cancel: (goalId) => call(api.goals.cancel({ path: { id: goalId } })),

@@ -265,6 +265,7 @@ const goalsHandlers = HttpApiBuilder.group(Api.Api, "goals", (handlers) =>
       .handleRaw("submit", ({ request }) => submit(request))
       .handle("list", ({ urlParams }) => Views.page(urlParams, runs.activity).pipe(Effect.catchTag("@rx/kernel/StoreError", (e) => Effect.fail(storeFailed(e)))))
       .handle("get", ({ path }) => view(path.id))
+      .handle("view", ({ path }) => Views.whole(path.id, runs.activity).pipe(Effect.catchTag("@rx/kernel/StoreError", (error) => Effect.fail(storeFailed(error)))))
       .handle("events", ({ headers, path, request, urlParams }) => events(path.id, headers["last-event-id"] ?? urlParams.from, urlParams.follow, headers.accept, request))
       .handle("cancel", ({ path }) => cancel(path.id))
       .handleRaw("decide", ({ path, request }) => decide(path.id, path.callId, request))

@@ -3,10 +3,12 @@
  * size, typed error bodies (400 naming the field, 404, 409, 413, 503), and the OpenAPI document.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, DefaultServices, Effect, Fiber, Tracer } from "effect"
+import { StateStore } from "@rx/kernel"
+import { View } from "@rx/server"
+import { Context, DefaultServices, Effect, Fiber, Schema, Tracer } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { call, listThenDone, modelByGoal, startServer, token } from "./helpers.js"
+import { call, listThenDone, modelByGoal, startServer, token, withStore } from "./helpers.js"
 
 const never = modelByGoal(() => Effect.never)
 
@@ -142,6 +144,7 @@ describe("errors", () => {
       for (const [route, method] of [
         ["/v1/goals/nope", "GET"],
         ["/v1/goals/nope/events", "GET"],
+        ["/v1/goals/nope/view", "GET"],
         ["/v1/goals/nope/cancel", "POST"],
         ["/v1/goals/nope/resume", "POST"]
       ] as const) {
@@ -192,6 +195,29 @@ describe("errors", () => {
     }))
 })
 
+describe("the view", () => {
+  it.scopedLive("GET /v1/goals/{id}/view is View.Goal, built from the goal's log and its store as rx inspect builds it", () =>
+    Effect.gen(function*() {
+      const server = yield* startServer(modelByGoal(listThenDone))
+      const { goalId } = (yield* call(server, "/v1/goals", { method: "POST", body: { goal: "list" } })).body as { goalId: string }
+      for (let i = 0; i < 200; i++) {
+        if (((yield* call(server, `/v1/goals/${goalId}`)).body as { status: string }).status === "terminated") break
+        yield* Effect.sleep("20 millis")
+      }
+      const reply = yield* call(server, `/v1/goals/${goalId}/view`)
+      expect(reply.status).toBe(200)
+      const view = Schema.decodeUnknownSync(View.Goal)(reply.body)
+      const expected = yield* withStore(server.db, Effect.flatMap(View.fromStore(goalId, () => Effect.succeed(false)), (found) => found))
+      expect(view).toEqual(expected)
+      expect(view).toMatchObject({ goalId, status: "terminated", phase: { _tag: "terminated", reason: "done" }, iterations: 2, children: [], forks: [] })
+      expect(view.steps.map((s) => s.entries.map((e) => e._tag))).toEqual([
+        ["ModelResponded", "Call", "IterationCompleted"],
+        ["ModelResponded", "IterationCompleted", "Terminated"]
+      ])
+      expect(yield* withStore(server.db, Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId)))).toHaveLength(view.events)
+    }))
+})
+
 describe("openapi", () => {
   it.scopedLive("GET /openapi.json (with the token) describes every route, its bodies and its errors", () =>
     Effect.gen(function*() {
@@ -212,7 +238,8 @@ describe("openapi", () => {
         "/v1/goals/{id}/cancel",
         "/v1/goals/{id}/events",
         "/v1/goals/{id}/messages",
-        "/v1/goals/{id}/resume"
+        "/v1/goals/{id}/resume",
+        "/v1/goals/{id}/view"
       ])
       const submit = spec.paths["/v1/goals"]?.["post"]
       expect(Object.keys(submit?.responses ?? {}).sort()).toEqual(["202", "400", "401", "403", "404", "409", "413", "500", "503"])

@@ -107,8 +107,7 @@ export const makeHttp = (url: string, given: Settings.Given) =>
           return yield* follow(request.goalId, before.nextSeq, hooks)
         }),
       list: listed({}),
-      children: (goalId) => listed({ parent: goalId }),
-      forks: (goalId) => listed({ forkedFrom: goalId }),
+      view: (goalId) => http((client) => client.view(goalId)),
       summary: (goalId) => http((client) => client.goal(goalId)),
       events: (goalId) => http((client) => Stream.runCollect(client.events(goalId, { follow: false }))).pipe(Effect.map((events) => Array.from(events))),
       // A continuation keeps its goal's text: only goals of the same text submitted after this one ended are read.

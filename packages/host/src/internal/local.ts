@@ -1,6 +1,7 @@
 /** The goals of a log on this machine (`Goals.layerLocal`). */
 import type { FileSystem, Path } from "@effect/platform"
 import { Continuation, Control, Goal, type GoalSummary, StateStore } from "@rx/kernel"
+import * as View from "@rx/server/View"
 import { Effect, Layer, Option, Schedule, Stream } from "effect"
 import * as Log from "../Log.js"
 import type * as Settings from "../Settings.js"
@@ -66,8 +67,12 @@ export const makeLocal = (db: Settings.Database) =>
       resume: (request, hooks) => Effect.flatMap(runs, (m) => m.resume(db, request, hooks)).pipe(Effect.provide(context)),
       // Before any run there is no log: no goals, rather than an error (the caller says where none is).
       list: Effect.flatMap(logExists, (exists) => exists ? listed({}) : Effect.succeed([])),
-      children: (goalId) => listed({ parent: goalId }),
-      forks: (goalId) => listed({ forkedFrom: goalId }),
+      view: (goalId) =>
+        View.fromStore(goalId, (summary) =>
+          summary.status === "terminated" ? Effect.succeed(false) : Effect.flatMap(StateStore.StateStore, (store) => Effect.map(store.runner(summary.goalId), Option.isSome))).pipe(
+            Effect.flatMap(Option.match({ onNone: () => noGoal(goalId), onSome: Effect.succeed })),
+            withLog("read")
+          ),
       summary: (goalId) =>
         Effect.gen(function*() {
           const store = yield* StateStore.StateStore

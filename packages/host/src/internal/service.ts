@@ -5,6 +5,7 @@
 import { type Event, Goal, type GoalSummary, type Options as RunOptions, type Runner, State } from "@rx/kernel"
 import type * as McpFlags from "@rx/mcp/Flags"
 import type { Api } from "@rx/server"
+import type * as View from "@rx/server/View"
 import { Effect, type Option, Stream } from "effect"
 import type * as Settings from "../Settings.js"
 import type { UsageError } from "../Settings.js"
@@ -83,10 +84,8 @@ export interface Service {
   readonly resume: (request: ResumeRequest, hooks: Hooks) => Effect.Effect<Goal.Result, Failure>
   /** Every goal, newest first: the log's summaries, or the server's views of them. */
   readonly list: Effect.Effect<ReadonlyArray<Listed>, Failure>
-  /** The sub-goals a goal delegated, newest first. */
-  readonly children: (goalId: string) => Effect.Effect<ReadonlyArray<Listed>, Failure>
-  /** The forks of a goal (`rx fork`), newest first. */
-  readonly forks: (goalId: string) => Effect.Effect<ReadonlyArray<Listed>, Failure>
+  /** A goal whole, as `rx inspect` shows it: its log, what it does now, its sub-goals, forks and continuations. */
+  readonly view: (goalId: string) => Effect.Effect<View.Goal, Failure>
   /** One goal's summary (or view); a goal that does not exist is an error. */
   readonly summary: (goalId: string) => Effect.Effect<Listed, Failure>
   /** The goals that continue `goalId` (`rx run --continue`), from their own first events. */

@@ -140,6 +140,7 @@ export const Child = Schema.Struct({
   reason: Schema.NullOr(Schema.String),
   suspended: State.State.fields.suspended
 })
+export type Child = typeof Child.Type
 
 /** What a resume changed in the options, when, and after which iteration (0: before the first step). */
 export const Changed = Schema.Struct({ seq, at: Schema.Number, iteration: Schema.Int, changes: Schema.Array(Change) })

@@ -7,6 +7,7 @@ import { Audit, type GoalSummary, type State, StateStore } from "@rx/kernel"
 import { Effect, Either, Option, Schema } from "effect"
 import type * as Api from "../Api.js"
 import { BadRequest, NotFound } from "../ApiError.js"
+import * as View from "../View.js"
 
 /** Whether an open goal waits for a person: a call awaits a decision and no cancel came. */
 export const waitsForPerson = (state: State.State): boolean =>
@@ -49,6 +50,13 @@ export const one = (goalId: string, activity: (goalId: string) => Api.Activity) 
       ...(audit === undefined ? {} : { audit: { ...audit, evidence: audit.evidence.map((e) => e.seq) } })
     }
   })
+
+/** A goal whole (`View.Goal`, as `rx inspect` shows it), with what each goal does now from the server's activity; `NotFound` for an unknown id. */
+export const whole = (goalId: string, activity: (goalId: string) => Api.Activity) =>
+  Effect.flatMap(
+    View.fromStore(goalId, (summary) => Effect.succeed(activity(summary.goalId) !== "idle")),
+    Option.match({ onNone: () => Effect.fail(new NotFound({ goalId, message: `no goal with id ${goalId}` })), onSome: Effect.succeed })
+  )
 
 /** Where a page ends: the last goal's submission time and id, in the store's order. */
 const Cursor = Schema.Tuple(Schema.Number, Schema.String)

@@ -84,7 +84,8 @@ const outputView = (e: EntryOf<"Call">, goalId: string): ReadonlyArray<Node | nu
     ]
   }
   if (isObject(o) && "exit_code" in o && typeof o["stdout"] === "string") {
-    const failed = o["timed_out"] === true ? "timed out" : typeof o["signal"] === "string" ? `killed by ${o["signal"]}` : o["exit_code"] !== 0 ? `exit ${String(o["exit_code"])}` : null
+    // How it failed, as `rx inspect` says it (`View.commandFailure`).
+    const failed = e.failed ?? null
     return [
       h("p", { class: failed === null ? "muted command" : "command failed" },
         failed ?? "exit 0", ` · ${took}`, typeof o["sandbox"] === "string" ? ` · sandbox ${o["sandbox"]}` : "",
