@@ -439,7 +439,6 @@ export const listLine = (g: Listed, depth = 0, width = 18, continuedBy: Readonly
   }`
 
 export const listHeaderOf = (width: number) => `${pad("GOAL", width)} ${pad("STATUS", 28)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
-export const listHeader = listHeaderOf(18)
 
 /** What a summary says of itself in one line. */
 export const summaryLine = (e: View.Entry & { readonly _tag: "TurnsSummarised" } | Event.Of<"TurnsSummarised">) =>
