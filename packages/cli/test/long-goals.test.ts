@@ -4,7 +4,7 @@ import { Effect } from "effect"
 import { existsSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as FakeServer from "../../llm/test/FakeServer.js"
-import { jsonLines, rx, sandbox, start, until } from "./helpers.js"
+import { jsonLines, rx, sandbox, serveRx, start, until } from "./helpers.js"
 
 const call = (name: string, args: unknown) => FakeServer.completion({ toolCalls: [{ name, arguments: JSON.stringify(args) }] })
 const done = (summary: string) => call("done", { summary })
@@ -79,6 +79,11 @@ describe("rx run --continue", () => {
       expect(listed.split("\n").find((line) => line.startsWith(a))).toContain(`(continued by ${b})`)
       for (const id of [a, b, c]) expect((yield* rx(["replay", id, "--db", box.db])).code).toBe(0)
       expect(server.received).toHaveLength(3)
+      // The same links through a server on the log: its view says which goals continue one.
+      const { url } = yield* serveRx(box, server.baseUrl)
+      const remote = ["--server", url, "--db", box.db]
+      expect((yield* rx(["list", ...remote])).stdout.split("\n").find((line) => line.startsWith(a))).toContain(`(continued by ${b})`)
+      expect((yield* rx(["inspect", b, ...remote])).stdout).toBe(inspectB)
       // An open goal is not continued.
       const open = yield* rx(["run", "--continue", "nope", ...common])
       expect(open.code).toBe(1)

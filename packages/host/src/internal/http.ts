@@ -110,21 +110,8 @@ export const makeHttp = (url: string, given: Settings.Given) =>
       view: (goalId) => http((client) => client.view(goalId)),
       summary: (goalId) => http((client) => client.goal(goalId)),
       events: (goalId) => http((client) => Stream.runCollect(client.events(goalId, { follow: false }))).pipe(Effect.map((events) => Array.from(events))),
-      // A continuation keeps its goal's text: only goals of the same text submitted after this one ended are read.
-      continuedBy: (goalId) =>
-        http((client) =>
-          Effect.gen(function*() {
-            const goal = yield* client.goal(goalId)
-            if (goal.status !== "terminated") return []
-            const same = Array.from(yield* Stream.runCollect(client.goals())).filter((g) => g.goal === goal.goal && g.goalId !== goalId && g.submittedAt >= goal.updatedAt)
-            const found: Array<string> = []
-            for (const g of same) {
-              const first = Array.from(yield* Stream.runCollect(Stream.take(client.events(g.goalId, { follow: false }), 1)))[0]
-              if (first?._tag === "GoalSubmitted" && first.continues?.goalId === goalId) found.push(g.goalId)
-            }
-            return found
-          })
-        ),
+      // The server finds them in its log (`View.Goal.continuedBy`), in one request.
+      continuedBy: (goalId) => http((client) => Effect.map(client.view(goalId), (view) => view.continuedBy)),
       follow: (goalId, wait) =>
         wait
           ? Stream.fail(new UsageError({ message: "--wait does not apply with --server: the server runs the goal, and --follow lasts until it terminates" }))
