@@ -1,17 +1,16 @@
 /** The Schemas of `View`: a goal, its steps and their entries. */
-import { Event, Options, State } from "@rx/kernel"
+import { Event, LanguageModel, Options, State } from "@rx/kernel"
 import { Schema } from "effect"
 
 const seq = Schema.Int
 const index = Schema.optional(Schema.Int)
-const Usage = Schema.Struct({ inputTokens: Schema.Number, outputTokens: Schema.Number })
 
 /** The model's answer: its text, each call it made, what it cost, and why it stopped (`length`: cut off). */
 export const ModelResponded = Schema.TaggedStruct("ModelResponded", {
   seq,
   text: Schema.String,
   calls: Schema.Array(Schema.Struct({ name: Schema.String, arguments: Schema.String })),
-  usage: Usage,
+  usage: LanguageModel.Usage,
   finishReason: Schema.optional(Schema.String)
 })
 
