@@ -10,7 +10,7 @@ import * as ClusterSchema from "@effect/cluster/ClusterSchema"
 import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
 import { Effect, Layer, Schedule, Schema } from "effect"
-import { Goal, type LanguageModel, Runner, type StateStore, ToolRegistry } from "@rx/kernel"
+import { Goal, type LanguageModel, type StateStore } from "@rx/kernel"
 import { Delegate } from "@rx/tools"
 import * as Workspaces from "./Workspaces.js"
 
@@ -40,7 +40,7 @@ export const storeRetry = Schedule.exponential("200 millis", 2).pipe(Schedule.un
 export type Services = LanguageModel.LanguageModel | StateStore.StateStore | Workspaces.Workspaces
 
 /**
- * Drive one goal with the services at hand: `Runner.resume` with the tools `Workspaces` gives it
+ * Drive one goal with the services at hand: `Delegate.drive` with the tools `Workspaces` gives it
  * (a goal whose workspace is not on this worker is refused before anything runs), its outcome as
  * `Driven`.
  */
@@ -50,17 +50,13 @@ export const drive = (goalId: string): Effect.Effect<Driven, never, Services> =>
     if (state.seq === 0) return yield* new Goal.GoalNotFound({ goalId })
     const workspaces = yield* Workspaces.Workspaces
     const settings = state.options.settings
-    const tools = yield* workspaces.tools(goalId, settings)
     // A goal offered `delegate` runs its sub-goals in this drive, on this worker (a sub-goal is a
     // goal of the same log: if this worker dies, the goal's next owner resumes it, and its sub-goal
     // from where it was), each with the tools of its folder of the volume.
-    const registry = Delegate.offered(state.tools)
-      ? yield* Delegate.extend(tools, {
-        workspace: settings?.workspace,
-        workspaceTools: (folder) => Effect.mapError(workspaces.tools(goalId, { ...settings, workspace: folder }), (error) => error.message)
-      })
-      : tools
-    return yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
+    return yield* Delegate.drive(state, yield* workspaces.tools(goalId, settings), {
+      workspace: settings?.workspace,
+      workspaceTools: (folder) => Effect.mapError(workspaces.tools(goalId, { ...settings, workspace: folder }), (error) => error.message)
+    })
   }).pipe(
     Effect.scoped,
     Effect.tapError((error) =>

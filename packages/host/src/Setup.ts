@@ -291,6 +291,7 @@ export const services = (v: Partial<Settings.Values>, model: string, tools: Conf
     const layer: Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel> = Layer.succeedContext(built)
     return {
       layer,
+      registry: Context.get(built, ToolRegistry.ToolRegistry),
       offered: availability.tools.map((tool) => tool.spec.name),
       notes: [...notes, ...source.notes],
       /** The MCP servers' tools offered, those their server marks destructive, and what they listed and were not offered. */
@@ -299,29 +300,21 @@ export const services = (v: Partial<Settings.Values>, model: string, tools: Conf
   })
 
 /**
- * The Layers of a run with `delegate` beside its tools, when it is offered: its sub-goals run with
- * the run's model and log (which the Layer requires), the built-ins of `tools` (made anew for a
- * sub-goal in a folder of the workspace), and the run's hooks (each event printed, approvals asked
- * in place).
+ * How a run's sub-goals (`delegate`, when the goal is offered it) run: with the built-ins of
+ * `tools`, made anew for a sub-goal in a folder of the workspace, and the run's hooks (each event
+ * printed, approvals asked in place). `Delegate.drive` takes it.
  */
-export const delegation = (
-  layer: Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel>,
-  tools: Config.Input,
-  hooks: { readonly observe?: Runner.Observer | undefined; readonly approve?: Runner.Approver | undefined } | undefined
-): Layer.Layer<ToolRegistry.ToolRegistry | LanguageModel.LanguageModel, never, StateStore.StateStore> => {
-  if (hooks === undefined) return layer
+export const subGoals = (tools: Config.Input, hooks: Runner.Hooks): Delegate.Config => ({
+  workspace: tools.workspace,
+  protection: { protectedPaths: tools.protectedPaths ?? [".git"], hiddenPaths: tools.hiddenPaths ?? [] },
   // A sub-goal's tools hold the ancestors' guards as absolute paths, never resolved again in its folder.
-  const workspaceTools = (workspace: string, protection: Sandbox.Entries) =>
+  workspaceTools: (workspace, protection) =>
     Effect.map(Layer.build(Builtins.layer({ ...tools, workspace, ...protection })), (built) => Context.get(built, ToolRegistry.ToolRegistry)).pipe(
       Effect.mapError((error) => error.message)
-    )
-  const protection = { protectedPaths: tools.protectedPaths ?? [".git"], hiddenPaths: tools.hiddenPaths ?? [] }
-  const delegate = Delegate.layer({ workspace: tools.workspace, protection, workspaceTools, observe: hooks.observe, approve: hooks.approve }).pipe(
-    Layer.provide(layer),
-    Layer.orDie
-  )
-  return Layer.merge(layer, delegate)
-}
+    ),
+  observe: hooks.observe,
+  approve: hooks.approve
+})
 
 /** The MCP servers of a run, how each is started, and on resume the tools the goal recorded (kept as recorded). */
 export interface Mcp {
@@ -478,12 +471,15 @@ export const goalText = (arg: Option.Option<string>, file: Option.Option<string>
  * with `continues`, a continuation of that ended goal, which takes its text and instructions and
  * has the argument, if any, as its new instruction. The Effect returned records it.
  */
+/** Records a goal; its id. */
+export type Submit = (observe?: Runner.Observer) => Effect.Effect<string, Runner.RunError | UsageError, ToolRegistry.ToolRegistry | StateStore.StateStore>
+
 export const submission = (
   db: Settings.Database,
   request: { readonly goal: Option.Option<string>; readonly goalFile: Option.Option<string>; readonly continues?: Option.Option<string> | undefined },
   options: RunOptions.Input,
   instructionsOf: Effect.Effect<string, UsageError, FileSystem.FileSystem | Path.Path>
-) =>
+): Effect.Effect<Submit, UsageError, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
     const continued = Option.getOrUndefined(request.continues ?? Option.none())
     if (continued === undefined) {

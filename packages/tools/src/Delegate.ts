@@ -144,6 +144,19 @@ export const layer = (config: Config = {}): Layer.Layer<
   ToolRegistry.ToolRegistry | StateStore.StateStore | LanguageModel.LanguageModel
 > => Layer.effect(ToolRegistry.ToolRegistry, Effect.flatMap(ToolRegistry.ToolRegistry, (base) => extend(base, config)))
 
+/**
+ * Drive a goal (`state`, restored from its log) until it ends or waits: `Runner.resume` with
+ * `tools`, and `delegate` beside them (`extend`, with `config`) when the goal was offered it. Local
+ * runs, `rx serve` and a cluster's workers all drive goals with it; `config`'s hooks are the run's.
+ */
+export const drive = (
+  state: State.State,
+  tools: ToolRegistry.Service,
+  config: Config = {}
+): Effect.Effect<Goal.Result, Runner.RunError | Goal.GoalNotFound | ToolRegistry.InvalidToolset, StateStore.StateStore | LanguageModel.LanguageModel> =>
+  Effect.flatMap(offered(state.tools) ? extend(tools, config) : Effect.succeed(tools), (registry) =>
+    Runner.resume(state.goalId, { observe: config.observe, approve: config.approve }).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry)))
+
 /** The tool's spec, as a goal offered it records it. */
 export const spec: Tool.Spec = Tool.make({ name, description, input: Input, output: Output, idempotent: true, execute: () => Effect.die("unused") }).spec
 

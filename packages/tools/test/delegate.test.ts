@@ -4,7 +4,7 @@
  * goes on with the same script), real built-in tools in a temp workspace, and a memory log.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Control, type Event, LanguageModel, Replay, Runner, State, StateStore, Tool, ToolRegistry } from "@rx/kernel"
+import { Control, type Event, Goal, LanguageModel, Replay, Runner, State, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { Cause, Context, Deferred, Effect, Either, Exit, Fiber, Layer, Option, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -155,6 +155,34 @@ describe("delegate", () => {
       // Replaying the parent makes no live call: the model and tools are the recorded ones.
       expect((yield* Replay.verify(parent)).reason).toBe("done")
     }))
+
+  it.live("drive: a goal recorded with delegate offered runs its sub-goals with the tools given; one recorded without it is never offered delegate", () =>
+    Effect.gen(function*() {
+      const dirs = makeDirs()
+      const notes = ledger()
+      const store = yield* StateStore.makeMemory
+      const base = yield* Effect.map(Layer.build(Builtins.layerWith({ workspace: dirs.ws, sandbox: "none", tools: ["write_file"] }, [notes.tool])), (built) =>
+        Context.get(built, ToolRegistry.ToolRegistry))
+      const services = Layer.merge(Layer.succeed(StateStore.StateStore, store), treeModel(twoChildren))
+      const drive = (goalId: string, registry: ToolRegistry.Service) =>
+        Effect.gen(function*() {
+          yield* Runner.submit({ goal: "[P] delegate two tasks", goalId, options: { settings: { workspace: dirs.ws } } }).pipe(
+            Effect.provideService(ToolRegistry.ToolRegistry, registry)
+          )
+          return yield* Delegate.drive(yield* Goal.restore(goalId), base, { workspace: dirs.ws })
+        }).pipe(Effect.provide(services))
+      // Recorded with delegate's spec (`offer`): the drive extends the tools and the sub-goals run.
+      const offered = yield* drive("p", Delegate.offer(base))
+      expect(offered).toMatchObject({ status: "terminated", reason: "done", detail: "both sub-goals done" })
+      expect(notes.lines).toEqual(["p.1:1 from A"])
+      expect(fs.readFileSync(path.join(dirs.ws, "b.txt"), "utf8")).toBe("b\n")
+      // Recorded without it: the same script's delegate calls are rejected, and no sub-goal is made.
+      const plain = yield* drive("q", base)
+      const events = yield* store.load("q")
+      expect(events.some((e) => e._tag === "ActionRejected" && e.reason.includes("delegate"))).toBe(true)
+      expect(yield* store.goals({ parent: "q" })).toEqual([])
+      expect(plain.status).toBe("terminated")
+    }).pipe(Effect.scoped))
 
   it.live("a crash just before each commit of the tree (the work before it done, its record not), then a resume: every log folds to the uncut run's State; no sub-goal submitted, no side effect run, twice", () =>
     Effect.gen(function*() {

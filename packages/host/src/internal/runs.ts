@@ -3,10 +3,11 @@
  * built (nothing is recorded before they are known to work), then the kernel's `Runner`. Loaded
  * only by a command that runs a goal.
  */
-import { Control, type Event, Goal, Options as RunOptions, Runner, StateStore } from "@rx/kernel"
+import type { FileSystem, Path } from "@effect/platform"
+import { Control, type Event, Goal, Options as RunOptions, StateStore, ToolRegistry } from "@rx/kernel"
 import { Delegate } from "@rx/tools"
 import { Effect } from "effect"
-import type { Hooks, ResumeRequest, RunRequest } from "./service.js"
+import type { Failure, Hooks, ResumeRequest, RunRequest } from "./service.js"
 import * as Log from "../Log.js"
 import * as Settings from "../Settings.js"
 import { UsageError } from "../Settings.js"
@@ -29,9 +30,17 @@ const recordedKeys = [
   "httpAllow"
 ] as const satisfies ReadonlyArray<keyof Settings.Recorded>
 
+/** `delegate` twice in a run's registry is rx's own mistake, never the user's. */
+const orDieInvalidToolset = <A, E, R>(effect: Effect.Effect<A, E | ToolRegistry.InvalidToolset, R>): Effect.Effect<A, Exclude<E, ToolRegistry.InvalidToolset>, R> =>
+  Effect.catchIf(effect, (error): error is ToolRegistry.InvalidToolset => error instanceof ToolRegistry.InvalidToolset, Effect.die) as Effect.Effect<A, Exclude<E, ToolRegistry.InvalidToolset>, R>
+
+/** Drive the goal just recorded (`Delegate.drive`). */
+const drive = (goalId: string, tools: ToolRegistry.Service, subGoals: Delegate.Config) =>
+  Effect.flatMap(Goal.restore(goalId), (state) => Delegate.drive(state, tools, subGoals)).pipe(orDieInvalidToolset)
+
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
 
-export const run = (db: Settings.Database, request: RunRequest, hooks: Hooks) =>
+export const run = (db: Settings.Database, request: RunRequest, hooks: Hooks): Effect.Effect<Goal.Result, Failure, FileSystem.FileSystem | Path.Path> =>
   Effect.scoped(Effect.gen(function*() {
     // Everything is checked and built first: a run refused for its settings creates no database and records nothing.
     const { values: v, workspace, mcp } = yield* Setup.resolve(request.given, Settings.runKeys)
@@ -59,14 +68,16 @@ export const run = (db: Settings.Database, request: RunRequest, hooks: Hooks) =>
     const options: RunOptions.Input = { ...Setup.runOptions(v), ...(Object.keys(approval).length === 0 ? {} : { approval }), settings }
     const submit = yield* Setup.submission(db, request, options, Setup.instructions(v, workspace))
     yield* Setup.tell(services.notes)
+    // The goal records `delegate`'s spec when it is offered; `drive` runs it.
     return yield* submit(hooks.observe).pipe(
-      Effect.flatMap((goalId) => Runner.resume(goalId, hooks)),
-      Effect.provide(Setup.delegation(services.layer, tools, delegating ? hooks : undefined)),
+      Effect.provideService(ToolRegistry.ToolRegistry, delegating ? Delegate.offer(services.registry) : services.registry),
+      Effect.flatMap((goalId) => drive(goalId, services.registry, Setup.subGoals(tools, hooks))),
+      Effect.provide(services.layer),
       Effect.provide(Log.layer(db, "create"))
     )
   }))
 
-export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hooks) =>
+export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hooks): Effect.Effect<Goal.Result, Failure, FileSystem.FileSystem | Path.Path> =>
   Effect.scoped(Effect.gen(function*() {
     const { goalId, given } = request
     const state = yield* Goal.restore(goalId)
@@ -95,7 +106,6 @@ export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hoo
     const model = yield* Setup.modelName(v)
     // The tools the goal was offered, as far as they can run here (said at start if not).
     const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
-    const delegating = recorded.tools?.includes(Delegate.name) === true
     const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* Setup.hidden(db, workspace))
     // The goal's MCP servers again; their tools as the goal recorded them.
     const servers = yield* Setup.mcpRecorded(recorded, request.mcpEnv, mcp)
@@ -112,5 +122,5 @@ export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hoo
       ? (yield* Effect.flatMap(StateStore.StateStore, (store) => store.load(goalId, state.seq))).filter((e): e is Event.Of<"OptionsChanged"> => e._tag === "OptionsChanged")
       : []
     if (hooks.starting !== undefined) yield* hooks.starting({ state, settings: { ...recorded, ...settings }, before: state.options, changed: appended })
-    return yield* Runner.resume(goalId, hooks).pipe(Effect.provide(Setup.delegation(services.layer, tools, delegating ? hooks : undefined)))
+    return yield* Delegate.drive(state, services.registry, Setup.subGoals(tools, hooks)).pipe(Effect.provide(services.layer), orDieInvalidToolset)
   })).pipe(Effect.provide(Log.layer(db, "write")))

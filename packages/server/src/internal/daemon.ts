@@ -4,7 +4,7 @@
  * known); at start it queues every open goal that does not wait for a person; `drain` stops it.
  */
 import { FileSystem, HttpServer, Path } from "@effect/platform"
-import { Goal, type LanguageModel, Runner, StateStore, ToolRegistry } from "@rx/kernel"
+import { Goal, type LanguageModel, StateStore } from "@rx/kernel"
 import { Delegate, HttpFetch, Toolbox } from "@rx/tools"
 import { Context, Effect, Layer, Option } from "effect"
 import type * as Config from "../Config.js"
@@ -64,12 +64,12 @@ export const here: Run<StateStore.StateStore | LanguageModel.LanguageModel | Too
       return yield* Effect.logWarning(`goal ${goalId} is not run here: its workspace is not a folder inside ${root}`)
     }
     const toolbox = yield* Toolbox.Toolbox
-    const tools = yield* toolbox.registry(workspace)
     // A goal offered `delegate` runs its sub-goals in this run, each with the tools of its workspace.
-    const registry = Delegate.offered(state.tools)
-      ? yield* Delegate.extend(tools, { workspace, protection: toolbox.protection, workspaceTools: (folder) => Effect.mapError(toolbox.registry(folder), (error) => error.message) })
-      : tools
-    const result = yield* Runner.resume(goalId).pipe(Effect.provideService(ToolRegistry.ToolRegistry, registry))
+    const result = yield* Delegate.drive(state, yield* toolbox.registry(workspace), {
+      workspace,
+      protection: toolbox.protection,
+      workspaceTools: (folder) => Effect.mapError(toolbox.registry(folder), (error) => error.message)
+    })
     yield* Effect.logInfo(`goal ${goalId} ${result.status} (${result.reason})`)
   }).pipe(
     Effect.scoped,
