@@ -122,37 +122,33 @@ const clusterOf = (failover: Option.Option<number>, db: Settings.Database, comma
 export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError | StateStore.StoreError, Scope.Scope | FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
     const db = yield* Log.database(Settings.dbFlag(request.given))
-    const { values: v, workspace, mcp } = yield* Setup.resolve(request.given, Settings.serveKeys)
-    yield* Setup.existingWorkspace(workspace)
     const cluster = request.cluster ? Option.some(yield* clusterOf(request.failover, db, "rx serve --cluster")) : Option.none()
     if (Option.isNone(cluster) && Option.isSome(request.failover)) return yield* new UsageError({ message: "--failover applies with --cluster" })
     if (Option.isSome(cluster) && request.mcp.length + request.mcpEnv.length + request.mcpSandbox.length > 0) {
       return yield* new UsageError({ message: "--mcp, --mcp-env and --mcp-sandbox do not apply with --cluster: the workers run the goals with their own tools" })
     }
     // With a cluster the workers' model runs the goals: this one is not needed.
-    const model = Option.isSome(cluster) ? (v.model ?? "the workers'") : yield* Setup.modelName(v)
+    const { values: v, workspace, mcp, tools, volume, model } = yield* Setup.prepare(db, request.given, Settings.serveKeys, {
+      workers: request.cluster,
+      volume: (root) => Option.match(cluster, { onNone: () => Effect.succeed(undefined), onSome: ({ Workspaces }) => Effect.map(Postgres.volume(Workspaces, root), (found) => found as typeof found | undefined) })
+    })
     const port = Option.getOrElse(request.port, () => 7_433)
     const concurrency = Option.getOrElse(request.concurrency, () => 4)
     const host = Option.getOrElse(Option.map(request.host, (h) => h.trim()), () => "127.0.0.1")
-    const volume = yield* Option.match(cluster, {
-      onNone: () => Effect.succeed(Option.none<{ readonly id: string; readonly file: string }>()),
-      onSome: ({ Workspaces }) => Effect.asSome(Postgres.volume(Workspaces, workspace))
-    })
-    const hidden = [...Option.match(volume, { onNone: () => [], onSome: (found) => [found.file] }), ...(yield* Setup.hidden(db, workspace))]
-    const { workspace: _root, ...toolsConfig } = yield* Setup.toolsConfig({ ...v, workspace }, hidden)
+    const { workspace: _root, ...toolsConfig } = tools
     const { kept, token } = yield* serverToken(db, request.newToken)
     const { workspace: _recordedRoot, ...recorded } = Option.isSome(cluster) ? Setup.recordedTools(v, workspace) : Setup.recordedSettings(v, workspace, model)
     const mcpServers = yield* Setup.mcpGiven(request, mcp)
     const settings: Settings.Recorded = {
       ...recorded,
       ...(mcpServers.recorded.length === 0 ? {} : { mcp: mcpServers.recorded }),
-      ...Option.match(volume, { onNone: () => ({}), onSome: (found) => ({ volume: found.id }) })
+      ...(volume === undefined ? {} : { volume: volume.id })
     }
     const input: ServerConfig.Input = { host, allowRemote: request.allowRemote, port, concurrency, workspace, token, settings, delegate: Setup.delegates(v) }
     // Checked before anything is created: a refused setting, or a port in use, leaves no database and no token file.
     yield* ServerConfig.decode(input).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
     yield* portFree(host, port)
-    yield* Setup.tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))
+    yield* Setup.tell(yield* Setup.toolNotes(tools, v.tools !== undefined))
     // Each workspace's tools: the built-ins, and the MCP servers' (started for that workspace, in its sandbox).
     const toolbox = mcpServers.servers.length === 0 ? Toolbox.layer(toolsConfig) : Toolbox.layerWith((root, serving) =>
       Layer.unwrapScoped(Effect.map(Setup.mcpTools(mcpServers, { ...toolsConfig, workspace: root }, v), (source) =>
@@ -206,15 +202,14 @@ export const worker = (request: WorkerRequest) =>
   Effect.gen(function*() {
     const db = yield* Log.database(Settings.dbFlag(request.given))
     const { Workers, Workspaces, failoverMs } = yield* clusterOf(request.failover, db, "rx worker")
-    const { values: v, workspace } = yield* Setup.resolve(request.given, Settings.workerKeys)
-    const model = yield* Setup.modelName(v)
     if (Option.isNone(request.port)) return yield* new UsageError({ message: "rx worker needs --port N: the port it listens on, which the other workers reach it at" })
     const port = request.port.value
     const concurrency = Option.getOrElse(request.concurrency, () => 4)
     const drain = Option.getOrElse(request.drain, () => 15)
     const host = yield* workerHost(request)
-    const volume = yield* Postgres.volume(Workspaces, workspace)
-    const { workspace: _root, ...configured } = yield* Setup.toolsConfig({ ...v, workspace }, [volume.file, ...(yield* Setup.hidden(db, workspace))])
+    // The workspace root's volume file is made once every flag is known to be good.
+    const { values: v, tools, volume, model } = yield* Setup.prepare(db, request.given, Settings.workerKeys, { volume: (root) => Postgres.volume(Workspaces, root) })
+    const { workspace, ...configured } = tools
     // The workers' own socket is never a goal's to fetch.
     const toolsConfig = { ...configured, httpDeny: [HttpFetch.endpoint(host, port)] }
     yield* Setup.tell(yield* Setup.toolNotes({ ...toolsConfig, workspace }, v.tools !== undefined))

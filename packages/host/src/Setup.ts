@@ -95,15 +95,35 @@ export const resolve = (given: Given, keys: ReadonlyArray<Settings.Key>, recorde
   })
 
 /**
- * The settings a resume of a goal that recorded `recorded` runs with (`resolve` over the flags, the
- * environment, what it recorded and the config files), its workspace checked to exist. `rx fork`
- * checks them before it records the fork, so a fork that could not run records nothing.
+ * What every command that runs goals starts from (`rx run`, `rx resume`, `rx fork`, `rx serve`,
+ * `rx worker`, `rx run --cluster`), checked in this order before anything is made: its settings
+ * (`resolve`; `recorded`, those of the goal it goes on with), the workspace (a folder), the model
+ * (`modelName`; with `workers`, the goals run on a cluster's workers with theirs, so none is
+ * needed here), then `volume` (a cluster's, found or made for the workspace), and the tools'
+ * config (`toolsConfig`) with the log's files and the volume's file hidden. `tools` replaces the
+ * settings' choice of tools (a resume offers the goal's own).
  */
-export const resumed = (given: Given, recorded: Settings.Recorded) =>
+export const prepare = <V extends { readonly file: string } | undefined = undefined>(
+  db: Settings.Database,
+  given: Given,
+  keys: ReadonlyArray<Settings.Key>,
+  options: {
+    readonly recorded?: Settings.Recorded
+    readonly workers?: boolean
+    readonly tools?: ReadonlyArray<string>
+    readonly volume?: (workspace: string) => Effect.Effect<V, UsageError, FileSystem.FileSystem | Path.Path>
+  } = {}
+) =>
   Effect.gen(function*() {
-    const resolved = yield* resolve(given, Settings.resumeKeys, recorded)
-    yield* existingWorkspace(resolved.workspace, resolved.found.workspace?.source._tag === "recorded")
-    return resolved
+    const resolved = yield* resolve(given, keys, options.recorded)
+    const { values, workspace } = resolved
+    yield* existingWorkspace(workspace, options.recorded !== undefined && resolved.found.workspace?.source._tag === "recorded")
+    const model = options.workers === true ? values.model ?? "the workers'" : yield* modelName(values)
+    // Without `options.volume`, V is `undefined`.
+    const volume = (options.volume === undefined ? undefined : yield* options.volume(workspace)) as V
+    const hide = [...(volume === undefined ? [] : [volume.file]), ...(yield* hidden(db, workspace))]
+    const tools = yield* toolsConfig({ ...values, workspace, ...(options.tools === undefined ? {} : { tools: options.tools }) }, hide)
+    return { ...resolved, model, tools, volume }
   })
 
 /**

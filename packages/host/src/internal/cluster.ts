@@ -41,15 +41,13 @@ export const makeCluster = (db: Settings.Database, failover: Option.Option<numbe
         Effect.scoped(Effect.gen(function*() {
           yield* Settings.noMcp(request, "rx run --cluster")
           yield* Settings.refuseOthers(request.given, Settings.runKeys.filter((key) => !Settings.modelKeys.includes(key)), "rx run --cluster takes the limits, the tools and their settings, the approval policy and the folder", "--cluster")
-          const { values: v, workspace } = yield* Setup.resolve(request.given, Settings.runKeys)
-          yield* Setup.existingWorkspace(workspace)
           // The goal runs on a worker that has this folder's volume mounted: it must be on one.
-          const volume = yield* Effect.mapError(Workspaces.find(workspace), Postgres.refused)
-          if (volume === undefined) {
-            return yield* new UsageError({ message: `${workspace} is on no rx volume: run the goal in a folder of the cluster's shared workspace root (rx worker --workspace)` })
-          }
-          const hidden = [`${volume.root}/${Workspaces.volumeFile}`, ...(yield* Setup.hidden(db, workspace))]
-          const tools = yield* Setup.toolsConfig({ ...v, workspace }, hidden)
+          const onVolume = (workspace: string) =>
+            Effect.flatMap(Effect.mapError(Workspaces.find(workspace), Postgres.refused), (found) =>
+              found === undefined
+                ? new UsageError({ message: `${workspace} is on no rx volume: run the goal in a folder of the cluster's shared workspace root (rx worker --workspace)` })
+                : Effect.succeed({ id: found.id, file: `${found.root}/${Workspaces.volumeFile}` }))
+          const { values: v, workspace, tools, volume } = yield* Setup.prepare(db, request.given, Settings.runKeys, { workers: true, volume: onVolume })
           // The tools the goal is offered: the built-ins as they can run here (the workers run them).
           const registry = yield* Layer.build(Builtins.layer(tools)).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))
           const offered = Context.get(registry, Builtins.Availability).tools.map((tool) => tool.spec.name)

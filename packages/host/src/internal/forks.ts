@@ -23,7 +23,7 @@ export const fromLog = (db: Settings.Database, goalId: string, at: number, given
       const end = origin.findIndex((e) => e._tag === "IterationCompleted" && e.iteration === at)
       const recorded = end > 0 ? State.fromEvents(goalId, origin.slice(0, end + 1)).options.settings ?? {} : {}
       if (end > 0) {
-        yield* Setup.modelName((yield* Setup.resumed(given, recorded)).values)
+        yield* Setup.prepare(db, given, Settings.resumeKeys, { recorded })
         if (v.maxIterations !== undefined && v.maxIterations <= at) {
           return yield* new UsageError({ message: `a fork at step ${at} starts with ${at} completed steps: --max-iterations must be more than ${at}` })
         }

@@ -43,10 +43,7 @@ const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
 export const run = (db: Settings.Database, request: RunRequest, hooks: Hooks): Effect.Effect<Goal.Result, Failure, FileSystem.FileSystem | Path.Path> =>
   Effect.scoped(Effect.gen(function*() {
     // Everything is checked and built first: a run refused for its settings creates no database and records nothing.
-    const { values: v, workspace, mcp } = yield* Setup.resolve(request.given, Settings.runKeys)
-    yield* Setup.existingWorkspace(workspace)
-    const model = yield* Setup.modelName(v)
-    const tools = yield* Setup.toolsConfig({ ...v, workspace }, yield* Setup.hidden(db, workspace))
+    const { values: v, workspace, mcp, tools, model } = yield* Setup.prepare(db, request.given, Settings.runKeys)
     const servers = yield* Setup.mcpGiven(request, mcp)
     const services = yield* Setup.services(v, model, tools, v.tools !== undefined, servers)
     const mcpNames = services.mcp.names
@@ -83,7 +80,9 @@ export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hoo
     const state = yield* Goal.restore(goalId)
     if (state.seq === 0) return yield* Log.noGoal(goalId, db)
     const recorded = state.options.settings ?? {}
-    const { values: v, workspace, mcp } = yield* Setup.resumed(given, recorded)
+    // The tools the goal was offered, as far as they can run here (said at start if not).
+    const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
+    const { values: v, workspace, mcp, tools, model } = yield* Setup.prepare(db, given, Settings.resumeKeys, { recorded, tools: offered })
     if (recorded.volume !== undefined) yield* Postgres.onVolume(goalId, recorded.volume, workspace)
     // The limits of a goal are in its options; only a flag changes them.
     const limitFlags = Settings.values(Settings.fromGiven(given))
@@ -103,10 +102,6 @@ export const resume = (db: Settings.Database, request: ResumeRequest, hooks: Hoo
         message: `goal ${goalId} has completed ${plural(state.completed, "iteration")} already; --max-iterations must be more than that (rx cancel ${goalId} stops it)`
       })
     }
-    const model = yield* Setup.modelName(v)
-    // The tools the goal was offered, as far as they can run here (said at start if not).
-    const offered = (recorded.tools ?? Setup.builtinNames).filter((name) => Setup.builtinNames.includes(name))
-    const tools = yield* Setup.toolsConfig({ ...v, workspace, tools: offered }, yield* Setup.hidden(db, workspace))
     // The goal's MCP servers again; their tools as the goal recorded them.
     const servers = yield* Setup.mcpRecorded(recorded, request.mcpEnv, mcp)
     const services = yield* Setup.services(v, model, tools, false, { ...servers, pinned: state.tools })
