@@ -243,6 +243,10 @@ describe("rx worker and rx serve --cluster", () => {
       expect(noPort.stderr).toContain("--port")
       const remote = yield* rx(["worker", "--db", url, "--model", "m", "--port", "7999", "--host", "10.1.2.3"])
       expect(remote.stderr).toContain("--allow-remote")
+      // A missing folder is said before the cluster's database is reached for its volume.
+      const missing = yield* rx(["worker", "--db", url, "--model", "m", "--port", "7999", "--workspace", join(tmpdir(), "rx-no-such-folder")])
+      expect(missing.code).toBe(1)
+      expect(missing.stderr).toContain("rx-no-such-folder does not exist")
       const failover = yield* rx(["serve", "--db", url, "--model", "m", "--failover", "5"])
       expect(failover.stderr).toContain("--failover applies with --cluster")
       const unreachable = yield* rx(["list", "--db", url])
