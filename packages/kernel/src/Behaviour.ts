@@ -97,23 +97,7 @@ const v1: Rules = {
   treeLimits: false,
   compaction: false
 }
-const v2: Rules = {
-  answerCap: true,
-  maxInputDepth: 64,
-  cycles: true,
-  inputOnce: true,
-  multiCall: true,
-  suspendWhenUnavailable: true,
-  goalChecked: true,
-  boundedAnswer: false,
-  withheldRejected: false,
-  sameResults: false,
-  repairs: false,
-  subGoals: false,
-  answerIsTheCall: false,
-  treeLimits: false,
-  compaction: false
-}
+const v2: Rules = { ...v1, answerCap: true, maxInputDepth: 64, cycles: true, inputOnce: true, multiCall: true, suspendWhenUnavailable: true, goalChecked: true }
 const v3: Rules = { ...v2, boundedAnswer: true, withheldRejected: true, sameResults: true, repairs: true }
 const v4: Rules = { ...v3, subGoals: true }
 const v5: Rules = { ...v4, answerIsTheCall: true, treeLimits: true, compaction: true }

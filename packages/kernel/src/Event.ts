@@ -160,23 +160,11 @@ export const ActionRejected = Schema.TaggedStruct("ActionRejected", {
   /** The rejected text or arguments, capped. */
   raw: Schema.String
 })
-export const ToolStarted = Schema.TaggedStruct("ToolStarted", {
-  ...Base,
-  callId: Schema.String,
-  tool: Schema.String,
-  input: Schema.Unknown,
-  index,
-  repair
-})
+/** A call as it runs: the fields of `ToolStarted` and of the `ApprovalRequested` that may precede it. */
+const call = { ...Base, callId: Schema.String, tool: Schema.String, input: Schema.Unknown, index, repair }
+export const ToolStarted = Schema.TaggedStruct("ToolStarted", call)
 /** A call the approval policy says a person must allow, exactly as it will run if approved. */
-export const ApprovalRequested = Schema.TaggedStruct("ApprovalRequested", {
-  ...Base,
-  callId: Schema.String,
-  tool: Schema.String,
-  input: Schema.Unknown,
-  index,
-  repair
-})
+export const ApprovalRequested = Schema.TaggedStruct("ApprovalRequested", call)
 /** A person's decision on a requested call; appended by any process (`Control.approve`, `Control.deny`). */
 export const ApprovalDecided = Schema.TaggedStruct("ApprovalDecided", {
   ...Base,

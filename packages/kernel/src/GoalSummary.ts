@@ -50,6 +50,14 @@ export const GoalSummary = Schema.Struct({
 })
 export type GoalSummary = typeof GoalSummary.Type
 
+/** A summary as a store's row holds it: why a goal waits, and what it was forked from, as JSON text (NULL when none). */
+export const Stored = Schema.Struct({
+  ...GoalSummary.fields,
+  suspended: Schema.NullOr(Schema.parseJson(Suspension)),
+  approval: Schema.NullOr(Schema.parseJson(Approval)),
+  forkedFrom: Schema.NullOr(Schema.parseJson(Event.ForkedFrom))
+})
+
 /** A summary's fields that say why an open goal waits. */
 export type Waiting = Pick<GoalSummary, "suspended" | "approval">
 

@@ -527,14 +527,7 @@ const appendParams = (
 const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> =>
   [s.goal, s.status, s.iterations, s.nextSeq, s.lastIteration, s.reason, s.submittedAt, s.updatedAt]
 
-/** A `rx_goals` row's fields: why a goal waits is JSON (NULL when nothing waits). */
-const SummaryRow = Schema.Struct({
-  ...GoalSummary.GoalSummary.fields,
-  suspended: Schema.NullOr(Schema.parseJson(GoalSummary.Suspension)),
-  approval: Schema.NullOr(Schema.parseJson(GoalSummary.Approval)),
-  forkedFrom: Schema.NullOr(Schema.parseJson(Event.ForkedFrom))
-})
-const decodeSummaryEither = Schema.decodeUnknownEither(SummaryRow)
+const decodeSummaryEither = Schema.decodeUnknownEither(GoalSummary.Stored)
 
 /** A `rx_goals` row (selected with `summaryColumns`) as a `GoalSummary`; one that does not decode is an error naming the goal. */
 const decodeSummary = (row: unknown): Effect.Effect<GoalSummary.GoalSummary, StoreError> =>

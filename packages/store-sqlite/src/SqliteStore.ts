@@ -612,14 +612,7 @@ const summaryParams = (s: GoalSummary.GoalSummary): ReadonlyArray<unknown> => [
   Migrations.forkedFromParam(s.forkedFrom)
 ]
 
-/** A `goals` row's fields: why a goal waits is JSON (NULL when nothing waits). */
-const SummaryRow = Schema.Struct({
-  ...GoalSummary.GoalSummary.fields,
-  suspended: Schema.NullOr(Schema.parseJson(GoalSummary.Suspension)),
-  approval: Schema.NullOr(Schema.parseJson(GoalSummary.Approval)),
-  forkedFrom: Schema.NullOr(Schema.parseJson(Event.ForkedFrom))
-})
-const decodeSummaryEither = Schema.decodeUnknownEither(SummaryRow)
+const decodeSummaryEither = Schema.decodeUnknownEither(GoalSummary.Stored)
 
 /** A `goals` row as a `GoalSummary`. */
 const decodeSummary = (row: unknown): Either.Either<GoalSummary.GoalSummary, StoreError> => {
