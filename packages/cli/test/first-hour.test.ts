@@ -94,6 +94,12 @@ describe("rx config", () => {
       expect(ran.stdout).toMatch(/^maxIterations\s+50\s+default$/m)
       expect(ran.stdout).toMatch(/^model\s+-\s+unset$/m)
       expect(ran.stdout).not.toMatch(/default: /)
+      // The sources stand in one column, however long a default's text (the log's path aside, which may be any length).
+      const source = / (default|unset|flag|env \S+|\/\S+)$/
+      const table = ran.stdout.split("\n").filter((line) => /^\w+ {2,}/.test(line) && source.test(line) && !line.startsWith("db "))
+      const columns = new Set(table.map((line) => line.search(source)))
+      expect(table.length).toBeGreaterThan(20)
+      expect(columns.size).toBe(1)
       expect(ran.stdout).toMatch(bwrapWorks ? /\nsandbox auto here: bubblewrap \(\/\S+\), so shell runs sandboxed\n/ : /\nsandbox auto here: bubblewrap cannot be used, so shell is not offered/)
       const json = JSON.parse((yield* rx(["config", "--json"], {}, box.root)).stdout) as { settings: Record<string, Record<string, unknown>> }
       expect(json.settings["timeout"]).toEqual({ value: "600", from: "default" })

@@ -49,12 +49,14 @@ export const config = (flags: Usage.Input<typeof Usage.config>) =>
       })))
     }
     const width = Math.max(...entries.map((e) => e.key.length)) + 2
+    // As wide as the longest value (a long path past 60 characters only pushes its own line out).
+    const valueWidth = Math.min(60, Math.max(...entries.map((e) => (e.value ?? "-").length))) + 2
     yield* say([
       "config files, nearest first:",
       ...resolved.files.map(({ file, found }) => `  ${file}${Option.isSome(found) ? "" : " (none)"}`),
       "",
-      `${"setting".padEnd(width)}${"value".padEnd(34)}from`,
-      ...entries.map(({ from, key, value }) => `${key.padEnd(width)}${(value ?? "-").padEnd(33)} ${from}`),
+      `${"setting".padEnd(width)}${"value".padEnd(valueWidth)}from`,
+      ...entries.map(({ from, key, value }) => `${key.padEnd(width)}${(value ?? "-").padEnd(valueWidth - 1)} ${from}`),
       ...(here === undefined ? [] : ["", here.line])
     ].join("\n"))
   })
