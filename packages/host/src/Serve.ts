@@ -130,7 +130,7 @@ export const serve = (request: ServeRequest): Effect.Effect<Serving, UsageError 
     // With a cluster the workers' model runs the goals: this one is not needed.
     const { values: v, workspace, mcp, tools, volume, model } = yield* Setup.prepare(db, request.given, Settings.serveKeys, {
       workers: request.cluster,
-      volume: (root) => Option.match(cluster, { onNone: () => Effect.succeed(undefined), onSome: ({ Workspaces }) => Effect.map(Postgres.volume(Workspaces, root), (found) => found as typeof found | undefined) })
+      volume: (root) => Option.match(cluster, { onNone: () => Effect.succeed(undefined), onSome: ({ Workspaces }) => Postgres.volume(Workspaces, root) })
     })
     const port = Option.getOrElse(request.port, () => 7_433)
     const concurrency = Option.getOrElse(request.concurrency, () => 4)

@@ -117,7 +117,7 @@ export const prepare = <V extends { readonly file: string } | undefined = undefi
   Effect.gen(function*() {
     const resolved = yield* resolve(given, keys, options.recorded)
     const { values, workspace } = resolved
-    yield* existingWorkspace(workspace, options.recorded !== undefined && resolved.found.workspace?.source._tag === "recorded")
+    yield* existingWorkspace(workspace, resolved.found.workspace?.source._tag === "recorded")
     const model = options.workers === true ? values.model ?? "the workers'" : yield* modelName(values)
     // Without `options.volume`, V is `undefined`.
     const volume = (options.volume === undefined ? undefined : yield* options.volume(workspace)) as V

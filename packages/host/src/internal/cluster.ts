@@ -46,7 +46,7 @@ export const makeCluster = (db: Settings.Database, failover: Option.Option<numbe
             Effect.flatMap(Effect.mapError(Workspaces.find(workspace), Postgres.refused), (found) =>
               found === undefined
                 ? new UsageError({ message: `${workspace} is on no rx volume: run the goal in a folder of the cluster's shared workspace root (rx worker --workspace)` })
-                : Effect.succeed({ id: found.id, file: `${found.root}/${Workspaces.volumeFile}` }))
+                : Effect.succeed(Postgres.withFile(Workspaces, found)))
           const { values: v, workspace, tools, volume } = yield* Setup.prepare(db, request.given, Settings.runKeys, { workers: true, volume: onVolume })
           // The tools the goal is offered: the built-ins as they can run here (the workers run them).
           const registry = yield* Layer.build(Builtins.layer(tools)).pipe(Effect.mapError((error) => new UsageError({ message: error.message })))

@@ -25,9 +25,12 @@ export const refused = (error: { readonly message: string }) => new UsageError({
 export const log = (db: Settings.Database): Layer.Layer<StateStore.StateStore, UsageError> =>
   Layer.unwrapEffect(Effect.map(storePg, ({ PgStore }) => PgStore.layer({ url: db.file, applicationName: "rx" }).pipe(Layer.mapError(refused))))
 
-/** The volume of a cluster's workspace root, and its id's file, which the tools must not reach. */
+/** A volume with its id's file, which the tools must not reach. */
+export const withFile = <V extends { readonly root: string }>(workspaces: typeof Workspaces, found: V) => ({ ...found, file: `${found.root}/${workspaces.volumeFile}` })
+
+/** The volume of a cluster's workspace root (made if it has none), with its id's file. */
 export const volume = (workspaces: typeof Workspaces, root: string) =>
-  Effect.map(Effect.mapError(workspaces.volume(root), refused), (found) => ({ ...found, file: `${found.root}/${workspaces.volumeFile}` }))
+  Effect.map(Effect.mapError(workspaces.volume(root), refused), (found) => withFile(workspaces, found))
 
 /**
  * A goal submitted to a cluster records its workspace's volume: it runs here only in a folder of
