@@ -438,7 +438,8 @@ export const listLine = (g: Listed, depth = 0, width = 18, continuedBy: Readonly
     continuedBy.length === 0 ? "" : `  (continued by ${continuedBy.map((id) => oneLine(id, 200)).join(", ")})`
   }`
 
-export const listHeaderOf = (width: number) => `${pad("GOAL", width)} ${pad("STATUS", 28)} ${pad("ITER", 8)} ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
+/** The header of `rx list`: each label over its cells (the iterations right-aligned, as their counts are). */
+export const listHeaderOf = (width: number) => `${pad("GOAL", width)} ${pad("STATUS", 28)} ${"ITER".padStart(5)}     ${pad("STARTED", 24)}  ${pad("ENDED", 24)}  TEXT`
 
 /** What a summary says of itself in one line. */
 export const summaryLine = (e: View.Entry & { readonly _tag: "TurnsSummarised" } | Event.Of<"TurnsSummarised">) =>

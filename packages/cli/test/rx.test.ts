@@ -111,6 +111,12 @@ describe("rx inspect, list, events, replay", () => {
       const listed = yield* rx(["list", "--db", box.db])
       expect(listed.stdout).toContain(goalId)
       expect(listed.stdout).toMatch(/terminated\(done\)\s+3 it/)
+      // Each label of the header stands over its column: the count ends where ITER does, the dates start where STARTED and ENDED do.
+      const [header = "", line = ""] = listed.stdout.split("\n")
+      expect(line.indexOf(" it ") - 1).toBe(header.indexOf("ITER") + 3)
+      for (const label of ["STATUS", "STARTED", "ENDED", "TEXT"]) expect(line[header.indexOf(label) - 1]).toBe(" ")
+      expect(line.slice(header.indexOf("STARTED"))).toMatch(/^\d{4}-\d\d-\d\dT/)
+      expect(line.slice(header.indexOf("ENDED"))).toMatch(/^\d{4}-\d\d-\d\dT/)
       const listedJson = jsonLines((yield* rx(["list", "--json", "--db", box.db])).stdout)
       expect(listedJson[0]).toMatchObject({ goalId, status: "terminated", reason: "done", iterations: 3 })
       const replayed = yield* rx(["replay", goalId, "--db", box.db])

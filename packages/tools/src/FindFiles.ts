@@ -10,6 +10,7 @@ import { Effect, Schema } from "effect"
 import { ToolsConfig } from "./Config.js"
 import * as Errors from "./internal/errors.js"
 import * as Glob from "./internal/glob.js"
+import { readOnly } from "./internal/readOnly.js"
 import * as Walk from "./internal/walk.js"
 import { Workspace } from "./Workspace.js"
 
@@ -40,9 +41,7 @@ export const tool = Tool.make({
     "Find files by glob below a directory of the workspace (default its root). \"*.ts\" matches file names at any depth; a pattern with \"/\" matches the path relative to `path`.",
   input: Input,
   output: Output,
-  idempotent: true,
-  // Read-only: its result is all it does, and it names what it read (an equal one K times in a row is no progress).
-  observation: (_input, output) => output,
+  ...readOnly,
   execute: (input) =>
     Effect.gen(function*() {
       const config = yield* ToolsConfig

@@ -8,6 +8,7 @@ import { Tool } from "@rx/kernel"
 import { Effect, Schema } from "effect"
 import { ToolsConfig } from "./Config.js"
 import * as Errors from "./internal/errors.js"
+import { readOnly } from "./internal/readOnly.js"
 import * as Walk from "./internal/walk.js"
 import { EntryType, Workspace } from "./Workspace.js"
 
@@ -42,9 +43,7 @@ export const tool = Tool.make({
     "List a directory of the workspace (default its root), depth levels deep (default 1). Entries are sorted, with their type and size; paths are relative to the workspace root.",
   input: Input,
   output: Output,
-  idempotent: true,
-  // Read-only: its result is all it does, and it names what it read (an equal one K times in a row is no progress).
-  observation: (_input, output) => output,
+  ...readOnly,
   execute: (input) =>
     Effect.gen(function*() {
       const config = yield* ToolsConfig

@@ -12,6 +12,7 @@ import { createHash } from "node:crypto"
 import { ToolsConfig } from "./Config.js"
 import * as Errors from "./internal/errors.js"
 import * as Files from "./internal/files.js"
+import { readOnly } from "./internal/readOnly.js"
 import * as Text from "./internal/text.js"
 import { failure, Workspace } from "./Workspace.js"
 
@@ -64,9 +65,7 @@ export const tool = Tool.make({
     "Read lines of a text file in the workspace. `offset` is the first line (1-based), `limit` the number of lines. Returns the content with total lines and bytes, the range returned, whether it was truncated, and the file's sha256, mtime and size (pass sha256 to write_file or edit_file).",
   input: Input,
   output: Output,
-  idempotent: true,
-  // Read-only: its result is all it does, and it names what it read (an equal one K times in a row is no progress).
-  observation: (_input, output) => output,
+  ...readOnly,
   execute: (input) =>
     Effect.scoped(Effect.gen(function*() {
       const config = yield* ToolsConfig

@@ -18,6 +18,7 @@ import { RE2JS } from "re2js"
 import { ToolsConfig } from "./Config.js"
 import * as Errors from "./internal/errors.js"
 import * as Files from "./internal/files.js"
+import { readOnly } from "./internal/readOnly.js"
 import * as Text from "./internal/text.js"
 import * as Walk from "./internal/walk.js"
 import { failure, Workspace } from "./Workspace.js"
@@ -86,9 +87,7 @@ export const tool = Tool.make({
     "Search files of the workspace for lines matching a regular expression in RE2 syntax (no backreferences, no lookahead or lookbehind; matching takes linear time). `path` is a file or a directory (default the root). Returns path, line number and text of each match.",
   input: Input,
   output: Output,
-  idempotent: true,
-  // Read-only: its result is all it does, and it names what it read (an equal one K times in a row is no progress).
-  observation: (_input, output) => output,
+  ...readOnly,
   execute: (input) =>
     Effect.gen(function*() {
       const config = yield* ToolsConfig
