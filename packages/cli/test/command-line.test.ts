@@ -65,6 +65,8 @@ describe("bad input: one line, exit 1, nothing recorded", () => {
       yield* refused(["run", "hi", "--model"], /--model needs a value: --model NAME/)
       yield* refused(["frob"], /there is no command "frob"/)
       yield* refused(["lst"], /there is no command "lst" \(did you mean list\?\)/)
+      yield* refused(["evaluate"], /there is no command "evaluate" \(did you mean eval\?\)/)
+      yield* refused(["run", "hi", "--max-iter", "3"], /rx run has no flag --max-iter \(did you mean --max-iterations\?\)/)
       yield* refused(["list", "--json=yes"], /--json takes no value/)
     }))
 

@@ -367,10 +367,18 @@ export const fromEnv = (only: ReadonlyArray<Key>): Effect.Effect<Found, UsageErr
     return found as Found
   })
 
-/** The closest key to a misspelt one, if any is close (case aside, as @effect/cli's own suggestions). */
+/** A name without its leading dashes, in lower case: what two names are compared by. */
+const bare = (name: string) => name.replace(/^-+/, "").toLowerCase()
+
+/**
+ * The closest key to a misspelt one, if any is close (case aside, as @effect/cli's own
+ * suggestions); else the one name the word cuts short or runs on past (`--max-iter`, `evaluate`
+ * for `eval`), when they share at least four characters.
+ */
 const closest = (word: string, candidates: ReadonlyArray<string>): string | undefined => {
+  const prefixed = candidates.filter((c) => Math.min(bare(c).length, bare(word).length) >= 4 && (bare(c).startsWith(bare(word)) || bare(word).startsWith(bare(c))))
   const best = candidates.map((c) => [c, AutoCorrect.levensteinDistance(word, c, CliConfig.defaultConfig)] as const).sort((a, b) => a[1] - b[1])[0]
-  return best !== undefined && best[1] <= Math.max(2, Math.floor(word.length / 4)) ? best[0] : undefined
+  return best !== undefined && best[1] <= Math.max(2, Math.floor(word.length / 4)) ? best[0] : prefixed.length === 1 ? prefixed[0] : undefined
 }
 
 /** Suggest the closest of `candidates`: ` (did you mean X?)`, or nothing. */

@@ -29,6 +29,17 @@ describe("the settings table", () => {
     expect(message(file({ maxIteration: 3 }))).toContain("unknown setting \"maxIteration\" (did you mean maxIterations?)")
   })
 
+  it("a misspelt name is answered with the closest, or with the one name it cuts short or runs on past", () => {
+    const commands = ["run", "resume", "inspect", "list", "eval", "events", "config"]
+    expect(Settings.suggest("lst", commands)).toBe(" (did you mean list?)")
+    expect(Settings.suggest("evaluate", commands)).toBe(" (did you mean eval?)")
+    expect(Settings.suggest("insp", commands)).toBe(" (did you mean inspect?)")
+    expect(Settings.suggest("--max-iter", ["--max-iterations", "--max-failures"])).toBe(" (did you mean --max-iterations?)")
+    // More than one name starts so, or nothing is near: no guess.
+    expect(Settings.suggest("--max", ["--max-iterations", "--max-failures"])).toBe("")
+    expect(Settings.suggest("frobnicate", commands)).toBe("")
+  })
+
   it.effect("flags and variables decode through each setting's text Schema", () =>
     Effect.gen(function*() {
       const decoded = {
