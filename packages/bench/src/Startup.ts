@@ -14,10 +14,10 @@
  * Effect (`SnapshotFloor`): a process starting from a V8 startup snapshot of Effect's runtime,
  * and of the runtime with `Schema` and @effect/cli's `Command`. Each process gets a fresh HOME and XDG
  * folders of its own and none of the caller's `RX_*` or `NODE_*` variables. The folders are the
- * same for every command: rx's compile cache (`$XDG_CACHE_HOME/rx`, Node 22.1 and later) is
- * filled by the first ones, so the figures are those of a person who runs rx often (from the
- * second run). Beside them, in the same rounds, `rx list` and `rx inspect` as a first run: each
- * with an empty cache folder of its own (Node compiles everything, and fills it).
+ * same for every command: rx's code cache (`$XDG_CACHE_HOME/rx`) is filled by the first ones,
+ * so the figures are those of a person who runs rx often (from the second run). Beside them, in
+ * the same rounds, `rx list` and `rx inspect` as a first run: each with an empty cache folder of
+ * its own (V8 compiles everything, and the cache is made at exit).
  */
 import { Effect, Schema } from "effect"
 import { execFileSync, spawn } from "node:child_process"
@@ -155,7 +155,7 @@ export interface Figures {
   readonly version: number
   readonly list: number
   readonly inspect: number
-  /** `rx list` and `rx inspect` with an empty compile cache (a first run). */
+  /** `rx list` and `rx inspect` with an empty code cache (a first run). */
   readonly listFirst: number
   readonly inspectFirst: number
   /** To the first model request. */

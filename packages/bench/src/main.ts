@@ -207,7 +207,7 @@ const startupRatios = {
   inspect_first: round(started.inspectFirst / started.node, 2)
 }
 log(`  node -e 0 ${startup.node} ms; rx --version ${startup.version}, list ${startup.list}, inspect ${startup.inspect}, run to its first model request ${startup.run_first_request} ms`)
-log(`  first run (empty compile cache): list ${startup.list_first}, inspect ${startup.inspect_first} ms`)
+log(`  first run (empty code cache): list ${startup.list_first}, inspect ${startup.inspect_first} ms`)
 log(`  floor of a command on Effect (startup snapshots): Effect ${startup.effect_snapshot} ms, Effect + Schema + @effect/cli ${startup.effect_cli_snapshot} ms`)
 
 log("floors")
@@ -317,7 +317,7 @@ if (json) {
     ["rx serve: server / clients CPU", `${serve.serverCpu} / ${serve.clientCpu} us/it`, `server ${round(serve.serverCpu / serve.inProcess, 2)}x in-process; server in the clients' process: ${serve.sameProcess} us/it`],
     ["SSE, commit to client, p50 / p99", `${serve.sse.p50} / ${serve.sse.p99} ms`, "(none)"],
     ["rx --version / list / inspect", `${startup.version} / ${startup.list} / ${startup.inspect} ms`, `<= 2x node -e 0: ${round(2 * startup.node)} ms (node -e 0 ${startup.node} ms; list ${startupRatios.list}x, inspect ${startupRatios.inspect}x)`],
-    ["rx list / inspect, first run", `${startup.list_first} / ${startup.inspect_first} ms`, `empty compile cache: list ${startupRatios.list_first}x, inspect ${startupRatios.inspect_first}x node -e 0`],
+    ["rx list / inspect, first run", `${startup.list_first} / ${startup.inspect_first} ms`, `empty code cache: list ${startupRatios.list_first}x, inspect ${startupRatios.inspect_first}x node -e 0`],
     ["Effect alone / + Schema, @effect/cli", `${startup.effect_snapshot} / ${startup.effect_cli_snapshot} ms`, `the floor of any rx command, from a startup snapshot (${round(startup.effect_cli_snapshot / startup.node, 2)}x node -e 0)`],
     ["rx run to its first model request", `${startup.run_first_request} ms`, `node -e 0 ${startup.node} ms (${round(startup.run_first_request / startup.node, 2)}x)`]
   ]

@@ -6,10 +6,11 @@
 // - `dist/rx-chunks/*.cjs`: the rest, split at every dynamic import so that a command loads only
 //   the chunks it reaches (`rx list` no server, cluster, MCP or model adapter), one copy of each
 //   module (of `effect` above all) whatever loads it. esbuild splits only ES modules: each chunk
-//   is then turned into CommonJS, which `rx.mjs` loads with `require` and Node's compile cache
-//   (src/bin.ts); a dynamic import of a chunk becomes a `require` in a promise, and of an outside
-//   ES module (node-llama-cpp) `__rx.import`, an `import()` the transform leaves as it is.
+//   is then turned into CommonJS, which `rx.mjs` compiles with V8's code cache
+//   (src/internal/load.ts); a dynamic import of a chunk becomes a `require` in a promise, and of
+//   an outside ES module (node-llama-cpp) `__rx.import`, which the loader does with `import()`.
 import { build, transform } from "esbuild"
+import { createHash } from "node:crypto"
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { basename, dirname, join, relative } from "node:path"
 
@@ -108,6 +109,7 @@ const split = await build({
 rmSync("dist/rx-chunks", { recursive: true, force: true })
 mkdirSync("dist/rx-chunks", { recursive: true })
 let main
+const hashes = {}
 for (const file of split.outputFiles) {
   const path = relative(process.cwd(), file.path)
   const meta = split.metafile.outputs[path]
@@ -122,7 +124,7 @@ for (const file of split.outputFiles) {
     text = text.replaceAll(call, `__rx.import(${JSON.stringify(name)})`)
   }
   const prelude = [
-    outside.length > 0 ? "var __rx = { import: (s) => import(s) };" : "",
+    outside.length > 0 ? "var __rx = { import: (s) => require.rx !== undefined ? require.rx.import(s) : import(s) };" : "",
     text.includes("import.meta") ? "var __rx_meta_url = require(\"node:url\").pathToFileURL(__filename).href;" : ""
   ].filter((line) => line !== "").join("\n")
   const cjs = await transform(text, {
@@ -135,7 +137,9 @@ for (const file of split.outputFiles) {
     banner: prelude,
     logLevel: "warning"
   })
-  writeFileSync(path, lazyBuiltins(cjs.code))
+  const code = lazyBuiltins(cjs.code)
+  writeFileSync(path, code)
+  hashes[basename(path)] = createHash("sha256").update(code).digest("base64url").slice(0, 22)
 }
 if (main === undefined) throw new Error("no main chunk in esbuild's output")
 // What went where, to see what a command loads: RX_BUNDLE_META=<file> writes esbuild's metafile.
@@ -149,6 +153,6 @@ await build({
   platform: "node",
   target: "node22",
   format: "esm",
-  define: { ...define, __RX_MAIN__: JSON.stringify(`./rx-chunks/${main}`) },
+  define: { ...define, __RX_MAIN__: JSON.stringify(`./rx-chunks/${main}`), __RX_CHUNKS__: JSON.stringify(hashes) },
   logLevel: "warning"
 })
