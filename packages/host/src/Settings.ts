@@ -376,9 +376,14 @@ const bare = (name: string) => name.replace(/^-+/, "").toLowerCase()
  * for `eval`), when they share at least four characters.
  */
 const closest = (word: string, candidates: ReadonlyArray<string>): string | undefined => {
-  const prefixed = candidates.filter((c) => Math.min(bare(c).length, bare(word).length) >= 4 && (bare(c).startsWith(bare(word)) || bare(word).startsWith(bare(c))))
   const best = candidates.map((c) => [c, AutoCorrect.levensteinDistance(word, c, CliConfig.defaultConfig)] as const).sort((a, b) => a[1] - b[1])[0]
-  return best !== undefined && best[1] <= Math.max(2, Math.floor(word.length / 4)) ? best[0] : prefixed.length === 1 ? prefixed[0] : undefined
+  if (best !== undefined && best[1] <= Math.max(2, Math.floor(word.length / 4))) return best[0]
+  const typed = bare(word)
+  const prefixed = candidates.filter((c) => {
+    const name = bare(c)
+    return Math.min(name.length, typed.length) >= 4 && (name.startsWith(typed) || typed.startsWith(name))
+  })
+  return prefixed.length === 1 ? prefixed[0] : undefined
 }
 
 /** Suggest the closest of `candidates`: ` (did you mean X?)`, or nothing. */
