@@ -332,6 +332,9 @@ describe.skipIf(!available)("web inspector", () => {
       const goalId = yield* submit(server, { goal: hostileText })
       yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${goalId}`))
       yield* Effect.promise(() => page.locator(".meta").getByText("terminated: done").waitFor({ timeout: 30_000 }))
+      // The steps are drawn from the events as they stream (the 5 MB one can take a while on a busy
+      // machine), apart from the summary above: the goal's end drawn among them means all of them are.
+      yield* Effect.promise(() => page.locator(".steps [data-entry=\"Terminated\"]").waitFor({ timeout: 30_000 }))
       const body = yield* text(page, "main")
       expect(body).toContain(hostileText)
       expect(body).toContain("<img src=y onerror=alert(3)> thinking")
