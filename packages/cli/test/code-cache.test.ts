@@ -67,6 +67,32 @@ describe("the code cache of the bundled rx", () => {
       expect(files.map((file) => statSync(file).mtimeMs)).toEqual(before)
     }))
 
+  it.scopedLive("an entry a day old is remade after the command, once: a cache made by rx --help comes to hold what rx list runs", () =>
+    Effect.gen(function*() {
+      const { root, db } = yield* withGoal
+      const cache = join(root, "cache")
+      const env = { XDG_CACHE_HOME: cache, NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined }
+      expect((yield* rx(["--help"], env)).code).toBe(0)
+      const main = cacheFiles(cache).find((file) => basename(file).startsWith("main-")) ?? ""
+      const helpSize = statSync(main).size
+      // A fresh entry is taken as it is, whatever made it.
+      const fresh = statSync(main).mtimeMs
+      const expected = yield* list(db, cache)
+      expect(expected.code).toBe(0)
+      expect(statSync(main).mtimeMs).toBe(fresh)
+      // Two days later, the next command remakes what it took: the entry grows by what rx list called.
+      const old = new Date(Date.now() - 2 * 24 * 60 * 60 * 1000)
+      for (const file of cacheFiles(cache)) utimesSync(file, old, old)
+      expect(yield* list(db, cache)).toEqual(expected)
+      expect(statSync(main).mtimeMs).toBeGreaterThan(old.getTime() + 24 * 60 * 60 * 1000)
+      expect(statSync(main).size).toBeGreaterThan(helpSize * 1.2)
+      expect((statSync(main).mode & 0o077)).toBe(0)
+      // Then it is left as it is again.
+      const remade = cacheFiles(cache).map((file) => statSync(file).mtimeMs)
+      expect(yield* list(db, cache)).toEqual(expected)
+      expect(cacheFiles(cache).map((file) => statSync(file).mtimeMs)).toEqual(remade)
+    }))
+
   it.scopedLive("RX_CODE_CACHE=0 leaves the cache unused: nothing is written", () =>
     Effect.gen(function*() {
       const { root, db } = yield* withGoal

@@ -12,8 +12,8 @@
  * about 40 ms slower; packages/bench/README.md). The cache is only ever a speed-up: a cache file
  * that is missing, unreadable, corrupt (V8 checks it and rejects what is not its own for this
  * Node and these flags), or a folder that cannot be written leaves a normal compile. A chunk whose
- * cache was missing or rejected gets a new one when the process exits, written to a temporary
- * file then renamed, so that rx processes running at once never read half a file.
+ * cache was missing or rejected, or is a day old, gets a new one when the process exits, written
+ * to a temporary file then renamed, so that rx processes running at once never read half a file.
  *
  * A cache entry is named by its chunk's name and a hash of the chunk's content, both fixed by the
  * bundler (`hashes`): V8 checks only the length of the source a cache was made for, and a cache
@@ -102,14 +102,14 @@ export const prune = (cache: string, keep: ReadonlySet<string>, now = Date.now()
  * another user could write (`XDG_CACHE_HOME` in a shared folder) would run their code as this
  * user. Checked on the open file, so it cannot be swapped in between.
  */
-const readCache = (path: string): Buffer | undefined => {
+const readCache = (path: string): { readonly data: Buffer; readonly mtimeMs: number } | undefined => {
   let fd: number | undefined
   try {
     fd = openSync(path, "r")
     const stat = fstatSync(fd)
     const uid = typeof process.getuid === "function" ? process.getuid() : undefined
     if (!stat.isFile() || (uid !== undefined && stat.uid !== uid) || (stat.mode & 0o022) !== 0) return undefined
-    return readFileSync(fd)
+    return { data: readFileSync(fd), mtimeMs: stat.mtimeMs }
   } catch {
     return undefined
   } finally {
@@ -188,10 +188,14 @@ export const makeLoader = (options: {
     if (known !== undefined) return known.exports
     const source = readFileSync(file, "utf8")
     const target = cacheFile(file)
-    const cachedData = target === undefined ? undefined : readCache(target)
+    const cached = target === undefined ? undefined : readCache(target)
     const wrapped = `(function (exports, require, module, __filename, __dirname) { ${source}\n});`
-    const script = new Script(wrapped, cachedData === undefined ? { filename: file } : { filename: file, cachedData })
-    if (target !== undefined && (cachedData === undefined || script.cachedDataRejected === true)) {
+    const script = new Script(wrapped, cached === undefined ? { filename: file } : { filename: file, cachedData: cached.data })
+    // An entry taken is remade after the command at most once a day: it then also holds what this
+    // command called, so the cache follows the commands a person runs, not only the first one
+    // (a cache made by `rx --help` holds little of what `rx list` runs).
+    const stale = cached !== undefined && Date.now() - cached.mtimeMs > day
+    if (target !== undefined && (cached === undefined || script.cachedDataRejected === true || stale)) {
       pending.push({ script, target })
       if (!hooked) {
         hooked = true
