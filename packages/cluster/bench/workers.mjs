@@ -11,6 +11,13 @@
 // says how long the quota held a worker back (`throttled_seconds`), and a last line each count's
 // goals per second over one worker's.
 //
+// `--shards N`: the cluster's shards (300, rx's default). A goal goes to the worker holding the shard
+// its id hashes to, not to the least busy, so each line also says how many goals each worker ran
+// (`goals_by_worker`): the busiest one sets the end.
+//
+// `--rounds N`: the worker counts N times over, in turn; the last line then gives the median of
+// each count's goals per second, over one worker's median (one run varies by 10-20% here).
+//
 // Every run checks the ledger the workers' `append` tool writes: each goal's two calls, once each.
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { NodeRuntime } from "@effect/platform-node"
@@ -34,9 +41,14 @@ const quota = flag("quota") === undefined ? undefined : Number(flag("quota"))
 if (quota !== undefined && !(quota > 0 && quota <= 4)) throw new Error(`--quota: a share of one core, above 0 and at most 4 (got ${flag("quota")})`)
 const counts = (flag("workers") ?? (quota === undefined ? "1,2,3" : "1,2,4,8")).split(",").map(Number)
 if (counts.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--workers: worker counts such as 1,2,4,8 (got ${flag("workers")})`)
+const rounds = Number(flag("rounds") ?? "1")
+if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds: a whole number of rounds, at least 1 (got ${flag("rounds")})`)
 const goals = Number(process.env["RX_BENCH_GOALS"] ?? (quota === undefined ? "120" : "240"))
 const worker = fileURLToPath(new URL("../test/fixtures/worker.mjs", import.meta.url))
-const settings = { failoverMs: 15_000, refreshAssignmentsMs: 500, pollMs: 1000, shardsPerGroup: 30 }
+// The shards a goal is placed by (hashed from its id) and the workers share: 300, as rx's default, unless `--shards N`.
+const shardsPerGroup = Number(flag("shards") ?? "300")
+if (!Number.isInteger(shardsPerGroup) || shardsPerGroup < 1) throw new Error(`--shards: a whole number of shards, at least 1 (got ${flag("shards")})`)
+const settings = { failoverMs: 15_000, refreshAssignmentsMs: 500, pollMs: 1000, shardsPerGroup }
 
 const admin = (statement) =>
   Effect.scoped(Effect.flatMap(PgClient.make({ url: Redacted.make(adminUrl), maxConnections: 1 }), (sql) => sql.unsafe(statement))).pipe(
@@ -100,7 +112,10 @@ const throttled = (dir) => Number(/throttled_time (\d+)/.exec(fs.readFileSync(pa
 const startWorker = (args, group) =>
   Effect.acquireRelease(
     Effect.async((resume) => {
-      const child = spawn(process.execPath, [worker, ...args], { stdio: ["ignore", "pipe", "pipe"] })
+      const child = spawn(process.execPath, [worker, ...args], {
+        stdio: ["ignore", "pipe", "pipe"],
+        env: { ...process.env, RX_TEST_SHARDS_PER_GROUP: String(shardsPerGroup) }
+      })
       if (group !== undefined) fs.writeFileSync(path.join(group, "cgroup.procs"), String(child.pid))
       let output = ""
       // Held to a share of a core, a worker takes that much longer to load.
@@ -133,6 +148,16 @@ const machine = () => {
   const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0)
   const total = ticks.slice(0, 8).reduce((a, b) => a + b, 0)
   return { busy: (total - idle) / 100, total: total / 100 }
+}
+
+/** How many of the goals `ids` each worker ran (its name is on each of its ledger lines), most first. */
+const goalsByWorker = (ledger, ids) => {
+  const wanted = new Set(ids.map((id) => `${id}:1`))
+  const counts = new Map()
+  for (const [call, name] of fs.readFileSync(ledger, "utf8").trim().split("\n").map((line) => line.split(" "))) {
+    if (wanted.has(call)) counts.set(name, (counts.get(name) ?? 0) + 1)
+  }
+  return [...counts.values()].sort((a, b) => b - a)
 }
 
 /** Each goal's `append` calls (steps 1 and 3) in the ledger once each, and nothing else: nothing lost, nothing run twice. */
@@ -231,7 +256,9 @@ const measure = (count) =>
           quota,
           throttled_seconds: Number(groups.reduce((n, g, i) => n + throttled(g) - (throttledBefore[i] ?? 0), 0).toFixed(2))
         }),
-        ledger: checkLedger(ledger, [...warm, ...ids])
+        ledger: checkLedger(ledger, [...warm, ...ids]),
+        shards_per_group: shardsPerGroup,
+        goals_by_worker: goalsByWorker(ledger, ids)
       }
     }).pipe(Effect.provide(Layer.merge(Workers.layerClient({ url: url.toString(), ...settings }), tools)))
   }))
@@ -240,15 +267,22 @@ const measure = (count) =>
 // worker is killed, its cgroup removed and the database dropped, none left behind.
 NodeRuntime.runMain(Effect.gen(function*() {
   const results = []
-  for (const count of counts) {
-    const result = yield* measure(count)
-    results.push(result)
-    yield* Console.log(JSON.stringify(result))
+  for (let round = 0; round < rounds; round++) {
+    for (const count of counts) {
+      const result = yield* measure(count)
+      results.push(result)
+      yield* Console.log(JSON.stringify(rounds === 1 ? result : { round: round + 1, ...result }))
+    }
   }
-  const one = results.find((r) => r.workers === 1)
-  if (one !== undefined && results.length > 1) {
+  // Each count's median goals per second over its rounds, over one worker's.
+  const median = (count) => {
+    const sorted = results.filter((r) => r.workers === count).map((r) => r.goals_per_second).sort((a, b) => a - b)
+    return sorted.length % 2 === 1 ? sorted[(sorted.length - 1) / 2] : (sorted[sorted.length / 2 - 1] + sorted[sorted.length / 2]) / 2
+  }
+  if (counts.includes(1) && counts.length > 1) {
     yield* Console.log(JSON.stringify({
-      goals_per_second_over_one_worker: Object.fromEntries(results.map((r) => [r.workers, Number((r.goals_per_second / one.goals_per_second).toFixed(2))]))
+      ...(rounds === 1 ? {} : { rounds, median_goals_per_second: Object.fromEntries(counts.map((n) => [n, median(n)])) }),
+      goals_per_second_over_one_worker: Object.fromEntries(counts.map((n) => [n, Number((median(n) / median(1)).toFixed(2))]))
     }))
   }
 }))
