@@ -22,6 +22,9 @@ describe("the settings table", () => {
     expect(Settings.values(found)).toEqual({ maxIterations: 7, tools: ["read_file", "shell"], temperature: 0.5, sandbox: "none", instructions: "/cfg/notes.md", agentsMd: true })
     expect(found.maxIterations?.source).toEqual({ _tag: "file", file: "/cfg/rx.json" })
     expect(message(file({ maxIterations: 1.5 }))).toBe("config file /cfg/rx.json: maxIterations: expected a whole number from 1 up, got 1.5")
+    // A file holds JSON's own types: a number or a switch written as text is refused, not read as a flag's text.
+    expect(message(file({ maxIterations: "5" }))).toBe("config file /cfg/rx.json: maxIterations: expected a whole number from 1 up, got \"5\"")
+    expect(message(file({ agentsMd: "yes" }))).toBe("config file /cfg/rx.json: agentsMd: expected true or false, got \"yes\"")
     expect(message(file({ tools: ["a", 1] }))).toBe("config file /cfg/rx.json: tools: expected an array of names, got [\"a\",1]")
     expect(message(file({ tools: [] }))).toBe("config file /cfg/rx.json: tools: expected names, comma-separated, got none")
     expect(message(file({ model: " " }))).toBe("config file /cfg/rx.json: model: expected a model name, got an empty value")
