@@ -86,7 +86,7 @@ describe("the code cache of the bundled rx", () => {
       expect(yield* list(db, cache)).toEqual(expected)
       expect(statSync(main).mtimeMs).toBeGreaterThan(old.getTime() + 24 * 60 * 60 * 1000)
       expect(statSync(main).size).toBeGreaterThan(helpSize * 1.2)
-      expect((statSync(main).mode & 0o077)).toBe(0)
+      expect(statSync(main).mode & 0o077).toBe(0)
       // Then it is left as it is again.
       const remade = cacheFiles(cache).map((file) => statSync(file).mtimeMs)
       expect(yield* list(db, cache)).toEqual(expected)
