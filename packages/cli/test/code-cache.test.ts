@@ -67,7 +67,7 @@ describe("the code cache of the bundled rx", () => {
       expect(files.map((file) => statSync(file).mtimeMs)).toEqual(before)
     }))
 
-  it.scopedLive("an entry a day old is remade after the command, once: a cache made by rx --help comes to hold what rx list runs", () =>
+  it.scopedLive("an entry a day old (or ahead of the clock) is remade after the command, once: a cache made by rx --help comes to hold what rx list runs", () =>
     Effect.gen(function*() {
       const { root, db } = yield* withGoal
       const cache = join(root, "cache")
@@ -91,6 +91,11 @@ describe("the code cache of the bundled rx", () => {
       const remade = cacheFiles(cache).map((file) => statSync(file).mtimeMs)
       expect(yield* list(db, cache)).toEqual(expected)
       expect(cacheFiles(cache).map((file) => statSync(file).mtimeMs)).toEqual(remade)
+      // A time two days ahead (a clock set back) cannot keep an entry forever: it is remade too.
+      const ahead = new Date(Date.now() + 2 * 24 * 60 * 60 * 1000)
+      utimesSync(main, ahead, ahead)
+      expect(yield* list(db, cache)).toEqual(expected)
+      expect(statSync(main).mtimeMs).toBeLessThan(ahead.getTime() - 24 * 60 * 60 * 1000)
     }))
 
   it.scopedLive("RX_CODE_CACHE=0 leaves the cache unused: nothing is written", () =>

@@ -193,8 +193,9 @@ export const makeLoader = (options: {
     const script = new Script(wrapped, cached === undefined ? { filename: file } : { filename: file, cachedData: cached.data })
     // An entry taken is remade after the command at most once a day: it then also holds what this
     // command called, so the cache follows the commands a person runs, not only the first one
-    // (a cache made by `rx --help` holds little of what `rx list` runs).
-    const stale = cached !== undefined && Date.now() - cached.mtimeMs > day
+    // (a cache made by `rx --help` holds little of what `rx list` runs). A time ahead of the clock
+    // (a clock set back, a copied folder) counts as old too, so that it cannot keep an entry forever.
+    const stale = cached !== undefined && Math.abs(Date.now() - cached.mtimeMs) > day
     if (target !== undefined && (cached === undefined || script.cachedDataRejected === true || stale)) {
       pending.push({ script, target })
       if (!hooked) {
