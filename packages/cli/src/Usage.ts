@@ -14,11 +14,15 @@ import * as ExitCode from "./ExitCode.js"
 /** The package's version, fixed when the binary is bundled ("development" in an unbundled build). */
 export const version: string = Version.version
 
-/** A flag: its name, what it takes (`N`, empty for a switch), its help line, and the typed @effect/cli option that reads it. */
-export interface Flag<A> {
+/** A flag as the help and the command line's check know it: its name, what it takes (`N`, empty for a switch), its help line. */
+export interface FlagDoc {
   readonly flag: string
   readonly placeholder: string
   readonly description: string
+}
+
+/** A flag, with the typed @effect/cli option that reads it. */
+export interface Flag<A> extends FlagDoc {
   readonly option: Options.Options<A>
 }
 
@@ -61,12 +65,17 @@ export const repeated = (flag: string, placeholder: string, description: string)
   option: Options.repeated(text(flag, placeholder, description))
 })
 
-/** A setting as a flag, from its row of `Settings.table`: its description says its default and its variable. */
-export const setting = (key: Settings.Key): Flag<Option.Option<Settings.Value> | boolean> => {
+/** A setting's flag as the help shows it, from its row of `Settings.table`: its description says its default and its variable. */
+const settingDoc = (key: Settings.Key): FlagDoc => {
   const s: Settings.Doc = Settings.table[key]
   const notes = [...(s.shownDefault === undefined ? [] : [`default ${s.shownDefault}`]), `env ${s.env}`]
-  const description = `${s.description} (${notes.join("; ")})`
-  return Settings.isSwitch(key) ? toggle(s.flag, description) : value(s.flag, s.placeholder, description, Settings.textOf(key))
+  return { flag: s.flag, placeholder: s.placeholder, description: `${s.description} (${notes.join("; ")})` }
+}
+
+/** A setting as a flag, read by its own text Schema. */
+export const setting = (key: Settings.Key): Flag<Option.Option<Settings.Value> | boolean> => {
+  const { description, flag, placeholder } = settingDoc(key)
+  return Settings.isSwitch(key) ? toggle(flag, description) : value(flag, placeholder, description, Settings.textOf(key))
 }
 
 /** Options by key, read together (none: an empty record). */
@@ -115,8 +124,8 @@ export const argument = (doc: Doc): Args.Args<Option.Option<string> | ReadonlyAr
 export const second = (doc: Doc): Args.Args<Option.Option<string>> =>
   doc.more === undefined ? Args.map(Args.none, () => Option.none()) : Args.map(Args.text({ name: doc.more.name }).pipe(Args.withDescription(doc.more.description)), Option.some)
 
-/** Every flag a command accepts: its settings', then its own. */
-export const accepted = (doc: Doc): ReadonlyArray<Flag<unknown>> => [...doc.settings.map(setting), ...Object.values(doc.flags)]
+/** Every flag a command accepts, as the help shows it (no option is built): its settings', then its own. */
+export const accepted = (doc: Doc): ReadonlyArray<FlagDoc> => [...doc.settings.map(settingDoc), ...Object.values(doc.flags)]
 
 const { limitKeys: limits, mcpKeys: mcp, modelKeys: model, resumeKeys: resumeSettings, runKeys: runSettings, toolKeys: tools } = Settings
 
@@ -388,7 +397,7 @@ export interface Style {
 const heading = (text: string, style: Style) => (style.bold ? `\u001b[1m${text}\u001b[0m` : text)
 
 /** A flag as a row of the help: `--name PLACEHOLDER`, its description. */
-const row = (f: Flag<unknown>) => [`--${f.flag}${f.placeholder === "" ? "" : ` ${f.placeholder}`}`, f.description] as const
+const row = (f: FlagDoc) => [`--${f.flag}${f.placeholder === "" ? "" : ` ${f.placeholder}`}`, f.description] as const
 
 /** Two columns within 80 characters; `width` is the left one's (a longer entry gets a line of its own). */
 const rows = (entries: ReadonlyArray<readonly [string, string]>, width = Math.min(28, Math.max(...entries.map(([left]) => left.length)) + 2)) =>
@@ -412,7 +421,7 @@ export const commandHelp = (s: Doc, style: Style): string => {
     ...s.usage.map((u) => `  rx ${s.name} ${u}`),
     "",
     wrap(s.description, 76, ""),
-    ...settingGroups.flatMap(([title, keys]) => ["", heading(title, style), rows(keys.map((key) => row(setting(key))), width)]),
+    ...settingGroups.flatMap(([title, keys]) => ["", heading(title, style), rows(keys.map((key) => row(settingDoc(key))), width)]),
     "",
     heading("flags", style),
     rows([...Object.values(s.flags).map(row), ["--help", "this help"]], width)
