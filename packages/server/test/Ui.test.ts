@@ -59,6 +59,17 @@ const login = (b: Browser, server: Running) =>
 const submit = (server: Running, body: unknown) =>
   Effect.map(call(server, "/v1/goals", { method: "POST", body }), (reply) => (reply.body as { goalId: string }).goalId)
 
+/** A server whose model asks to write `note.txt` with `content`, then says `done`; a page logged in to it; a goal whose write waits for approval. */
+const noteAwaitingApproval = (b: Browser, content: string, summary: string) =>
+  Effect.gen(function*() {
+    const server = yield* startServer(modelByGoal((_goal, turn) =>
+      Effect.succeed(turn === 0 ? LanguageModel.callTool("write_file", { path: "note.txt", content }) : LanguageModel.done(summary))
+    ))
+    const { page } = yield* login(b, server)
+    const goalId = yield* submit(server, { goal: "write a note", options: { approval: { write_file: "ask" } } })
+    return { goalId, page, server }
+  })
+
 const text = (page: Page, selector: string) => Effect.promise(() => page.locator(selector).innerText())
 
 describe.skipIf(!available)("web inspector", () => {
@@ -273,12 +284,7 @@ describe.skipIf(!available)("web inspector", () => {
 
   it.scopedLive("approve from the page: the call is shown exactly as it will run, and the goal goes on", () =>
     Effect.gen(function*() {
-      const b = yield* browser
-      const server = yield* startServer(modelByGoal((_goal, turn) =>
-        Effect.succeed(turn === 0 ? LanguageModel.callTool("write_file", { path: "note.txt", content: "from the page\n" }) : LanguageModel.done("written"))
-      ))
-      const { page } = yield* login(b, server)
-      const goalId = yield* submit(server, { goal: "write a note", options: { approval: { write_file: "ask" } } })
+      const { goalId, page, server } = yield* noteAwaitingApproval(yield* browser, "from the page\n", "written")
       yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${goalId}`))
       yield* Effect.promise(() => page.waitForSelector("#approval"))
       const shown = yield* text(page, "#approval")
@@ -306,6 +312,46 @@ describe.skipIf(!available)("web inspector", () => {
       // The name is kept in the tab.
       expect(yield* Effect.promise(() => page.inputValue("#approver-name"))).toBe("Ada Lovelace")
       yield* Effect.promise(() => page.fill("#approval input[aria-label=reason]", "not today"))
+      yield* Effect.promise(() => page.click("#deny"))
+      yield* Effect.promise(() => page.locator(".steps").getByText("denied (not today) by Ada Lovelace (via http)").waitFor())
+    }), 60_000)
+
+  it.scopedLive("a reason typed while the page catches up on the goal's events is kept: each event's refresh leaves the waiting call's panel as it is", () =>
+    Effect.gen(function*() {
+      const { goalId, page, server } = yield* noteAwaitingApproval(yield* browser, "no\n", "not written")
+      const waiting = () => Effect.map(call(server, `/v1/goals/${goalId}`), (reply) => (reply.body as { status: string }).status === "waiting")
+      while (!(yield* waiting())) yield* Effect.sleep("50 millis")
+      // The events that make the page refresh the goal (and draw its header and panels again).
+      const log = yield* call(server, `/v1/goals/${goalId}/events?follow=false`)
+      const refreshing = ["ApprovalRequested", "ApprovalDecided", "Suspended", "CancelRequested", "Terminated", "IterationCompleted", "ToolStarted", "GoalSubmitted"]
+      const refreshes = log.text.split("\n").filter((line) => line !== "" && refreshing.includes((JSON.parse(line) as { _tag: string })._tag)).length
+      expect(refreshes).toBeGreaterThanOrEqual(2)
+      // The page's stream of events held back until the person has typed: the goal's first
+      // answer shows the panel, then every event arrives (as on a slow machine or network).
+      let release = () => {}
+      const held = new Promise<void>((resolve) => (release = resolve))
+      yield* Effect.promise(() => page.route(new RegExp(`/v1/goals/${goalId}/events`), async (route) => {
+        await held
+        await route.continue()
+      }))
+      const answered: Array<string> = []
+      page.on("response", (response) => {
+        if (new URL(response.url()).pathname === `/v1/goals/${goalId}`) answered.push(response.url())
+      })
+      yield* Effect.promise(() => page.goto(`${server.url}/#/goals/${goalId}`))
+      yield* Effect.promise(() => page.waitForSelector("#approval"))
+      yield* Effect.promise(() => page.fill("#approver-name", "Ada Lovelace"))
+      yield* Effect.promise(() => page.fill("#approval input[aria-label=reason]", "not today"))
+      yield* Effect.promise(() => page.$eval("#approval input[aria-label=reason]", (input) => input.setAttribute("data-typed", "")))
+      const before = answered.length
+      release()
+      // Every refresh the events cause has been answered and drawn.
+      yield* Effect.promise(() => page.waitForSelector(".steps [data-entry]"))
+      while (answered.length < before + refreshes) yield* Effect.sleep("50 millis")
+      yield* Effect.promise(() => page.evaluate("new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)))"))
+      // The same input, with what was typed in it.
+      expect(yield* Effect.promise(() => page.locator("#approval input[data-typed]").count())).toBe(1)
+      expect(yield* Effect.promise(() => page.locator("#approval input[data-typed]").inputValue())).toBe("not today")
       yield* Effect.promise(() => page.click("#deny"))
       yield* Effect.promise(() => page.locator(".steps").getByText("denied (not today) by Ada Lovelace (via http)").waitFor())
     }), 60_000)

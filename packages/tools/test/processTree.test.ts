@@ -79,7 +79,9 @@ describe.skipIf(cgroups === undefined)("cgroups of rx processes that are gone", 
         (child) => Effect.sync(() => child.kill("SIGKILL"))
       )
       expect(yield* within(() => Limits.members(held).length === 1)).toBe(true)
-      expect(Limits.sweep(base)).toBeGreaterThanOrEqual(1)
+      // What this sweep removed is not counted: every rx process sweeps once, so one running beside
+      // this test may have removed the leftover first.
+      Limits.sweep(base)
       expect(fs.existsSync(leftover)).toBe(false)
       expect(fs.existsSync(mine)).toBe(true)
       expect(fs.existsSync(held)).toBe(true)

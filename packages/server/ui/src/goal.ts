@@ -400,6 +400,8 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
   const head = h("div", { class: "head" })
   const treeBox = h("div", {})
   const approval = h("div", {})
+  /** The call whose approval panel is shown, if one is. */
+  let approvalShown: string | undefined
   const steps = h("div", { class: "steps" })
   const traceBox = h("div", {})
   const timelineBox = h("div", {})
@@ -459,7 +461,13 @@ export const show = (root: HTMLElement, goalId: string, signal: AbortSignal) => 
         settings.model === undefined ? "" : `, model ${settings.model}`,
         settings.workspace === undefined ? "" : `, in ${settings.workspace}`,
         " ", cancel))
-    fill(approval, approvalPanel(model, () => void refresh()), resumePanel(model, () => void refresh()))
+    // The panel of a call that still waits is kept as it is: a redraw (each event the page
+    // catches up on refreshes the goal) must not drop a reason being typed, nor the button clicked.
+    const waiting = g?.status === "waiting" ? g.approval?.callId : undefined
+    if (waiting === undefined || waiting !== approvalShown) {
+      approvalShown = waiting
+      fill(approval, approvalPanel(model, () => void refresh()), resumePanel(model, () => void refresh()))
+    }
     tell.hidden = g === undefined || g.status === "terminated"
     onward.hidden = g?.status !== "terminated"
     fill(treeBox, treeView(model))
