@@ -22,9 +22,11 @@ const cacheFiles = (home: string) => {
   return readdirSync(rxDir).flatMap((folder) => readdirSync(join(rxDir, folder)).map((name) => join(rxDir, folder, name)))
 }
 
-/** `rx list` with `cache` as XDG_CACHE_HOME; without Node's own compile-cache variables. */
-const list = (db: string, cache: string) =>
-  rx(["list", "--db", db], { XDG_CACHE_HOME: cache, NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined })
+/** `cache` as XDG_CACHE_HOME, without Node's own compile-cache variables. */
+const cacheEnv = (cache: string) => ({ XDG_CACHE_HOME: cache, NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined })
+
+/** `rx list` with the cache in `cache`. */
+const list = (db: string, cache: string) => rx(["list", "--db", db], cacheEnv(cache))
 
 /** A sandbox whose log holds one finished goal (run with a cache of its own). */
 const withGoal = Effect.gen(function*() {
@@ -71,8 +73,7 @@ describe("the code cache of the bundled rx", () => {
     Effect.gen(function*() {
       const { root, db } = yield* withGoal
       const cache = join(root, "cache")
-      const env = { XDG_CACHE_HOME: cache, NODE_COMPILE_CACHE: undefined, NODE_DISABLE_COMPILE_CACHE: undefined }
-      expect((yield* rx(["--help"], env)).code).toBe(0)
+      expect((yield* rx(["--help"], cacheEnv(cache))).code).toBe(0)
       const main = cacheFiles(cache).find((file) => basename(file).startsWith("main-")) ?? ""
       const helpSize = statSync(main).size
       // A fresh entry is taken as it is, whatever made it.

@@ -18,7 +18,7 @@ import { freePort } from "../../llm/test/FakeServer.js"
 import { files } from "../src/internal/assets.js"
 // The fork as rx fork makes it (its pure part, which needs only the kernel).
 import * as Fork from "../../host/src/internal/fork.js"
-import { call, listThenDone, listTwiceAfter, modelByGoal, type Running, startServer, token, withStore } from "./helpers.js"
+import { call, listThenDone, listTwiceAfter, modelByGoal, type Running, startServer, token, until, withStore } from "./helpers.js"
 
 const executablePath = "/usr/bin/chromium"
 const available = fs.existsSync(executablePath)
@@ -319,12 +319,10 @@ describe.skipIf(!available)("web inspector", () => {
   it.scopedLive("a reason typed while the page catches up on the goal's events is kept: each event's refresh leaves the waiting call's panel as it is", () =>
     Effect.gen(function*() {
       const { goalId, page, server } = yield* noteAwaitingApproval(yield* browser, "no\n", "not written")
-      const waiting = () => Effect.map(call(server, `/v1/goals/${goalId}`), (reply) => (reply.body as { status: string }).status === "waiting")
-      while (!(yield* waiting())) yield* Effect.sleep("50 millis")
+      const log = yield* until(server.db, goalId, (events) => events.some((e) => e._tag === "Suspended"), "the approval request")
       // The events that make the page refresh the goal (and draw its header and panels again).
-      const log = yield* call(server, `/v1/goals/${goalId}/events?follow=false`)
       const refreshing = ["ApprovalRequested", "ApprovalDecided", "Suspended", "CancelRequested", "Terminated", "IterationCompleted", "ToolStarted", "GoalSubmitted"]
-      const refreshes = log.text.split("\n").filter((line) => line !== "" && refreshing.includes((JSON.parse(line) as { _tag: string })._tag)).length
+      const refreshes = log.filter((e) => refreshing.includes(e._tag)).length
       expect(refreshes).toBeGreaterThanOrEqual(2)
       // The page's stream of events held back until the person has typed: the goal's first
       // answer shows the panel, then every event arrives (as on a slow machine or network).

@@ -154,7 +154,7 @@ export const makeLoader = (options: {
     return options.cache === undefined || entry === undefined ? undefined : join(options.cache, entry)
   }
 
-  /** Write the cache of every chunk that had none (or a rejected one); never fails. */
+  /** Write the cache of every chunk that had none, a rejected one or a day-old one; never fails. */
   const save = () => {
     const written = pending.splice(0)
     for (const { script, target } of written) {
