@@ -65,7 +65,8 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
     withheldRejected: rules.withheldRejected,
     repair: rules.repairs ? draft.tools : undefined,
     answerIsTheCall: rules.answerIsTheCall,
-    results: rules.answerIsTheCall === true ? results(draft) : undefined
+    // Read only for an answer in text (a native call never stands in a result): the turns are not walked every iteration.
+    results: rules.answerIsTheCall === true && answer.response.toolCalls.length === 0 ? results(draft) : undefined
   }
   const planned = Action.plan(answer.response, limits)
   if (planned._tag === "Reject") {
@@ -126,8 +127,13 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
 }
 
 /** The tool results the model was shown: a call written as text that stands in one is an echo (behaviour 5). */
-const results = (state: State.State): ReadonlyArray<string> =>
-  state.turns.flatMap((turn) => turn.calls.flatMap((call) => call.result === null || call.result.status === "rejected" ? [] : [call.result.content]))
+const results = (state: State.State): ReadonlyArray<string> => {
+  const shown: Array<string> = []
+  for (const turn of state.turns) {
+    for (const call of turn.calls) if (call.result !== null && call.result.status !== "rejected") shown.push(call.result.content)
+  }
+  return shown
+}
 
 /** The batch with the started call's arguments left out of its answer (they are in `ToolStarted`); the same array if none was. */
 const elide = (batch: ReadonlyArray<Event.Event>, index: number): ReadonlyArray<Event.Event> => {
