@@ -63,11 +63,26 @@ export const timedMemory = (committed: Map<string, number>, now: () => number): 
       }))
   )
 
-/** A server in the current scope, with `concurrency` goals at once; its base URL. */
-export const serve = (
+/**
+ * `echo`, noting in `calls` when each call started and ended (`performance.now()`, ms) and for
+ * which goal: the step overhead is the time from one call's end to the goal's next call's start.
+ */
+export const timedEcho = (calls: Array<readonly [string, number, number]>): Layer.Layer<ToolRegistry.ToolRegistry, ToolRegistry.InvalidToolset> =>
+  ToolRegistry.layer([{
+    ...Tool.echo,
+    run: (input, context) =>
+      Effect.suspend(() => {
+        const start = performance.now()
+        return Effect.tap(Tool.echo.run(input, context), () => Effect.sync(() => calls.push([context.goalId ?? context.callId, start, performance.now()])))
+      })
+  }])
+
+/** A server in the current scope, with `concurrency` goals at once (`echo` unless `toolset` says); its base URL. */
+export const serve = <E>(
   concurrency: number,
   llm: Layer.Layer<LanguageModel.LanguageModel>,
-  store: Layer.Layer<StateStore.StateStore>
+  store: Layer.Layer<StateStore.StateStore, E>,
+  toolset: Layer.Layer<ToolRegistry.ToolRegistry, ToolRegistry.InvalidToolset> = tools
 ) =>
   Effect.gen(function*() {
     const root = yield* Effect.acquireRelease(
@@ -75,7 +90,7 @@ export const serve = (
       (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
     )
     const layer = Server.layer({ token, workspace: root, port: 0, concurrency, maxSubscribers: 2 * concurrency + 16 }).pipe(
-      Layer.provide(Toolbox.layerWith(() => tools)),
+      Layer.provide(Toolbox.layerWith(() => toolset)),
       Layer.provide(llm),
       Layer.provide(store)
     )
@@ -126,12 +141,15 @@ interface Child {
   readonly cpu: Effect.Effect<number, BenchError>
   /** When each event's append succeeded since the last call (`now()` in the child), by `goalId:seq`. */
   readonly commits: Effect.Effect<ReadonlyMap<string, number>, BenchError>
+  /** Each `echo` call since the last call, `[goalId, start, end]` (ms, the child's `performance.now()`); with `steps` only. */
+  readonly steps: Effect.Effect<ReadonlyArray<readonly [string, number, number]>, BenchError>
 }
 
 const Reply = Schema.parseJson(Schema.Union(
   Schema.Struct({ url: Schema.String }),
   Schema.Struct({ cpu: Schema.Number }),
   Schema.Struct({ commits: Schema.Array(Schema.Tuple(Schema.String, Schema.Number)) }),
+  Schema.Struct({ steps: Schema.Array(Schema.Tuple(Schema.String, Schema.Number, Schema.Number)) }),
   Schema.Struct({ error: Schema.String })
 ))
 type Reply = typeof Reply.Type
@@ -143,7 +161,12 @@ type Reply = typeof Reply.Type
 const spawnServer = (
   concurrency: number,
   iterations: number,
-  options: { readonly delayMs?: number; readonly profileDir?: string | undefined; readonly script?: string | undefined } = {}
+  options: {
+    readonly delayMs?: number
+    readonly profileDir?: string | undefined
+    readonly script?: string | undefined
+    readonly steps?: StepsStore | undefined
+  } = {}
 ): Effect.Effect<Child, BenchError, Scope.Scope> =>
   Effect.gen(function*() {
     const args = [
@@ -151,7 +174,8 @@ const spawnServer = (
       options.script ?? join(import.meta.dirname, "ServeChild.js"),
       String(concurrency),
       String(iterations),
-      ...(options.delayMs === undefined ? [] : [String(options.delayMs)])
+      ...(options.delayMs === undefined ? [] : [String(options.delayMs)]),
+      ...(options.steps === undefined ? [] : ["--steps", options.steps])
     ]
     const lines = yield* Queue.unbounded<string | null>()
     const child = yield* Effect.acquireRelease(
@@ -188,7 +212,8 @@ const spawnServer = (
     return {
       url: first.url,
       cpu: Effect.flatMap(ask("cpu"), (reply) => ("cpu" in reply ? Effect.succeed(reply.cpu) : Effect.fail(unexpected(reply)))),
-      commits: Effect.flatMap(ask("commits"), (reply) => ("commits" in reply ? Effect.succeed(new Map(reply.commits)) : Effect.fail(unexpected(reply))))
+      commits: Effect.flatMap(ask("commits"), (reply) => ("commits" in reply ? Effect.succeed(new Map(reply.commits)) : Effect.fail(unexpected(reply)))),
+      steps: Effect.flatMap(ask("steps"), (reply) => ("steps" in reply ? Effect.succeed(reply.steps) : Effect.fail(unexpected(reply))))
     }
   })
 
@@ -287,6 +312,78 @@ const sseDelays = (goals: number, iterations: number, delayMs: number) =>
 const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
 /** Nearest-rank percentile. */
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.max(0, Math.ceil(p * sorted.length) - 1)] ?? Number.NaN
+
+/** The log of the step-overhead server: the memory store, or a SQLite file with `synchronous` NORMAL or FULL. */
+export type StepsStore = "memory" | "normal" | "full"
+
+/** Percentiles (ms) of the time from a step's end to the start of its goal's next step, and how many steps gave them. */
+export interface StepOverhead {
+  readonly p50: number
+  readonly p75: number
+  readonly p95: number
+  readonly p99: number
+  readonly steps: number
+}
+
+/** From each goal's calls, `[goalId, start, end]`: the gaps between one call's end and the goal's next call's start, sorted. */
+export const gaps = (calls: ReadonlyArray<readonly [string, number, number]>): ReadonlyArray<number> => {
+  const byGoal = new Map<string, Array<readonly [number, number]>>()
+  for (const [goalId, start, end] of calls) {
+    const list = byGoal.get(goalId) ?? []
+    list.push([start, end])
+    byGoal.set(goalId, list)
+  }
+  return [...byGoal.values()].flatMap((list) => {
+    const sorted = list.sort((a, b) => a[0] - b[0])
+    return sorted.slice(1).map(([start], i) => start - (sorted[i] as readonly [number, number])[1])
+  }).sort((a, b) => a - b)
+}
+
+/**
+ * The served step overhead: `goals` goals at once on a server in its own process over `store`
+ * (its `concurrency` as many), each of `iterations` iterations (`echo`, then `done`) and followed
+ * to its end as in the throughput rounds; the model answers at once, so from one `echo` call's
+ * end to the goal's next one's start is all rx's: recording the result and the iteration's end,
+ * the next prompt, the answer's decision and the commit of the call before it runs (two commits a
+ * step). One round warms the server up, then `rounds` rounds are measured.
+ */
+export const stepOverhead = (options: { readonly goals: number; readonly iterations: number; readonly rounds: number; readonly store: StepsStore }): Effect.Effect<StepOverhead, Failure> =>
+  Effect.gen(function*() {
+    const { goals, iterations } = options
+    const child = yield* spawnServer(goals, iterations, { steps: options.store })
+    yield* drive(child.url, "warm", goals, iterations)
+    yield* child.steps
+    const calls: Array<readonly [string, number, number]> = []
+    for (let r = 0; r < options.rounds; r++) {
+      yield* drive(child.url, `round-${r}`, goals, iterations)
+      calls.push(...(yield* child.steps))
+    }
+    const sorted = gaps(calls)
+    const expected = options.rounds * goals * (iterations - 2)
+    if (sorted.length !== expected) return yield* new BenchError({ message: `expected ${expected} steps after a first one, got ${sorted.length}` })
+    return { p50: percentile(sorted, 0.5), p75: percentile(sorted, 0.75), p95: percentile(sorted, 0.95), p99: percentile(sorted, 0.99), steps: sorted.length }
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(FetchHttpClient.layer),
+    Logger.withMinimumLogLevel(LogLevel.Error)
+  )
+
+/**
+ * The step overhead on each log, one after the other (they share the cores), as `pnpm bench`
+ * reports it: by `memory`, `sqlite_normal` and `sqlite_full`, in ms rounded to 0.01.
+ */
+export const stepOverheads = (onEach: (key: string, figures: StepOverhead) => void = () => {}) =>
+  Effect.gen(function*() {
+    const logs = [["memory", "memory"], ["sqlite_normal", "normal"], ["sqlite_full", "full"]] as const
+    const figures: Record<string, StepOverhead> = {}
+    for (const [key, store] of logs) {
+      const o = yield* stepOverhead({ goals: 50, iterations: 20, rounds: 3, store })
+      const ms = (x: number) => Number(x.toFixed(2))
+      figures[key] = { p50: ms(o.p50), p75: ms(o.p75), p95: ms(o.p95), p99: ms(o.p99), steps: o.steps }
+      onEach(key, figures[key])
+    }
+    return figures
+  })
 
 /** Why a measurement failed: the server would not start, a request or a goal failed. */
 export type Failure =

@@ -1,31 +1,58 @@
 /**
  * The served path's server in a process of its own: `node ServeChild.js <concurrency>
- * <iterations> [<delay ms>]` serves `Server.layer` on 127.0.0.1 (port 0) over the memory store
- * with the benchmark's scripted model and `echo`, and prints `{"url": ...}` once it listens.
- * Then, one JSON line in per request on stdin, one out on stdout:
+ * <iterations> [<delay ms>] [--steps memory|normal|full]` serves `Server.layer` on 127.0.0.1
+ * (port 0) over the memory store with the benchmark's scripted model and `echo`, and prints
+ * `{"url": ...}` once it listens. With `--steps`, the log is the one named (the memory store, or a
+ * new SQLite file, `synchronous` NORMAL or FULL) and `echo` notes when each of its calls starts
+ * and ends. Then, one JSON line in per request on stdin, one out on stdout:
  *
  * - `"cpu"`: `{"cpu": µs}`, this process's CPU time so far (user + system, `process.cpuUsage`);
  * - `"commits"`: `{"commits": [[goalId:seq, ms], ...]}`, when each event's append succeeded, as
  *   `performance.timeOrigin + performance.now()` (milliseconds since the epoch, comparable across
- *   processes on this machine), and forgets them; noted only with a delay (the SSE latency run).
+ *   processes on this machine), and forgets them; noted only with a delay (the SSE latency run);
+ * - `"steps"`: `{"steps": [[goalId, start ms, end ms], ...]}`, each `echo` call since the last
+ *   request (`performance.now()`), and forgets them; noted only with `--steps`.
  *
  * The end of stdin closes the server and ends the process (so `--cpu-prof` writes its profile).
  */
 import { StateStore } from "@rx/kernel"
-import { Effect, Logger, LogLevel, Queue, Stream } from "effect"
+import { SqliteStore } from "@rx/store-sqlite"
+import { Effect, Layer, Logger, LogLevel, Queue, Stream } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { createInterface } from "node:readline"
-import { model, serve, timedMemory } from "./Serve.js"
+import { model, serve, timedEcho, timedMemory } from "./Serve.js"
 
-const [concurrency = "100", iterations = "10", delay] = process.argv.slice(2)
+const args = process.argv.slice(2)
+const stepsAt = args.indexOf("--steps")
+const steps = stepsAt === -1 ? undefined : args[stepsAt + 1]
+if (steps !== undefined && !["memory", "normal", "full"].includes(steps)) throw new Error(`--steps: memory, normal or full (got ${steps})`)
+const [concurrency = "100", iterations = "10", delay] = stepsAt === -1 ? args : args.slice(0, stepsAt)
+
+/** A new SQLite log in a folder removed with the scope. */
+const sqlite = (synchronous: "NORMAL" | "FULL") =>
+  Layer.unwrapScoped(Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => mkdtempSync(join(tmpdir(), "rx-bench-steps-"))),
+      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    ),
+    (dir) => SqliteStore.layer({ filename: join(dir, "rx.db"), synchronous })
+  ))
 const write = (value: unknown) => Effect.sync(() => void process.stdout.write(`${JSON.stringify(value)}\n`))
 
 const program = Effect.gen(function*() {
   const committed = new Map<string, number>()
+  const calls: Array<readonly [string, number, number]> = []
   const llm = model(Number(iterations), delay === undefined ? undefined : Number(delay))
   // Commits are timed for the SSE latency only (a model with a delay): the throughput rounds run
   // on the memory store as is, as the in-process rounds they are compared with.
-  const store = delay === undefined ? StateStore.layerMemory : timedMemory(committed, () => performance.timeOrigin + performance.now())
-  const url = yield* serve(Number(concurrency), llm, store)
+  const store = steps === "normal" || steps === "full"
+    ? sqlite(steps === "full" ? "FULL" : "NORMAL")
+    : delay === undefined
+    ? StateStore.layerMemory
+    : timedMemory(committed, () => performance.timeOrigin + performance.now())
+  const url = yield* serve(Number(concurrency), llm, store, steps === undefined ? undefined : timedEcho(calls))
   yield* write({ url })
   const lines = yield* Queue.unbounded<string | null>()
   const input = createInterface({ input: process.stdin })
@@ -44,6 +71,7 @@ const program = Effect.gen(function*() {
         committed.clear()
         return write({ commits: entries })
       }
+      if (request === "\"steps\"") return write({ steps: calls.splice(0) })
       return write({ error: `unknown request ${request}` })
     })
   )

@@ -185,6 +185,9 @@ log(`  ${serve.goalsPerSecond} goals/s; ${serve.http} us/iteration seen by the c
 log(`  SSE, commit to client: p50 ${serve.sse.p50} ms, p99 ${serve.sse.p99} ms (${served.sse.events} events)`)
 if (serverProfile !== undefined) log(`  the server's CPU profile is in ${serverProfile}`)
 
+log("rx serve, step overhead: 50 goals of 20 iterations at once, from a call's end to its goal's next call's start")
+const stepOverhead = await run(Serve.stepOverheads((key, o) => log(`  ${key}: p50 ${o.p50} ms, p75 ${o.p75} ms, p95 ${o.p95} ms, p99 ${o.p99} ms (${o.steps} steps)`)))
+
 log("start-up of the bundled CLI (new processes, median of 10)")
 const started = await run(Startup.measure(10, log))
 const startup = {
@@ -289,6 +292,7 @@ const result = {
   client_cpu_us_per_iteration: serve.clientCpu,
   server_same_process_us_per_iteration: serve.sameProcess,
   sse_latency_ms: serve.sse,
+  served_step_overhead_ms: stepOverhead,
   startup_ms: startup,
   startup_over_node: startupRatios,
   node_version: process.version,
@@ -316,6 +320,11 @@ if (json) {
     ["rx serve, 100 goals x 10 it at once", `${serve.goalsPerSecond} goals/s, ${serve.http} us/it`, `<= 3x in-process: ${round(3 * serve.inProcess)} us/it (in-process ${serve.inProcess}; ${round(serve.http / serve.inProcess, 2)}x)`],
     ["rx serve: server / clients CPU", `${serve.serverCpu} / ${serve.clientCpu} us/it`, `server ${round(serve.serverCpu / serve.inProcess, 2)}x in-process; server in the clients' process: ${serve.sameProcess} us/it`],
     ["SSE, commit to client, p50 / p99", `${serve.sse.p50} / ${serve.sse.p99} ms`, "(none)"],
+    ...Object.entries(stepOverhead).map(([key, o]): readonly [string, string, string] => [
+      `rx serve step overhead, ${key}, p50 / p95`,
+      `${o.p50} / ${o.p95} ms`,
+      `50 goals at once (p75 ${o.p75} ms); see the README for Vercel Workflow's and Restate's`
+    ]),
     ["rx --version / list / inspect", `${startup.version} / ${startup.list} / ${startup.inspect} ms`, `<= 2x node -e 0: ${round(2 * startup.node)} ms (node -e 0 ${startup.node} ms; list ${startupRatios.list}x, inspect ${startupRatios.inspect}x)`],
     ["rx list / inspect, first run", `${startup.list_first} / ${startup.inspect_first} ms`, `empty code cache: list ${startupRatios.list_first}x, inspect ${startupRatios.inspect_first}x node -e 0`],
     ["Effect alone / + Schema, @effect/cli", `${startup.effect_snapshot} / ${startup.effect_cli_snapshot} ms`, `the floor of any rx command, from a startup snapshot (${round(startup.effect_cli_snapshot / startup.node, 2)}x node -e 0)`],

@@ -1,9 +1,10 @@
 /**
- * `pnpm --filter @rx/bench run served [--rounds N] [--warm-rounds N] [--json] [--server-profile DIR] [--server-script PATH] [--same-process] [--sse]`:
+ * `pnpm --filter @rx/bench run served [--rounds N] [--warm-rounds N] [--json] [--server-profile DIR] [--server-script PATH] [--same-process] [--sse] [--steps]`:
  * only the served path of `pnpm bench` (100 goals of 10 iterations, the server in a process of its
  * own, each goal followed), beside the same goals in-process in the same run. `--server-script`
  * runs another build's `ServeChild.js` as the server (to compare builds on one machine state);
- * `--same-process` and `--sse` add those parts of the full benchmark.
+ * `--same-process`, `--sse` and `--steps` (the step overhead, 50 goals at once on each log) add
+ * those parts of the full benchmark.
  */
 import { Effect } from "effect"
 import { memoryRun } from "./Scenario.js"
@@ -34,6 +35,7 @@ const figures = await Effect.runPromise(Serve.measure({
   serverScript: flagValue("--server-script"),
   warmRounds: Number(flagValue("--warm-rounds") ?? "10")
 }))
+const steps = process.argv.includes("--steps") ? await Effect.runPromise(Serve.stepOverheads()) : undefined
 const out = {
   server_cpu_us_per_iteration: round(figures.serverCpuUsPerIteration),
   inprocess_us_per_iteration: round(figures.inProcessUsPerIteration),
@@ -42,6 +44,7 @@ const out = {
   client_cpu_us_per_iteration: round(figures.clientCpuUsPerIteration),
   server_cpu_by_round: figures.serverCpuUsPerIterationByRound.map((x) => round(x, 0)),
   ...(process.argv.includes("--same-process") ? { server_same_process_us_per_iteration: round(figures.sameProcessUsPerIteration) } : {}),
-  ...(process.argv.includes("--sse") ? { sse_latency_ms: { p50: round(figures.sse.p50, 2), p99: round(figures.sse.p99, 2) } } : {})
+  ...(process.argv.includes("--sse") ? { sse_latency_ms: { p50: round(figures.sse.p50, 2), p99: round(figures.sse.p99, 2) } } : {}),
+  ...(steps === undefined ? {} : { served_step_overhead_ms: steps })
 }
 process.stdout.write(json ? `${JSON.stringify(out)}\n` : `${Object.entries(out).map(([k, v]) => `${k} ${v}`).join("\n")}\n`)
