@@ -10,6 +10,7 @@
  */
 import { Chunk, Effect, Queue, type Scope } from "effect"
 import type * as Event from "./Event.js"
+import { acquirePlain } from "./internal/release.js"
 import * as Watchers from "./internal/watchers.js"
 
 /** What a follower reads from the log: the events from a seq (of its kinds, or more), and the seq after the log's last event. */
@@ -86,7 +87,7 @@ export const make = (): Followers => {
     Effect.flatMap(Queue.unbounded<Wakeup>(), (wakeups) => {
       const watcher: Watcher = { wants, wakeups, skipped: undefined }
       return Effect.as(
-        Effect.acquireRelease(
+        acquirePlain(
           Effect.sync(() => watchers.add(goalId, watcher)),
           () => Effect.zipRight(Effect.sync(() => watchers.remove(goalId, watcher)), Queue.shutdown(wakeups))
         ),

@@ -6,6 +6,7 @@ import { Chunk, Context, Effect, Layer, Option, Queue, Schema, type Scope, Strea
 import * as Event from "./Event.js"
 import * as GoalSummary from "./GoalSummary.js"
 import type * as State from "./State.js"
+import { acquirePlain } from "./internal/release.js"
 import * as Watchers from "./internal/watchers.js"
 
 /** Someone appended first: the log already has `actualSeq` events, not `expectedSeq`. */
@@ -195,7 +196,7 @@ export const makeMemory = Effect.gen(function*() {
     Effect.flatMap(Queue.unbounded<Event.Event>(), (queue) => {
       const wants = (e: Event.Event) => tags === undefined || tags.includes(e._tag)
       const watcher = { wants, queue }
-      return Effect.acquireRelease(
+      return acquirePlain(
         Effect.sync(() => {
           watchers.add(goalId, watcher)
           return { stored: (logs.get(goalId) ?? []).slice(fromSeq).filter(wants), queue, later: (e: Event.Event) => e.seq >= fromSeq }
@@ -257,7 +258,7 @@ export const makeMemory = Effect.gen(function*() {
         stored.length > 0 ? Effect.succeed(stored[0] as Event.Event) : Effect.repeat(Queue.take(queue), { until: later }))),
     snapshot: () => Effect.succeed(Option.none()),
     lease: (goalId) =>
-      Effect.acquireRelease(
+      acquirePlain(
         Effect.suspend(() => {
           if (leased.has(goalId)) return Effect.fail(new LeaseHeld({ goalId, holder: "another runner in this process" }))
           leased.add(goalId)
