@@ -65,7 +65,7 @@ export const step = (state: State.State, first: ReadonlyArray<Event.Event>, { de
     withheldRejected: rules.withheldRejected,
     repair: rules.repairs ? draft.tools : undefined,
     answerIsTheCall: rules.answerIsTheCall,
-    // Read only for an answer in text (a native call never stands in a result): the turns are not walked every iteration.
+    // Only an answer in text is compared with the results shown (a native call never stands in one).
     results: rules.answerIsTheCall === true && answer.response.toolCalls.length === 0 ? results(draft) : undefined
   }
   const planned = Action.plan(answer.response, limits)
