@@ -409,6 +409,8 @@ export interface Figures {
   /** Wall time per iteration with the server in the clients' process. */
   readonly sameProcessUsPerIteration: number
   readonly inProcessUsPerIteration: number
+  /** This process's CPU time (all its threads, as the server's) over the same in-process rounds, per iteration. */
+  readonly inProcessCpuUsPerIteration: number
   readonly sse: { readonly p50: number; readonly p99: number; readonly events: number }
 }
 
@@ -444,8 +446,12 @@ export const measure = (workload: Workload): Effect.Effect<Figures, Failure> =>
     const separate: Array<{ readonly ms: number; readonly serverCpuMs: number; readonly clientCpuMs: number }> = []
     const here: Array<number> = []
     const local: Array<number> = []
+    const localCpu: Array<number> = []
     for (let r = 0; r < workload.rounds; r++) {
+      const cpuBefore = process.cpuUsage()
       local.push(yield* inProcess(goals, iterations))
+      const cpu = process.cpuUsage(cpuBefore)
+      localCpu.push((cpu.user + cpu.system) / 1000)
       separate.push(yield* overHttp(child, `round-${r}`, goals, iterations))
       if (sameProcess) here.push(yield* overHttpHere(goals, iterations))
     }
@@ -461,6 +467,7 @@ export const measure = (workload: Workload): Effect.Effect<Figures, Failure> =>
       clientCpuUsPerIteration: perIteration(median(separate.map((r) => r.clientCpuMs))),
       sameProcessUsPerIteration: perIteration(median(here)),
       inProcessUsPerIteration: perIteration(median(local)),
+      inProcessCpuUsPerIteration: perIteration(median(localCpu)),
       sse: { p50: percentile(delays, 0.5), p99: percentile(delays, 0.99), events: delays.length }
     }
   }).pipe(

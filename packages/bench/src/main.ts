@@ -178,6 +178,7 @@ const serve = {
   clientCpu: round(served.clientCpuUsPerIteration, 1),
   sameProcess: round(served.sameProcessUsPerIteration, 1),
   inProcess: round(served.inProcessUsPerIteration, 1),
+  inProcessCpu: round(served.inProcessCpuUsPerIteration, 1),
   overhead: round(served.serverUsPerIteration - served.inProcessUsPerIteration, 1),
   sse: { p50: round(served.sse.p50, 2), p99: round(served.sse.p99, 2) }
 }
@@ -287,6 +288,7 @@ const result = {
   server_goals_per_second: serve.goalsPerSecond,
   server_us_per_iteration: serve.http,
   inprocess_us_per_iteration: serve.inProcess,
+  inprocess_cpu_us_per_iteration: serve.inProcessCpu,
   server_overhead_us_per_iteration: serve.overhead,
   server_cpu_us_per_iteration: serve.serverCpu,
   client_cpu_us_per_iteration: serve.clientCpu,
@@ -318,7 +320,7 @@ if (json) {
     ["replay from SQLite (decode + fold)", `${Math.round(replayRate)} events/s`, ">= 500000 events/s"],
     ["resume, 100,000 events", `${round(resume.ms)} ms`, "<= 100 ms"],
     ["rx serve, 100 goals x 10 it at once", `${serve.goalsPerSecond} goals/s, ${serve.http} us/it`, `<= 3x in-process: ${round(3 * serve.inProcess)} us/it (in-process ${serve.inProcess}; ${round(serve.http / serve.inProcess, 2)}x)`],
-    ["rx serve: server / clients CPU", `${serve.serverCpu} / ${serve.clientCpu} us/it`, `server ${round(serve.serverCpu / serve.inProcess, 2)}x in-process; server in the clients' process: ${serve.sameProcess} us/it`],
+    ["rx serve: server / clients CPU", `${serve.serverCpu} / ${serve.clientCpu} us/it`, `server ${round(serve.serverCpu / serve.inProcess, 2)}x in-process (${round(serve.serverCpu / serve.inProcessCpu, 2)}x its CPU, ${serve.inProcessCpu} us/it); server in the clients' process: ${serve.sameProcess} us/it`],
     ["SSE, commit to client, p50 / p99", `${serve.sse.p50} / ${serve.sse.p99} ms`, "(none)"],
     ...Object.entries(stepOverhead).map(([key, o]): readonly [string, string, string] => [
       `rx serve step overhead, ${key}, p50 / p95`,

@@ -40,6 +40,8 @@ const out = {
   server_cpu_us_per_iteration: round(figures.serverCpuUsPerIteration),
   inprocess_us_per_iteration: round(figures.inProcessUsPerIteration),
   ratio: round(figures.serverCpuUsPerIteration / figures.inProcessUsPerIteration, 2),
+  inprocess_cpu_us_per_iteration: round(figures.inProcessCpuUsPerIteration),
+  cpu_ratio: round(figures.serverCpuUsPerIteration / figures.inProcessCpuUsPerIteration, 2),
   server_us_per_iteration: round(figures.serverUsPerIteration),
   client_cpu_us_per_iteration: round(figures.clientCpuUsPerIteration),
   server_cpu_by_round: figures.serverCpuUsPerIterationByRound.map((x) => round(x, 0)),
