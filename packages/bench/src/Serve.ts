@@ -314,7 +314,8 @@ const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.max(0, Math.ceil(p * sorted.length) - 1)] ?? Number.NaN
 
 /** The log of the step-overhead server: the memory store, or a SQLite file with `synchronous` NORMAL or FULL. */
-export type StepsStore = "memory" | "normal" | "full"
+export const StepsStore = Schema.Literal("memory", "normal", "full")
+export type StepsStore = typeof StepsStore.Type
 
 /** Percentiles (ms) of the time from a step's end to the start of its goal's next step, and how many steps gave them. */
 export interface StepOverhead {
@@ -326,7 +327,7 @@ export interface StepOverhead {
 }
 
 /** From each goal's calls, `[goalId, start, end]`: the gaps between one call's end and the goal's next call's start, sorted. */
-export const gaps = (calls: ReadonlyArray<readonly [string, number, number]>): ReadonlyArray<number> => {
+const gaps = (calls: ReadonlyArray<readonly [string, number, number]>): ReadonlyArray<number> => {
   const byGoal = new Map<string, Array<readonly [number, number]>>()
   for (const [goalId, start, end] of calls) {
     const list = byGoal.get(goalId) ?? []

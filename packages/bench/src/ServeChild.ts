@@ -17,17 +17,15 @@
  */
 import { StateStore } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
-import { Effect, Layer, Logger, LogLevel, Queue, Stream } from "effect"
+import { Effect, Layer, Logger, LogLevel, Queue, Schema, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
-import { model, serve, timedEcho, timedMemory } from "./Serve.js"
+import { model, serve, StepsStore, timedEcho, timedMemory } from "./Serve.js"
 
 const args = process.argv.slice(2)
 const stepsAt = args.indexOf("--steps")
-const steps = stepsAt === -1 ? undefined : args[stepsAt + 1]
-if (steps !== undefined && !["memory", "normal", "full"].includes(steps)) throw new Error(`--steps: memory, normal or full (got ${steps})`)
 const [concurrency = "100", iterations = "10", delay] = stepsAt === -1 ? args : args.slice(0, stepsAt)
 
 /** A new SQLite log in a folder removed with the scope. */
@@ -42,6 +40,7 @@ const sqlite = (synchronous: "NORMAL" | "FULL") =>
 const write = (value: unknown) => Effect.sync(() => void process.stdout.write(`${JSON.stringify(value)}\n`))
 
 const program = Effect.gen(function*() {
+  const steps = stepsAt === -1 ? undefined : yield* Schema.decodeUnknown(StepsStore)(args[stepsAt + 1])
   const committed = new Map<string, number>()
   const calls: Array<readonly [string, number, number]> = []
   const llm = model(Number(iterations), delay === undefined ? undefined : Number(delay))

@@ -150,20 +150,23 @@ const machine = () => {
   return { busy: (total - idle) / 100, total: total / 100 }
 }
 
+/** The ledger's lines, each `<callId> <worker>`. */
+const ledgerLines = (ledger) =>
+  fs.existsSync(ledger) ? fs.readFileSync(ledger, "utf8").trim().split("\n").filter((line) => line !== "").map((line) => line.split(" ")) : []
+
 /** How many of the goals `ids` each worker ran (its name is on each of its ledger lines), most first. */
-const goalsByWorker = (ledger, ids) => {
+const goalsByWorker = (lines, ids) => {
   const wanted = new Set(ids.map((id) => `${id}:1`))
   const counts = new Map()
-  for (const [call, name] of fs.readFileSync(ledger, "utf8").trim().split("\n").map((line) => line.split(" "))) {
+  for (const [call, name] of lines) {
     if (wanted.has(call)) counts.set(name, (counts.get(name) ?? 0) + 1)
   }
   return [...counts.values()].sort((a, b) => b - a)
 }
 
 /** Each goal's `append` calls (steps 1 and 3) in the ledger once each, and nothing else: nothing lost, nothing run twice. */
-const checkLedger = (ledger, ids) => {
-  const lines = fs.existsSync(ledger) ? fs.readFileSync(ledger, "utf8").trim().split("\n").filter((line) => line !== "") : []
-  const calls = lines.map((line) => line.split(" ")[0])
+const checkLedger = (lines, ids) => {
+  const calls = lines.map(([call]) => call)
   const expected = ids.flatMap((id) => [`${id}:1`, `${id}:3`]).sort()
   const seen = [...calls].sort()
   if (JSON.stringify(seen) !== JSON.stringify(expected)) {
@@ -236,6 +239,7 @@ const measure = (count) =>
       const workersCpu = pids.reduce((n, pid, i) => n + cpuOf(pid) - (workersBefore[i] ?? 0), 0)
       const now = machine()
       const busy = now.busy - machineBefore.busy
+      const lines = ledgerLines(ledger)
       return {
         workers: count,
         goals,
@@ -256,9 +260,9 @@ const measure = (count) =>
           quota,
           throttled_seconds: Number(groups.reduce((n, g, i) => n + throttled(g) - (throttledBefore[i] ?? 0), 0).toFixed(2))
         }),
-        ledger: checkLedger(ledger, [...warm, ...ids]),
+        ledger: checkLedger(lines, [...warm, ...ids]),
         shards_per_group: shardsPerGroup,
-        goals_by_worker: goalsByWorker(ledger, ids)
+        goals_by_worker: goalsByWorker(lines, ids)
       }
     }).pipe(Effect.provide(Layer.merge(Workers.layerClient({ url: url.toString(), ...settings }), tools)))
   }))
