@@ -467,8 +467,22 @@ const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.T
         return attempt(batch, undefined)
       })
 
+    /**
+     * Commits run uninterruptible, made once per run: the batch goes in through `queued`. An
+     * uninterruptible region made per commit, holding its batch and State, keeps them from dying
+     * young (V8 promotes them to the old generation, which then grows until a full collection).
+     */
+    let queued: { readonly batch: ReadonlyArray<Event.Event>; readonly after: State.State | undefined } | undefined
+    const committing: Effect.Effect<Committed, RunError> = Effect.uninterruptible(Effect.suspend(() => {
+      const next = queued
+      queued = undefined
+      return next === undefined ? Effect.dieMessage("a commit ran with no batch") : attempt(next.batch, next.after)
+    }))
     const commit = (batch: ReadonlyArray<Event.Event>, after?: State.State): Effect.Effect<Committed, RunError> =>
-      Effect.uninterruptible(Effect.suspend(() => attempt(batch, after)))
+      Effect.suspend(() => {
+        queued = { batch, after }
+        return committing
+      })
 
     // One watcher for the whole run: a cancel request, from any process, ends the call in flight.
     // A store that fails to follow the log (a lost connection) is followed again, from the same
