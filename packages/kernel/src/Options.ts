@@ -3,7 +3,7 @@
  * recorded in `GoalSubmitted`, so a resumed or replayed run uses exactly the same ones.
  */
 import { Effect, Schema } from "effect"
-import { compile } from "./internal/guard.js"
+import { compile, copier } from "./internal/guard.js"
 import * as Issues from "./internal/issues.js"
 import { Settings } from "./Settings.js"
 
@@ -71,26 +71,23 @@ const decodeOptions = Schema.decodeUnknown(Options, { errors: "all", onExcessPro
 /** The defaults. */
 export const defaults: Options = Schema.decodeSync(Options)({})
 
-/** The fields in the order decoding writes them. */
-const fields = Object.keys(Options.fields)
+const typeAst = Schema.typeSchema(Options).ast
 /**
  * Accepts exactly the complete options a decoding returns, excess properties refused. No field
  * transforms its value (only absent ones take defaults), so input that passes it with the
- * defaults filled in is what decoding would return.
+ * defaults filled in is what decoding would return, once copied as decoding copies it.
  */
-const isOptions = compile(Schema.typeSchema(Options).ast)
+const isOptions = compile(typeAst)
+const copy = copier(typeAst)
 
 /**
- * The input with the defaults filled in, when that is valid options: what decoding returns, in its
- * key order, without decoding (which costs about 40 kB of garbage); `undefined` otherwise.
+ * The input with the defaults filled in, when that is valid options: what decoding returns
+ * (which costs about 40 kB of garbage), without decoding; `undefined` otherwise.
  */
 const filled = (input: unknown): Options | undefined => {
-  if (isOptions === undefined || typeof input !== "object" || input === null || Array.isArray(input)) return undefined
-  const merged: Record<string, unknown> = { ...defaults, ...input }
-  if (!isOptions(merged)) return undefined
-  const ordered: Record<string, unknown> = {}
-  for (const key of fields) if (Object.hasOwn(merged, key)) ordered[key] = merged[key]
-  return ordered as Options
+  if (isOptions === undefined || copy === undefined || typeof input !== "object" || input === null || Array.isArray(input)) return undefined
+  const merged = { ...defaults, ...input }
+  return isOptions(merged) ? (copy(merged) as Options) : undefined
 }
 
 /** Decode caller input into complete options. */

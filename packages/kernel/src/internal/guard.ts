@@ -103,3 +103,54 @@ const union = (ast: AST.Union): Guard | undefined => {
   }
   return (u) => members.some((guard) => guard(u))
 }
+
+/**
+ * A copy of a value the guard of `ast` accepts, built as decoding builds it: a struct's keys in
+ * the Schema's order, then those of its index signature in the value's; structs, records and
+ * arrays made anew; anything else as it is. `undefined` where `compile` is.
+ */
+export const copier = (ast: AST.AST): ((u: unknown) => unknown) | undefined => {
+  switch (ast._tag) {
+    case "Refinement":
+      return copier(ast.from)
+    case "TupleType": {
+      const rest = ast.rest[0]
+      const item = rest === undefined || ast.elements.length > 0 ? undefined : copier(rest.type)
+      return item === undefined ? undefined : (u) => (u as ReadonlyArray<unknown>).map((v) => item(v))
+    }
+    case "TypeLiteral": {
+      const properties: Array<readonly [string, (u: unknown) => unknown]> = []
+      for (const p of ast.propertySignatures) {
+        const copy = copier(p.type)
+        if (copy === undefined || typeof p.name !== "string") return undefined
+        properties.push([p.name, copy])
+      }
+      const index = ast.indexSignatures[0]
+      const value = index === undefined ? undefined : copier(index.type)
+      if (index !== undefined && value === undefined) return undefined
+      const known = new Set(properties.map(([name]) => name))
+      return (u) => {
+        const from = u as Record<string, unknown>
+        const to: Record<string, unknown> = {}
+        for (const [name, copy] of properties) if (Object.hasOwn(from, name)) to[name] = copy(from[name])
+        if (value !== undefined) for (const key of Object.keys(from)) if (!known.has(key)) to[key] = value(from[key])
+        return to
+      }
+    }
+    case "Union": {
+      const members: Array<readonly [Guard, (u: unknown) => unknown]> = []
+      for (const member of ast.types) {
+        const guard = compile(member)
+        const copy = copier(member)
+        if (guard === undefined || copy === undefined) return undefined
+        members.push([guard, copy])
+      }
+      return (u) => {
+        for (const [guard, copy] of members) if (guard(u)) return copy(u)
+        return u
+      }
+    }
+    default:
+      return compile(ast) === undefined ? undefined : (u) => u
+  }
+}
