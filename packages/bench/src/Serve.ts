@@ -17,10 +17,9 @@ import { Event, Goal, LanguageModel, Runner, StateStore, Tool, ToolRegistry } fr
 import { type Config, Server, Toolbox } from "@rx/server"
 import { Context, type Duration, Effect, Either, Layer, Logger, LogLevel, Option, type ParseResult, Queue, Schema, type Scope, Stream } from "effect"
 import { spawn } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
+import * as TempDir from "./TempDir.js"
 
 /** A goal did not end as scripted, or an SSE event was not an event. */
 export class BenchError extends Schema.TaggedError<BenchError>()("@rx/bench/BenchError", { message: Schema.String }) {}
@@ -85,10 +84,7 @@ export const serve = <E>(
   toolset: Layer.Layer<ToolRegistry.ToolRegistry, ToolRegistry.InvalidToolset> = tools
 ) =>
   Effect.gen(function*() {
-    const root = yield* Effect.acquireRelease(
-      Effect.sync(() => mkdtempSync(join(tmpdir(), "rx-bench-serve-"))),
-      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-    )
+    const root = yield* TempDir.make("rx-bench-serve-")
     const layer = Server.layer({ token, workspace: root, port: 0, concurrency, maxSubscribers: 2 * concurrency + 16 }).pipe(
       Layer.provide(Toolbox.layerWith(() => toolset)),
       Layer.provide(llm),

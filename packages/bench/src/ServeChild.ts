@@ -18,11 +18,10 @@
 import { StateStore } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
 import { Effect, Layer, Logger, LogLevel, Queue, Schema, Stream } from "effect"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import { model, serve, StepsStore, timedEcho, timedMemory } from "./Serve.js"
+import * as TempDir from "./TempDir.js"
 
 const args = process.argv.slice(2)
 const stepsAt = args.indexOf("--steps")
@@ -30,13 +29,7 @@ const [concurrency = "100", iterations = "10", delay] = stepsAt === -1 ? args : 
 
 /** A new SQLite log in a folder removed with the scope. */
 const sqlite = (synchronous: "NORMAL" | "FULL") =>
-  Layer.unwrapScoped(Effect.map(
-    Effect.acquireRelease(
-      Effect.sync(() => mkdtempSync(join(tmpdir(), "rx-bench-steps-"))),
-      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-    ),
-    (dir) => SqliteStore.layer({ filename: join(dir, "rx.db"), synchronous })
-  ))
+  Layer.unwrapScoped(Effect.map(TempDir.make("rx-bench-steps-"), (dir) => SqliteStore.layer({ filename: join(dir, "rx.db"), synchronous })))
 const write = (value: unknown) => Effect.sync(() => void process.stdout.write(`${JSON.stringify(value)}\n`))
 
 const program = Effect.gen(function*() {

@@ -21,12 +21,12 @@
  */
 import { Effect, Schema } from "effect"
 import { execFileSync, spawn } from "node:child_process"
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs"
+import { cpSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
-import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import * as SnapshotFloor from "./SnapshotFloor.js"
+import * as TempDir from "./TempDir.js"
 
 /** A command failed, or the bundle could not be built. */
 export class StartupError extends Schema.TaggedError<StartupError>()("@rx/bench/StartupError", { message: Schema.String }) {}
@@ -174,10 +174,7 @@ export const measure = (runs: number, log: (line: string) => void): Effect.Effec
   Effect.gen(function*() {
     yield* ensureBundle(log)
     const copy = yield* snapshot
-    const box = yield* Effect.acquireRelease(
-      Effect.sync(() => mkdtempSync(join(tmpdir(), "rx-bench-startup-"))),
-      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-    )
+    const box = yield* TempDir.make("rx-bench-startup-")
     const workspace = join(box, "workspace")
     for (const dir of [workspace, join(box, "home"), join(box, "state"), join(box, "config"), join(box, "cache")]) mkdirSync(dir)
     const db = join(box, "rx.db")

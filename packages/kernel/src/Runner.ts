@@ -510,7 +510,7 @@ const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.T
         Effect.flatMap(Effect.fork(restore(effect)), (fiber) => {
           racing = fiber
           return Effect.zipRight(cancelSeen ? Fiber.interruptFork(fiber) : Effect.void, restore(Fiber.await(fiber))).pipe(
-            Effect.onExit(() => Effect.zipRight(Effect.sync(() => void (racing = undefined)), Fiber.interrupt(fiber))),
+            Effect.onExit(() => Fiber.interrupt(fiber)),
             Effect.flatMap((exit) =>
               Exit.isSuccess(exit)
                 ? Effect.succeed(Option.some(exit.value))
