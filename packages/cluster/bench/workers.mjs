@@ -1,13 +1,15 @@
 // `pnpm --filter @rx/cluster run bench`: goals per second and iterations per second with 1, 2 and 3
 // workers: real processes (test/fixtures/worker.mjs: a scripted instant model, five iterations a
 // goal, tools that return at once) on a fresh database of the Postgres at RX_PG_URL (default: the
-// tests' server), RX_BENCH_GOALS goals (120) submitted at once from this process. A benchmark,
-// not a test: it prints one JSON line per worker count. Build first (`pnpm build`).
+// tests' server), RX_BENCH_GOALS goals (120) submitted from this process one after another
+// (`--submit N`: N at a time; 32 with a quota). A benchmark, not a test: it prints one JSON line
+// per worker count. Build first (`pnpm build`).
 //
-// `-- --quota 0.2`: each worker held to that share of one core by Linux's cpu controller (a cgroup
+// `-- --quota 0.1`: each worker held to that share of one core by Linux's cpu controller (a cgroup
 // v1 group of its own under /sys/fs/cgroup/cpu, `cpu.cfs_quota_us`; root only), with 1, 2, 4 and
-// 8 workers (`--workers 1,2,4,8`) and RX_BENCH_GOALS 240: what the workers do scales only if the
-// figures grow with their count while Postgres and this process have cores to spare. Each line
+// 8 workers (`--workers 1,2,4,8`) and RX_BENCH_GOALS 480: what the workers do scales only if the
+// figures grow with their count while Postgres and this process have cores to spare (on 2 cores,
+// 8 workers at 0.2 leave Postgres too little; 0.1 does not). Each line
 // says how long the quota held a worker back (`throttled_seconds`), and a last line each count's
 // goals per second over one worker's.
 //
@@ -43,7 +45,13 @@ const counts = (flag("workers") ?? (quota === undefined ? "1,2,3" : "1,2,4,8")).
 if (counts.some((n) => !Number.isInteger(n) || n < 1)) throw new Error(`--workers: worker counts such as 1,2,4,8 (got ${flag("workers")})`)
 const rounds = Number(flag("rounds") ?? "1")
 if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds: a whole number of rounds, at least 1 (got ${flag("rounds")})`)
-const goals = Number(process.env["RX_BENCH_GOALS"] ?? (quota === undefined ? "120" : "240"))
+// Goals submitted at once: with a quota, enough that this one process keeps every worker busy (8 at
+// a time took 4 of 8 workers' 11 seconds: they ran their goals as fast as the goals came).
+const submitting = Number(flag("submit") ?? (quota === undefined ? "1" : "32"))
+if (!Number.isInteger(submitting) || submitting < 1) throw new Error(`--submit: goals submitted at once, at least 1 (got ${flag("submit")})`)
+// With a quota, 480 goals: a goal runs where its id's shard is, so with 240 the busiest of 8 workers
+// held 36-48 goals (a mean of 30), which alone capped 8 workers at 5.0-6.7x one; with 480, 71-76 of 60.
+const goals = Number(process.env["RX_BENCH_GOALS"] ?? (quota === undefined ? "120" : "480"))
 const worker = fileURLToPath(new URL("../test/fixtures/worker.mjs", import.meta.url))
 // The shards a goal is placed by (hashed from its id) and the workers share: 300, as rx's default, unless `--shards N`.
 const shardsPerGroup = Number(flag("shards") ?? "300")
@@ -210,7 +218,7 @@ const measure = (count) =>
       const store = yield* StateStore.StateStore
       const submitAll = (prefix, n) =>
         Effect.forEach(Array.from({ length: n }, (_, i) => i), (i) =>
-          Workers.submit({ goal: `${prefix} ${i}`, goalId: `${prefix}-${i}`, options: { maxIterations: 20 } }), { concurrency: quota === undefined ? 1 : 8 })
+          Workers.submit({ goal: `${prefix} ${i}`, goalId: `${prefix}-${i}`, options: { maxIterations: 20 } }), { concurrency: submitting })
       /** The summaries once all `n` goals of the database have ended: one query a poll, so watching costs next to nothing. */
       const allEnded = (n) =>
         Effect.gen(function*() {
