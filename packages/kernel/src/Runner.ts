@@ -471,6 +471,8 @@ const start = (initial: State.State, { approve, observe }: Hooks, trace: Trace.T
      * Commits run uninterruptible, made once per run: the batch goes in through `queued`. An
      * uninterruptible region made per commit, holding its batch and State, keeps them from dying
      * young (V8 promotes them to the old generation, which then grows until a full collection).
+     * A run commits one batch at a time (its fibers take turns: see `race`); a batch left by an
+     * interruption before its region began was never committed, and the next commit replaces it.
      */
     let queued: { readonly batch: ReadonlyArray<Event.Event>; readonly after: State.State | undefined } | undefined
     const committing: Effect.Effect<Committed, RunError> = Effect.uninterruptible(Effect.suspend(() => {
