@@ -1,13 +1,16 @@
 /**
  * rx's commands mounted in another @effect/cli application: an app with its own root command and
  * commands takes `Cli.command` as a subcommand, and `myapp rx ...` runs rx's commands on a real
- * SQLite log, with rx's help, rx's one-line refusals and rx's exit codes.
+ * SQLite log, with rx's help, rx's one-line refusals and rx's exit codes, reading its variables
+ * through the app's ConfigProvider.
  */
 import { Command, Options } from "@effect/cli"
 import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Console, Effect, Layer, Ref } from "effect"
-import { rmSync } from "node:fs"
+import { ConfigProvider, Console, Effect, Layer, Ref } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { format } from "node:util"
 import * as Cli from "../src/Cli.js"
 import { ExitStatus } from "../src/Commands.js"
@@ -99,4 +102,30 @@ describe("rx mounted in another @effect/cli app", () => {
         expect(mounted, args.join(" ")).toEqual(alone)
       }
     }))
+
+  it.live("the app's ConfigProvider is where rx reads its variables: settings, their refusals and where each came from, with no variable of the process", () =>
+    Effect.gen(function*() {
+      const home = mkdtempSync(join(tmpdir(), "rx-mount-config-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(home, { recursive: true, force: true })))
+      const db = join(home, "app.db")
+      const provided = (variables: Record<string, string>) =>
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries({ XDG_CONFIG_HOME: home, XDG_STATE_HOME: home, ...variables }))))
+      expect(process.env["RX_MAX_ITERATIONS"]).toBeUndefined()
+      const shown = yield* myappRun(["rx", "config", "--json"]).pipe(provided({ RX_MAX_ITERATIONS: "7", RX_DB: db, RX_MODEL: "app-model" }))
+      expect(shown.status, shown.stderr).toBe(0)
+      const { files, settings } = JSON.parse(shown.stdout) as {
+        readonly files: ReadonlyArray<{ readonly file: string }>
+        readonly settings: Readonly<Record<string, { readonly value: unknown; readonly from: string }>>
+      }
+      // Values as rx config shows them: text.
+      expect(settings["maxIterations"]).toEqual({ value: "7", from: "env RX_MAX_ITERATIONS" })
+      expect(settings["model"]).toEqual({ value: "app-model", from: "env RX_MODEL" })
+      expect(settings["db"]).toEqual({ value: db, from: "env RX_DB" })
+      // The user's config file is where the provider's XDG_CONFIG_HOME puts it.
+      expect(files.map((f) => f.file)).toContain(join(home, "rx", "config.json"))
+      // A value the app's provider gives is refused as the same variable from the environment is.
+      const refused = yield* myappRun(["rx", "run", "hi"]).pipe(provided({ RX_MAX_ITERATIONS: "0", RX_DB: db, RX_MODEL: "m" }))
+      expect(refused.stderr).toBe("rx: RX_MAX_ITERATIONS: expected a whole number from 1 up, got \"0\"")
+      expect(refused.status).toBe(1)
+    }).pipe(Effect.scoped))
 })
