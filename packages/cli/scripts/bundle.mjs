@@ -21,9 +21,11 @@ const external = ["better-sqlite3", "node-llama-cpp"]
 // A barrel (`effect`'s index, `@effect/platform`'s...) imports every module of its package; esbuild
 // puts each module a chunk uses into the chunks of every entry that *reaches* it through imports,
 // so one `import { Path } from "@effect/platform"` put the HTTP API builder, which only `rx serve`
-// uses, into what `rx list` loads (and `@rx/kernel`'s index the runner). rx's own files import from
-// the modules instead: `import { A, B } from "pkg"` (effect, @effect/*, @rx/*) becomes
-// `import * as A from "<pkg's A.js>"` (and a plain re-export from its module).
+// uses, into what `rx list` loads. rx's own files import from the modules instead:
+// `import { A, B } from "pkg"` (effect, @effect/*, @rx/*) becomes `import * as A from "<pkg's A.js>"`
+// (and a plain re-export from its module). A barrel with anything else is left as it is:
+// `@rx/kernel`'s, which re-exports `Repair` from @rx/formats (resolving that too took 80 KB off
+// what `rx list` loads and nothing off its start-up: packages/bench/README.md).
 const barrels = new Map()
 const barrelOf = async (build, name, resolveDir) => {
   const resolved = await build.resolve(name, { kind: "import-statement", resolveDir })
