@@ -15,6 +15,7 @@ import { execFileSync, spawnSync } from "node:child_process"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { join } from "node:path"
+import { flagValue, median, round } from "./Figures.js"
 import * as TempDir from "./TempDir.js"
 
 /** Installing Effect 4, or a run of a program, failed. */
@@ -23,12 +24,8 @@ class FloorError extends Schema.TaggedError<FloorError>()("FloorError", { messag
 /** The version of the `effect` rx is built on, as installed here. */
 const effect3: string = JSON.parse(readFileSync(createRequire(import.meta.url).resolve("effect/package.json"), "utf8")).version
 
-const flag = (name: string) => {
-  const at = process.argv.indexOf(name)
-  return at === -1 ? undefined : process.argv[at + 1]
-}
-const effect4 = flag("--effect4") ?? "4.1.5"
-const rounds = Number(flag("--rounds") ?? "21")
+const effect4 = flagValue("--effect4") ?? "4.1.5"
+const rounds = Number(flagValue("--rounds") ?? "21")
 const json = process.argv.includes("--json")
 
 /** The program, for `Schema.Union` as each version takes its members (Effect 4: an array). */
@@ -46,7 +43,10 @@ const program = (union: (members: string) => string) => {
 
 /** Bundle `source`, resolving `effect` from `resolveDir`, into `outfile`. */
 const bundle = (source: string, resolveDir: string, outfile: string) =>
-  Effect.promise(() => build({ stdin: { contents: source, resolveDir, loader: "js" }, bundle: true, platform: "node", format: "cjs", outfile, logLevel: "error" }))
+  Effect.tryPromise({
+    try: () => build({ stdin: { contents: source, resolveDir, loader: "js" }, bundle: true, platform: "node", format: "cjs", outfile, logLevel: "error" }),
+    catch: (error) => new FloorError({ message: `bundling ${outfile} failed: ${error instanceof Error ? error.message : String(error)}` })
+  })
 
 /** Milliseconds from the spawn to the exit of `node args...`; a run that fails stops the measurement. */
 const time = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv) =>
@@ -57,8 +57,6 @@ const time = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv) =>
     return ran.status === 0 ? Effect.succeed(ms) : new FloorError({ message: `node ${args.join(" ")} failed: ${ran.stderr.toString()}` })
   })
 
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
-const round = (x: number, digits = 1) => Math.round(x * 10 ** digits) / 10 ** digits
 
 const measure = Effect.gen(function*() {
   const dir = yield* TempDir.make("rx-effect-floor-")

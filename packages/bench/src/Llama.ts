@@ -17,12 +17,12 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { round } from "./Figures.js"
 
 const json = process.argv.includes("--json")
 const log = (line: string) => {
   if (!json) process.stderr.write(`${line}\n`)
 }
-const round = (x: number, digits = 1) => Number(x.toFixed(digits))
 
 /** Iterations measured on each side (over as many goals as it takes: the random model may say done at once). */
 const target = Number(process.env["RX_BENCH_LLAMA_ITERATIONS"] ?? 40)

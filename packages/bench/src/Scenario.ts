@@ -5,6 +5,7 @@
 import { Effect, Layer } from "effect"
 import { type Goal, LanguageModel, Runner, StateStore, Tool, ToolRegistry } from "@rx/kernel"
 import { SqliteStore } from "@rx/store-sqlite"
+import { median } from "./Figures.js"
 
 export const echo = Tool.echo
 
@@ -39,7 +40,6 @@ export const memoryRun = (iterations: number, compact = false): Effect.Effect<nu
  */
 export const compaction = (repeats: number) =>
   Effect.gen(function*() {
-    const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
     const small = { off: [] as Array<number>, on: [] as Array<number> }
     const large = { off: [] as Array<number>, on: [] as Array<number> }
     for (let r = 0; r < repeats; r++) {

@@ -20,6 +20,7 @@ import { spawn } from "node:child_process"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import * as TempDir from "./TempDir.js"
+import { median } from "./Figures.js"
 
 /** A goal did not end as scripted, or an SSE event was not an event. */
 export class BenchError extends Schema.TaggedError<BenchError>()("@rx/bench/BenchError", { message: Schema.String }) {}
@@ -305,7 +306,6 @@ const sseDelays = (goals: number, iterations: number, delayMs: number) =>
     )
   }).pipe(Effect.scoped)
 
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
 /** Nearest-rank percentile. */
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.max(0, Math.ceil(p * sorted.length) - 1)] ?? Number.NaN
 

@@ -24,11 +24,8 @@ import { spawn } from "node:child_process"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import { model } from "./Serve.js"
+import { flagValue, median } from "./Figures.js"
 
-const flagValue = (flag: string) => {
-  const at = process.argv.indexOf(flag)
-  return at === -1 ? undefined : process.argv[at + 1]
-}
 const rounds = Number(flagValue("--rounds") ?? "8")
 const script = flagValue("--server-script") ?? join(import.meta.dirname, "ServeChild.js")
 const token = "bench-token-0123456789abcdef"
@@ -123,7 +120,6 @@ for (let r = 0; r < rounds; r++) {
   for (const iterations of [1, 10]) (samples[`inprocess_${iterations}`] ??= []).push((await inProcess(iterations)) / goals)
 }
 child.stdin.end()
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
 const figures = Object.fromEntries(Object.entries(samples).map(([name, xs]) => [name, Math.round(median(xs))]))
 if (unended.length > 0) {
   process.stderr.write(`${unended.length} goals' events ended without Terminated (${unended.slice(0, 3).join(", ")}): no figures\n`)

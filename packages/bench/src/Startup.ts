@@ -27,6 +27,7 @@ import type { AddressInfo } from "node:net"
 import { join, resolve } from "node:path"
 import * as SnapshotFloor from "./SnapshotFloor.js"
 import * as TempDir from "./TempDir.js"
+import { median } from "./Figures.js"
 
 /** A command failed, or the bundle could not be built. */
 export class StartupError extends Schema.TaggedError<StartupError>()("@rx/bench/StartupError", { message: Schema.String }) {}
@@ -168,7 +169,6 @@ export interface Figures {
   readonly runs: number
 }
 
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
 
 export const measure = (runs: number, log: (line: string) => void): Effect.Effect<Figures, StartupError> =>
   Effect.gen(function*() {

@@ -17,21 +17,16 @@ import * as Peers from "./Peers.js"
 import { compaction, echo, memoryRun, sqliteConcurrent, sqliteRun, untilThenStop } from "./Scenario.js"
 import * as Serve from "./Serve.js"
 import * as Startup from "./Startup.js"
+import { flagValue, median, round } from "./Figures.js"
 
 const json = process.argv.includes("--json")
 const withPeers = process.argv.includes("--peers")
-const flagValue = (flag: string) => {
-  const at = process.argv.indexOf(flag)
-  return at === -1 ? undefined : process.argv[at + 1]
-}
 const serverProfile = flagValue("--server-profile")
 const serverScript = flagValue("--server-script")
 const log = (line: string) => {
   if (!json) process.stderr.write(`${line}\n`)
 }
 const dir = mkdtempSync(join(tmpdir(), "rx-bench-"))
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN
-const round = (x: number, digits = 1) => Number(x.toFixed(digits))
 const fileSize = (path: string) => {
   try {
     return statSync(path).size

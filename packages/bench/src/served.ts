@@ -9,13 +9,9 @@
 import { Effect } from "effect"
 import { memoryRun } from "./Scenario.js"
 import * as Serve from "./Serve.js"
+import { flagValue, round } from "./Figures.js"
 
-const flagValue = (flag: string) => {
-  const at = process.argv.indexOf(flag)
-  return at === -1 ? undefined : process.argv[at + 1]
-}
 const json = process.argv.includes("--json")
-const round = (x: number, digits = 1) => Number(x.toFixed(digits))
 
 // The kernel's runs `pnpm bench` makes before its served part (its warm-up, then N = 100, 1,000
 // and 10,000 on the memory store), so the in-process figure is as warm as there.
